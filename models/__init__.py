@@ -1,0 +1,1 @@
+"""The model zoo: architectures, data generators and trained weights."""

@@ -1,0 +1,35 @@
+"""saliency: input-attribution maps (dy/dx) from an autograd engine of its own.
+
+`y.backward(gradient=v)` computes the vector-Jacobian product v^T dy/dx and adds it to the
+`.grad` of every leaf x. This package implements that engine with PyTorch's semantics and
+names (`sl.tensor`, `grad_fn`, `next_functions`, `AccumulateGrad`, hooks, `retain_graph`),
+and shows its work: `sl.autograd.render_graph(y)` and `with sl.autograd.trace() as t`.
+
+Conventions used throughout: tensors are NCHW; float32 is the default dtype and float64
+works everywhere; every VJP accepts extra leading seed dimensions (K seeds in one pass).
+"""
+import os as _os
+
+import numpy as _np
+
+from . import autograd
+from .autograd import Tensor, enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from .autograd.creation import (arange, as_tensor, from_numpy, full, full_like, manual_seed, ones, ones_like, rand,
+                                rand_like, randn, randn_like, tensor, zeros, zeros_like)
+from .autograd.functions import (abs, add, amax, amin, argmax, argmin, broadcast_to, cat, clamp, clone, cross_entropy,
+                                 div, exp, flatten, log, log_softmax, logsumexp, matmul, max, maximum, mean, min,
+                                 minimum, mm, mse_loss, mul, neg, nll_loss, norm, pad, permute, pow, relu, reshape,
+                                 sigmoid, softmax, sqrt, squeeze, stack, sub, sum, t, tanh, transpose, unsqueeze,
+                                 where)
+
+float32 = _np.dtype("float32")
+float64 = _np.dtype("float64")
+int64 = _np.dtype("int64")
+
+# In a source checkout, models/ and cli/ sit beside this folder and install as saliency.models
+# and saliency.cli. When Python imports this folder straight from the checkout (the working
+# directory is the repository root), let those two subpackages resolve to the folders beside it.
+_here = _os.path.dirname(__file__)
+_root = _os.path.dirname(_here)
+if not _os.path.isdir(_os.path.join(_here, "cli")) and _os.path.isfile(_os.path.join(_root, "cli", "__init__.py")):
+    __path__.append(_root)

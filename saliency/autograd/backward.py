@@ -1,0 +1,104 @@
+"""Entry points of the backward pass: `backward` (fills .grad) and `grad` (returns the VJPs)."""
+import numpy as np
+
+from . import engine
+from .tensor import Tensor, as_array
+
+
+def _as_list(x, what):
+    if isinstance(x, Tensor):
+        return [x]
+    items = list(x)
+    for i, t in enumerate(items):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{what}[{i}] must be a Tensor, got {type(t).__name__}")
+    return items
+
+
+def _root(t, i):
+    """The node a backward pass starts from for output `t`."""
+    if not t.requires_grad:
+        raise RuntimeError(f"output {i} does not require grad and has no grad_fn: nothing it depends on was "
+                           f"created with requires_grad=True; set requires_grad=True on the inputs you want "
+                           f"gradients for (and compute outside sl.no_grad())")
+    return t.grad_fn if t.grad_fn is not None else t._accumulator()
+
+
+def _seed(t, gradient, i, nb):
+    """The gradient that starts the pass at output `t`: checked, as an array of t's dtype."""
+    if gradient is None:
+        if nb:
+            raise ValueError("batched=True needs grad_outputs whose first dimension indexes the seeds")
+        if t.data.size != 1:
+            raise RuntimeError(f"grad can be implicitly created only for scalar outputs, but output {i} has shape "
+                               f"{t.shape}; pass gradient= of that shape (the vector v in v^T J), "
+                               f"e.g. sl.ones_like(y) for the gradient of y.sum()")
+        return np.ones(t.shape, dtype=t.dtype)
+    g = as_array(gradient)
+    if g.shape[nb:] != t.shape or g.ndim != nb + t.ndim:
+        want = ("(K,) + " if nb else "") + str(t.shape)
+        raise RuntimeError(f"Mismatch in shape: gradient {i} has shape {g.shape} but output {i} has shape "
+                           f"{t.shape}; pass a gradient of shape {want}")
+    return g.astype(t.dtype, copy=False)
+
+
+def backward(tensors, grad_tensors=None, retain_graph=None, inputs=None):
+    """Accumulate sum_i v_i^T dy_i/dx into x.grad for every leaf x (or only for `inputs`)."""
+    outputs = _as_list(tensors, "tensors")
+    grads = [grad_tensors] if isinstance(tensors, Tensor) else (list(grad_tensors) if grad_tensors is not None
+                                                                 else [None] * len(outputs))
+    if len(grads) != len(outputs):
+        raise ValueError(f"got {len(grads)} gradients for {len(outputs)} outputs; pass one per output")
+    roots = [(_root(t, i), _seed(t, g, i, 0)) for i, (t, g) in enumerate(zip(outputs, grads))]
+    targets = None
+    if inputs is not None:
+        inputs = _as_list(inputs, "inputs")
+        if not inputs:
+            raise ValueError("inputs= is empty; pass the tensors whose .grad to fill, or leave it out")
+        targets = {}
+        for t in inputs:
+            if not t.requires_grad:
+                raise RuntimeError("one of inputs= does not require grad; only tensors that require grad get .grad")
+            node = t.grad_fn if t.grad_fn is not None else t._accumulator()
+            targets.setdefault(node, []).append((t, 0))
+    engine.execute(roots, retain_graph=bool(retain_graph), targets=targets)
+
+
+def grad(outputs, inputs, grad_outputs=None, retain_graph=None, batched=False, allow_unused=False):
+    """The VJPs sum_i v_i^T dy_i/dx for each x in `inputs`, without touching any .grad.
+
+    With batched=True the first dimension of every grad_output indexes K seeds, which all go
+    through ONE backward pass; each result then has that leading dimension too.
+    """
+    outs = _as_list(outputs, "outputs")
+    ins = _as_list(inputs, "inputs")
+    nb = 1 if batched else 0
+    if grad_outputs is None:
+        grads = [None] * len(outs)
+    elif isinstance(grad_outputs, (Tensor, np.ndarray)) or np.isscalar(grad_outputs):
+        grads = [grad_outputs]
+    else:
+        grads = list(grad_outputs)
+    if len(grads) != len(outs):
+        raise ValueError(f"got {len(grads)} grad_outputs for {len(outs)} outputs; pass one per output")
+    roots = [(_root(t, i), _seed(t, g, i, nb)) for i, (t, g) in enumerate(zip(outs, grads))]
+    if batched and len({g.shape[0] for _, g in roots}) != 1:
+        raise ValueError("batched grad_outputs must all have the same number of seeds (first dimension)")
+    targets = {}
+    for slot, t in enumerate(ins):
+        if not t.requires_grad:
+            raise RuntimeError(f"inputs[{slot}] does not require grad; autograd.grad can only differentiate with "
+                               f"respect to tensors that require grad")
+        node = t.grad_fn if t.grad_fn is not None else t._accumulator()
+        targets.setdefault(node, []).append((t, slot))
+    found = engine.execute(roots, retain_graph=bool(retain_graph), targets=targets, capture=True, nb=nb)
+    results = []
+    for slot, g in enumerate(found):
+        if g is None:
+            if not allow_unused:
+                raise RuntimeError(f"inputs[{slot}] was not used to compute the outputs (no path leads to it); "
+                                   f"pass allow_unused=True to get None for it")
+            results.append(None)
+        else:
+            results.append(Tensor._make(np.array(g, dtype=ins[slot].dtype), False, None))
+    return tuple(results)

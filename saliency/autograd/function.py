@@ -1,0 +1,173 @@
+"""Graph nodes: the `Function` base class (an instance is a `grad_fn`), `AccumulateGrad`, `unbroadcast`.
+
+An op subclasses `Function` and writes, side by side:
+
+* `forward(self, *arrays, **params) -> ndarray`: NumPy arrays in, one array out.
+  It saves what the VJP needs with `self.save_for_backward(...)`.
+* `backward(self, g) -> tuple`: `g` has the output's shape, possibly with extra
+  leading *seed* dimensions (K seeds in one pass); it returns one gradient per
+  input, each with `g`'s leading seed dimensions plus that input's shape, or
+  `None` for an input that needs no gradient (`self.needs_input_grad[i]` false).
+
+`Op.apply(*inputs, **params)` runs the forward pass and, when grad mode is on
+and an input requires grad, leaves the node on the graph.
+"""
+import itertools
+import weakref
+
+import numpy as np
+
+from . import grad_mode
+
+_next_seq = itertools.count().__next__
+_NO_EDGE = (None, 0)
+# AccumulateGrad nodes run as soon as they are ready (as in PyTorch); the
+# engine pops the largest sequence number first.
+_LEAF_PRIORITY = 1 << 62
+
+
+class Function:
+    """Base class of every op; an instance is the node the op leaves on the graph."""
+
+    __slots__ = ("next_functions", "needs_input_grad", "saved", "out_shape", "out_dtype", "seq",
+                 "pre_hooks", "retain_ref", "__weakref__")
+    # True for elementwise ops whose inputs broadcast: a shape error names both shapes.
+    broadcasts = False
+
+    @classmethod
+    def apply(cls, *inputs, **params):
+        Tensor = _tensor.Tensor
+        node = cls.__new__(cls)
+        arrays = []
+        edges = []
+        needs = []
+        record = grad_mode.enabled
+        any_grad = False
+        for t in inputs:
+            if isinstance(t, Tensor):
+                arrays.append(t.data)
+                if record and t._requires_grad:
+                    fn = t.grad_fn
+                    edges.append((fn if fn is not None else t._accumulator(), 0))
+                    needs.append(True)
+                    any_grad = True
+                    continue
+            else:
+                arrays.append(t)
+            edges.append(_NO_EDGE)
+            needs.append(False)
+        node.needs_input_grad = needs
+        node.saved = ()
+        try:
+            out = node.forward(*arrays, **params)
+        except ValueError:
+            if cls.broadcasts:
+                shapes = " and ".join(str(np.shape(a)) for a in arrays)
+                raise ValueError(f"{cls.__name__.lower()}: shapes {shapes} cannot be broadcast together; "
+                                 f"each dimension must match or be 1") from None
+            raise
+        if type(out) is not np.ndarray:
+            out = np.asarray(out)
+        if not any_grad:
+            return Tensor._make(out, False, None)
+        node.next_functions = tuple(edges)
+        node.out_shape = out.shape
+        node.out_dtype = out.dtype
+        node.seq = _next_seq()
+        node.pre_hooks = None
+        node.retain_ref = None
+        return Tensor._make(out, True, node)
+
+    def save_for_backward(self, *arrays):
+        self.saved = arrays
+
+    def forward(self, *arrays, **params):
+        raise NotImplementedError(f"{type(self).__name__} has no forward")
+
+    def backward(self, g):
+        raise NotImplementedError(f"{type(self).__name__} has no backward")
+
+    def name(self):
+        """The node's name as PyTorch spells it, e.g. 'MulBackward0'."""
+        return type(self).__name__ + "Backward0"
+
+    def seed_ndim(self, g):
+        """Number of leading seed dimensions that `g` carries beyond the output's shape."""
+        return g.ndim - len(self.out_shape)
+
+    def register_prehook(self, fn):
+        """Run `fn(grad_array) -> array or None` on the gradient arriving at this node."""
+        if self.pre_hooks is None:
+            self.pre_hooks = []
+        self.pre_hooks.append(fn)
+        return _RemovableHandle(self.pre_hooks, fn)
+
+    def __repr__(self):
+        return f"<{self.name()} object at {id(self):#x}>"
+
+
+class AccumulateGrad:
+    """The node of a leaf tensor: the gradient that reaches it is added to `.variable.grad`."""
+
+    __slots__ = ("variable", "seq", "pre_hooks", "retain_ref", "__weakref__")
+    next_functions = ()
+    needs_input_grad = ()
+    saved = ()
+
+    def __init__(self, variable):
+        self.variable = variable
+        self.seq = _LEAF_PRIORITY - _next_seq()  # older leaves first, for readable traces
+        self.pre_hooks = None
+        self.retain_ref = None
+
+    @property
+    def out_shape(self):
+        return self.variable.data.shape
+
+    @property
+    def out_dtype(self):
+        return self.variable.data.dtype
+
+    def name(self):
+        return "AccumulateGrad"
+
+    def __repr__(self):
+        return f"<AccumulateGrad object at {id(self):#x}>"
+
+
+class _RemovableHandle:
+    """Returned by `register_hook`-style calls; `.remove()` unregisters the hook."""
+
+    def __init__(self, hooks, fn):
+        self._hooks = hooks
+        self._fn = fn
+
+    def remove(self):
+        try:
+            self._hooks.remove(self._fn)
+        except ValueError:
+            pass
+
+
+def unbroadcast(g, shape, nb=0):
+    """Sum `g` down to `g.shape[:nb] + shape`: the reverse of NumPy broadcasting.
+
+    `nb` is the number of leading seed dimensions of `g`, which are kept.
+    """
+    if g.shape[nb:] == shape and g.ndim == nb + len(shape):
+        return g
+    extra = g.ndim - nb - len(shape)
+    if extra:
+        g = g.sum(axis=tuple(range(nb, nb + extra)))
+    axes = tuple(nb + i for i, n in enumerate(shape) if n == 1 and g.shape[nb + i] != 1)
+    if axes:
+        g = g.sum(axis=axes, keepdims=True)
+    return g
+
+
+def shape_of(a):
+    """Shape of an ndarray or of a Python/NumPy scalar constant."""
+    return a.shape if type(a) is np.ndarray else np.shape(a)
+
+
+from . import tensor as _tensor  # noqa: E402  (tensor.py imports the ops, which import this module)

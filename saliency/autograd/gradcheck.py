@@ -1,0 +1,112 @@
+"""Explicit Jacobians and finite-difference gradient checks (for small problems, in float64)."""
+import numpy as np
+
+from .backward import grad
+from .grad_mode import no_grad
+from .tensor import Tensor
+
+
+class GradcheckError(RuntimeError):
+    """Analytical and numerical gradients disagree."""
+
+
+def jacobian(fn, x):
+    """The full Jacobian of `fn` at `x`, shape fn(x).shape + x.shape.
+
+    All its rows come from ONE batched backward pass: the seeds are the rows of the identity.
+    """
+    leaf = Tensor(np.array(x.data if isinstance(x, Tensor) else x, copy=True), requires_grad=True)
+    y = fn(leaf)
+    if not isinstance(y, Tensor):
+        raise TypeError(f"fn must return a Tensor, got {type(y).__name__}")
+    if not y.requires_grad:
+        return Tensor(np.zeros(y.shape + leaf.shape, dtype=leaf.dtype))
+    seeds = np.eye(y.data.size, dtype=y.dtype).reshape((y.data.size,) + y.shape)
+    (rows,) = grad(y, leaf, seeds, batched=True, allow_unused=True)
+    if rows is None:
+        return Tensor(np.zeros(y.shape + leaf.shape, dtype=leaf.dtype))
+    return Tensor(rows.data.reshape(y.shape + leaf.shape))
+
+
+def _outputs(fn, inputs):
+    out = fn(*inputs)
+    return (out,) if isinstance(out, Tensor) else tuple(out)
+
+
+def numerical_jacobian(fn, inputs, i, eps):
+    """d outputs / d inputs[i] by central differences; one (out.size, in.size) matrix per output."""
+    x = inputs[i].data
+    flat = x.reshape(-1)
+    with no_grad():
+        sizes = [o.data.size for o in _outputs(fn, inputs)]
+        cols = [np.zeros((n, flat.size)) for n in sizes]
+        for j in range(flat.size):
+            old = flat[j]
+            flat[j] = old + eps
+            plus = [o.data.reshape(-1).astype(np.float64) for o in _outputs(fn, inputs)]
+            flat[j] = old - eps
+            minus = [o.data.reshape(-1).astype(np.float64) for o in _outputs(fn, inputs)]
+            flat[j] = old
+            for col, p, m in zip(cols, plus, minus):
+                col[:, j] = (p - m) / (2 * eps)
+    return cols
+
+
+def analytical_jacobian(fn, inputs, i, batched):
+    """d outputs / d inputs[i] by backward passes: one per output element, or one batched pass."""
+    outs = _outputs(fn, inputs)
+    x = inputs[i]
+    mats = []
+    for o in outs:
+        n = o.data.size
+        if not o.requires_grad:
+            mats.append(np.zeros((n, x.data.size)))
+            continue
+        if batched:
+            seeds = np.eye(n, dtype=o.dtype).reshape((n,) + o.shape)
+            (rows,) = grad(o, x, seeds, retain_graph=True, batched=True, allow_unused=True)
+            mats.append(np.zeros((n, x.data.size)) if rows is None else rows.data.reshape(n, -1))
+            continue
+        rows = np.zeros((n, x.data.size))
+        for k in range(n):
+            seed = np.zeros(n, dtype=o.dtype)
+            seed[k] = 1
+            (row,) = grad(o, x, seed.reshape(o.shape), retain_graph=True, allow_unused=True)
+            if row is not None:
+                rows[k] = row.data.reshape(-1)
+        mats.append(rows)
+    return mats
+
+
+def gradcheck(fn, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, check_batched=True, raise_exception=True):
+    """Compare the gradients of fn(*inputs) with central finite differences.
+
+    inputs: a Tensor or a sequence of Tensors; those with requires_grad=True are checked and
+    should be float64. With check_batched, the K-seed batched pass must also give the same rows.
+    Returns True, or raises GradcheckError naming the input and the largest mismatch.
+    """
+    inputs = (inputs,) if isinstance(inputs, Tensor) else tuple(inputs)
+    checked = [i for i, t in enumerate(inputs) if isinstance(t, Tensor) and t.requires_grad]
+    if not checked:
+        raise ValueError("gradcheck needs at least one input with requires_grad=True")
+    for i in checked:
+        if inputs[i].dtype != np.float64:
+            raise TypeError(f"gradcheck input {i} has dtype {inputs[i].dtype}; finite differences need float64 "
+                            f"(pass tensors made with dtype=np.float64 or call .double() on leaves)")
+    for i in checked:
+        numeric = numerical_jacobian(fn, inputs, i, eps)
+        passes = [("backward", analytical_jacobian(fn, inputs, i, batched=False))]
+        if check_batched:
+            passes.append(("batched backward", analytical_jacobian(fn, inputs, i, batched=True)))
+        for label, analytic in passes:
+            for k, (a, n) in enumerate(zip(analytic, numeric)):
+                if not np.allclose(a, n, rtol=rtol, atol=atol):
+                    err = np.abs(a - n)
+                    r, c = np.unravel_index(np.argmax(err), err.shape)
+                    msg = (f"{label} gradient of output {k} with respect to input {i} differs from finite "
+                           f"differences: at output element {r}, input element {c}, analytical {a[r, c]:.6g} vs "
+                           f"numerical {n[r, c]:.6g} (max abs error {err.max():.3g}, atol={atol}, rtol={rtol})")
+                    if raise_exception:
+                        raise GradcheckError(msg)
+                    return False
+    return True

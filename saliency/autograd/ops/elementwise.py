@@ -1,0 +1,323 @@
+"""Elementwise ops with NumPy broadcasting; each gradient is summed back to its input's shape."""
+import numpy as np
+
+from ..function import Function, shape_of, unbroadcast
+
+
+class _Binary(Function):
+    """Shared by the broadcasting binary ops: remembers both input shapes."""
+
+    __slots__ = ("shapes",)
+    broadcasts = True
+
+    def reduce(self, g, gx, gy):
+        nb = g.ndim - len(self.out_shape)
+        sx, sy = self.shapes
+        nx, ny = self.needs_input_grad
+        return (unbroadcast(gx, sx, nb) if nx else None,
+                unbroadcast(gy, sy, nb) if ny else None)
+
+
+class Add(_Binary):
+    """z = x + y"""
+
+    __slots__ = ()
+
+    def forward(self, x, y):
+        self.shapes = (shape_of(x), shape_of(y))
+        return x + y
+
+    def backward(self, g):
+        return self.reduce(g, g, g)
+
+
+class Sub(_Binary):
+    """z = x - y"""
+
+    __slots__ = ()
+
+    def forward(self, x, y):
+        self.shapes = (shape_of(x), shape_of(y))
+        return x - y
+
+    def backward(self, g):
+        return self.reduce(g, g, -g if self.needs_input_grad[1] else None)
+
+
+class Mul(_Binary):
+    """z = x * y"""
+
+    __slots__ = ()
+
+    def forward(self, x, y):
+        self.shapes = (shape_of(x), shape_of(y))
+        self.save_for_backward(x, y)
+        return x * y
+
+    def backward(self, g):
+        x, y = self.saved
+        nx, ny = self.needs_input_grad
+        return self.reduce(g, g * y if nx else None, g * x if ny else None)
+
+
+class Div(_Binary):
+    """z = x / y"""
+
+    __slots__ = ()
+
+    def forward(self, x, y):
+        self.shapes = (shape_of(x), shape_of(y))
+        self.save_for_backward(x, y)
+        return x / y
+
+    def backward(self, g):
+        x, y = self.saved
+        nx, ny = self.needs_input_grad
+        return self.reduce(g, g / y if nx else None, -g * x / (y * y) if ny else None)
+
+
+class Pow(_Binary):
+    """z = x ** y. The node is PowBackward0 for tensor ** number, PowBackward1 for
+    tensor ** tensor and PowBackward2 for number ** tensor, as in PyTorch."""
+
+    __slots__ = ("variant",)
+
+    def forward(self, x, y):
+        self.shapes = (shape_of(x), shape_of(y))
+        self.variant = 0 if type(y) is not np.ndarray else (2 if type(x) is not np.ndarray else 1)
+        out = np.power(x, y)
+        self.save_for_backward(x, y, out)
+        return out
+
+    def backward(self, g):
+        x, y, out = self.saved
+        nx, ny = self.needs_input_grad
+        gx = gy = None
+        if nx:
+            # y * x**(y-1), defined as 0 where y == 0 (even at x == 0), as in PyTorch
+            if self.variant == 0:
+                gx = g * (y * np.power(x, y - 1)) if y != 0 else np.zeros_like(g)
+            else:
+                gx = np.where(y == 0, 0, g * (y * np.power(x, y - 1))).astype(g.dtype, copy=False)
+        if ny:
+            # x**y * log(x), defined as 0 where x == 0 and y >= 0, as in PyTorch
+            with np.errstate(divide="ignore", invalid="ignore"):
+                gy = np.where((x == 0) & (y >= 0), 0, g * (out * np.log(x))).astype(g.dtype, copy=False)
+        return self.reduce(g, gx, gy)
+
+    def name(self):
+        return f"PowBackward{self.variant}"
+
+
+class Maximum(_Binary):
+    """z = maximum(x, y); at ties each input gets half the gradient, as in PyTorch."""
+
+    __slots__ = ()
+    pick = staticmethod(np.maximum)
+    x_loses = staticmethod(np.less)
+
+    def forward(self, x, y):
+        self.shapes = (shape_of(x), shape_of(y))
+        self.save_for_backward(x, y)
+        return self.pick(x, y)
+
+    def backward(self, g):
+        x, y = self.saved
+        nx, ny = self.needs_input_grad
+        shared = np.where(x == y, g * 0.5, g)
+        gx = np.where(self.x_loses(x, y), 0, shared).astype(g.dtype, copy=False) if nx else None
+        gy = np.where(self.x_loses(y, x), 0, shared).astype(g.dtype, copy=False) if ny else None
+        return self.reduce(g, gx, gy)
+
+
+class Minimum(Maximum):
+    """z = minimum(x, y); at ties each input gets half the gradient, as in PyTorch."""
+
+    __slots__ = ()
+    pick = staticmethod(np.minimum)
+    x_loses = staticmethod(np.greater)
+
+
+class Where(Function):
+    """z = where(cond, x, y); `cond` is a boolean constant."""
+
+    __slots__ = ("shapes",)
+    broadcasts = True
+
+    def forward(self, cond, x, y):
+        self.shapes = (shape_of(x), shape_of(y))
+        cond = np.asarray(cond, dtype=bool)
+        self.save_for_backward(cond)
+        return np.where(cond, x, y)
+
+    def backward(self, g):
+        (cond,) = self.saved
+        nb = self.seed_ndim(g)
+        sx, sy = self.shapes
+        _, nx, ny = self.needs_input_grad
+        gx = unbroadcast(np.where(cond, g, 0).astype(g.dtype, copy=False), sx, nb) if nx else None
+        gy = unbroadcast(np.where(cond, 0, g).astype(g.dtype, copy=False), sy, nb) if ny else None
+        return None, gx, gy
+
+
+class Neg(Function):
+    """z = -x"""
+
+    __slots__ = ()
+
+    def forward(self, x):
+        return -x
+
+    def backward(self, g):
+        return (-g,)
+
+
+class Exp(Function):
+    """z = exp(x)"""
+
+    __slots__ = ()
+
+    def forward(self, x):
+        out = np.exp(x)
+        self.save_for_backward(out)
+        return out
+
+    def backward(self, g):
+        return (g * self.saved[0],)
+
+
+class Log(Function):
+    """z = log(x)"""
+
+    __slots__ = ()
+
+    def forward(self, x):
+        self.save_for_backward(x)
+        return np.log(x)
+
+    def backward(self, g):
+        return (g / self.saved[0],)
+
+
+class Sqrt(Function):
+    """z = sqrt(x)"""
+
+    __slots__ = ()
+
+    def forward(self, x):
+        out = np.sqrt(x)
+        self.save_for_backward(out)
+        return out
+
+    def backward(self, g):
+        return (g / (2 * self.saved[0]),)
+
+
+class Abs(Function):
+    """z = |x|; the gradient at 0 is 0."""
+
+    __slots__ = ()
+
+    def forward(self, x):
+        self.save_for_backward(x)
+        return np.abs(x)
+
+    def backward(self, g):
+        return (g * np.sign(self.saved[0]),)
+
+
+class Relu(Function):
+    """z = max(x, 0); the gradient at 0 is 0 (and passes through NaN, as PyTorch's)."""
+
+    __slots__ = ()
+
+    def forward(self, x):
+        out = np.maximum(x, 0)
+        self.save_for_backward(out)
+        return out
+
+    def backward(self, g):
+        return (np.where(self.saved[0] <= 0, 0, g).astype(g.dtype, copy=False),)
+
+
+class Sigmoid(Function):
+    """z = 1 / (1 + exp(-x))"""
+
+    __slots__ = ()
+
+    def forward(self, x):
+        # exp of -|x| never overflows: for x < 0, sigmoid(x) = e^x / (1 + e^x)
+        e = np.exp(-np.abs(x))
+        out = np.where(x >= 0, 1 / (1 + e), e / (1 + e))
+        self.save_for_backward(out)
+        return out
+
+    def backward(self, g):
+        y = self.saved[0]
+        return (g * (y * (1 - y)),)
+
+
+class Tanh(Function):
+    """z = tanh(x)"""
+
+    __slots__ = ()
+
+    def forward(self, x):
+        out = np.tanh(x)
+        self.save_for_backward(out)
+        return out
+
+    def backward(self, g):
+        y = self.saved[0]
+        return (g * (1 - y * y),)
+
+
+class Clamp(Function):
+    """z = min(max(x, lo), hi); the gradient passes where lo <= x <= hi (bounds included)."""
+
+    __slots__ = ()
+
+    def forward(self, x, *, lo=None, hi=None):
+        if lo is None and hi is None:
+            raise ValueError("clamp needs at least one of min and max, got neither")
+        inside = np.ones(x.shape, dtype=bool)
+        if lo is not None:
+            inside &= x >= lo
+        if hi is not None:
+            inside &= x <= hi
+        self.save_for_backward(inside)
+        return np.clip(x, lo, hi)
+
+    def backward(self, g):
+        return (np.where(self.saved[0], g, 0).astype(g.dtype, copy=False),)
+
+    def name(self):
+        return "ClampBackward1"
+
+
+class Cast(Function):
+    """z = x converted to another float dtype; the gradient is converted back."""
+
+    __slots__ = ("in_dtype",)
+
+    def forward(self, x, *, dtype):
+        self.in_dtype = x.dtype
+        return x.astype(dtype)
+
+    def backward(self, g):
+        return (g.astype(self.in_dtype),)
+
+    def name(self):
+        return "ToCopyBackward0"
+
+
+class Clone(Function):
+    """z = a copy of x"""
+
+    __slots__ = ()
+
+    def forward(self, x):
+        return x.copy()
+
+    def backward(self, g):
+        return (g,)

@@ -1,0 +1,212 @@
+"""Reductions over one, several or all dimensions: sum, mean, amax/amin, max/min, norm, logsumexp."""
+import numpy as np
+
+from ..function import Function
+
+
+def normalize_dims(dim, ndim, what="dim"):
+    """`dim` (None, an int or a sequence) as a sorted tuple of non-negative axes; None means all."""
+    if dim is None:
+        return tuple(range(ndim))
+    dims = (dim,) if isinstance(dim, (int, np.integer)) else tuple(dim)
+    span = max(ndim, 1)
+    axes = set()
+    for d in dims:
+        if not isinstance(d, (int, np.integer)) or not -span <= d < span:
+            raise IndexError(f"{what} {d!r} is out of range for a tensor with {ndim} dimension(s); "
+                             f"use an integer in [{-span}, {span - 1}]")
+        axes.add(int(d) % span)
+    return tuple(sorted(a for a in axes if a < ndim))
+
+
+def expand_reduced(g, in_shape, axes, keepdim, nb):
+    """Broadcast the gradient of a reduction back over the reduced axes of the input."""
+    lead = g.shape[:nb]
+    if not keepdim:
+        g = g.reshape(lead + tuple(1 if i in axes else n for i, n in enumerate(in_shape)))
+    return np.broadcast_to(g, lead + in_shape)
+
+
+class _Reduction(Function):
+    __slots__ = ("axes", "keepdim", "in_shape", "full")
+
+    def setup(self, x, dim, keepdim):
+        self.axes = normalize_dims(dim, x.ndim)
+        self.keepdim = bool(keepdim)
+        self.in_shape = x.shape
+        self.full = dim is None
+
+    def expand(self, g):
+        return expand_reduced(g, self.in_shape, self.axes, self.keepdim, self.seed_ndim(g))
+
+
+class Sum(_Reduction):
+    """z = x.sum(dim); SumBackward0 over all elements, SumBackward1 over given dims."""
+
+    __slots__ = ()
+
+    def forward(self, x, *, dim=None, keepdim=False):
+        self.setup(x, dim, keepdim)
+        return x.sum(axis=self.axes, keepdims=self.keepdim)
+
+    def backward(self, g):
+        return (self.expand(g),)
+
+    def name(self):
+        return "SumBackward0" if self.full else "SumBackward1"
+
+
+class Mean(_Reduction):
+    """z = x.mean(dim); MeanBackward0 over all elements, MeanBackward1 over given dims."""
+
+    __slots__ = ()
+
+    def forward(self, x, *, dim=None, keepdim=False):
+        self.setup(x, dim, keepdim)
+        return x.mean(axis=self.axes, keepdims=self.keepdim)
+
+    def backward(self, g):
+        count = int(np.prod([self.in_shape[a] for a in self.axes]))
+        return (self.expand(g / count),)
+
+    def name(self):
+        return "MeanBackward0" if self.full else "MeanBackward1"
+
+
+class Amax(_Reduction):
+    """z = x.amax(dim); tied maxima share the gradient equally, as in PyTorch."""
+
+    __slots__ = ()
+    reducer = staticmethod(np.amax)
+
+    def forward(self, x, *, dim=None, keepdim=False):
+        self.setup(x, dim, keepdim)
+        if x.size == 0:
+            raise ValueError(f"{type(self).__name__.lower()} of an empty tensor of shape {x.shape} has no value")
+        kept = self.reducer(x, axis=self.axes, keepdims=True)
+        self.save_for_backward(x, kept)
+        return kept if self.keepdim else kept.reshape(tuple(n for i, n in enumerate(x.shape) if i not in self.axes))
+
+    def backward(self, g):
+        x, kept = self.saved
+        winners = x == kept
+        count = winners.sum(axis=self.axes, keepdims=True)
+        return (np.where(winners, self.expand(g) / count, 0).astype(g.dtype, copy=False),)
+
+
+class Amin(Amax):
+    """z = x.amin(dim); tied minima share the gradient equally, as in PyTorch."""
+
+    __slots__ = ()
+    reducer = staticmethod(np.amin)
+
+
+class MaxAll(Amax):
+    """z = x.max() over all elements (ties share the gradient)."""
+
+    __slots__ = ()
+
+    def name(self):
+        return "MaxBackward1"
+
+
+class MinAll(Amin):
+    """z = x.min() over all elements (ties share the gradient)."""
+
+    __slots__ = ()
+
+    def name(self):
+        return "MinBackward1"
+
+
+class MaxDim(Function):
+    """values of x.max(dim) / x.min(dim), picked at the given indices; the gradient goes to them."""
+
+    __slots__ = ("axis", "keepdim", "in_shape", "kind")
+
+    def forward(self, x, *, index, dim, keepdim=False, kind="Max"):
+        # index: the picked positions along `dim`, with that axis kept (size 1)
+        (self.axis,) = normalize_dims(dim, x.ndim) or (0,)
+        self.keepdim, self.in_shape, self.kind = bool(keepdim), x.shape, kind
+        self.save_for_backward(index)
+        values = np.take_along_axis(x, index, axis=self.axis) if x.ndim else x
+        return values if keepdim or not x.ndim else values.squeeze(self.axis)
+
+    def backward(self, g):
+        (index,) = self.saved
+        nb = self.seed_ndim(g)
+        lead = g.shape[:nb]
+        if not self.in_shape:
+            return (g,)
+        if not self.keepdim:
+            g = np.expand_dims(g, nb + self.axis)
+        gx = np.zeros(lead + self.in_shape, dtype=g.dtype)
+        np.put_along_axis(gx, np.broadcast_to(index, lead + index.shape), g, axis=nb + self.axis)
+        return (gx,)
+
+    def name(self):
+        return f"{self.kind}Backward0"
+
+
+class Norm(_Reduction):
+    """z = ||x||_p over dim (p = 2 by default; also 1, inf and any p > 0)."""
+
+    __slots__ = ("p",)
+
+    def forward(self, x, *, p=2, dim=None, keepdim=False):
+        self.setup(x, dim, keepdim)
+        p = float(p)
+        if not p > 0:
+            raise ValueError(f"norm order p must be positive (1, 2, inf, ...), got {p!r}")
+        self.p = p
+        a = np.abs(x)
+        if p == 2:
+            kept = np.sqrt((x * x).sum(axis=self.axes, keepdims=True))
+        elif p == 1:
+            kept = a.sum(axis=self.axes, keepdims=True)
+        elif p == np.inf:
+            kept = a.max(axis=self.axes, keepdims=True, initial=0)
+        else:
+            kept = np.power(np.power(a, p).sum(axis=self.axes, keepdims=True), 1 / p)
+        self.save_for_backward(x, kept)
+        return kept if self.keepdim else kept.reshape(tuple(n for i, n in enumerate(x.shape) if i not in self.axes))
+
+    def backward(self, g):
+        x, kept = self.saved
+        p = self.p
+        safe = np.where(kept == 0, 1, kept)
+        if p == 2:
+            scale = x / safe
+        elif p == 1:
+            scale = np.sign(x)
+        elif p == np.inf:
+            winners = np.abs(x) == kept
+            scale = np.sign(x) * winners / winners.sum(axis=self.axes, keepdims=True)
+        else:
+            scale = np.sign(x) * np.power(np.abs(x) / safe, p - 1)
+        scale = np.where(kept == 0, 0, scale)  # PyTorch: the gradient of a zero norm is 0
+        return ((self.expand(g) * scale).astype(g.dtype, copy=False),)
+
+    def name(self):
+        return "LinalgVectorNormBackward0"
+
+
+class LogSumExp(_Reduction):
+    """z = log(sum(exp(x), dim)), computed without overflow."""
+
+    __slots__ = ()
+
+    def forward(self, x, *, dim=None, keepdim=False):
+        self.setup(x, dim, keepdim)
+        m = np.amax(x, axis=self.axes, keepdims=True)
+        m = np.where(np.isfinite(m), m, 0)
+        kept = m + np.log(np.exp(x - m).sum(axis=self.axes, keepdims=True))
+        self.save_for_backward(x, kept)
+        return kept if self.keepdim else kept.reshape(tuple(n for i, n in enumerate(x.shape) if i not in self.axes))
+
+    def backward(self, g):
+        x, kept = self.saved
+        return ((self.expand(g) * np.exp(x - kept)).astype(g.dtype, copy=False),)
+
+    def name(self):
+        return "LogsumexpBackward0"

@@ -1,0 +1,242 @@
+"""Ops that move elements without computing on them: reshape, transpose, permute, squeeze,
+unsqueeze, expand, indexing, cat, stack, pad. Their VJPs move the gradient back."""
+import numpy as np
+
+from ..function import Function, unbroadcast
+from .reduce import normalize_dims
+
+
+def _lead(g, node):
+    return (slice(None),) * node.seed_ndim(g)
+
+
+class Reshape(Function):
+    """z = x.reshape(shape) (also view and flatten); the node is ViewBackward0, as in PyTorch."""
+
+    __slots__ = ("in_shape",)
+
+    def forward(self, x, *, shape):
+        self.in_shape = x.shape
+        try:
+            return x.reshape(shape)
+        except ValueError:
+            raise ValueError(f"cannot reshape a tensor of shape {x.shape} ({x.size} elements) into shape "
+                             f"{tuple(shape)}; the number of elements must stay the same") from None
+
+    def backward(self, g):
+        return (g.reshape(g.shape[:self.seed_ndim(g)] + self.in_shape),)
+
+    def name(self):
+        return "ViewBackward0"
+
+
+class Transpose(Function):
+    """z = x.transpose(dim0, dim1); `x.t()` leaves TBackward0."""
+
+    __slots__ = ("dims", "short")
+
+    def forward(self, x, *, dim0, dim1, short=False):
+        d0, d1 = (normalize_dims(d, x.ndim)[0] if x.ndim else 0 for d in (dim0, dim1))
+        self.dims, self.short = (d0, d1), short
+        return np.swapaxes(x, d0, d1) if x.ndim else x
+
+    def backward(self, g):
+        if not self.out_shape:
+            return (g,)
+        nb = self.seed_ndim(g)
+        return (np.swapaxes(g, nb + self.dims[0], nb + self.dims[1]),)
+
+    def name(self):
+        return "TBackward0" if self.short else "TransposeBackward0"
+
+
+class Permute(Function):
+    """z = x.permute(dims)"""
+
+    __slots__ = ("inverse",)
+
+    def forward(self, x, *, dims):
+        order = [normalize_dims(d, x.ndim)[0] for d in dims]
+        if sorted(order) != list(range(x.ndim)):
+            raise ValueError(f"permute needs each of the {x.ndim} dimensions exactly once, got {tuple(dims)}")
+        self.inverse = tuple(int(i) for i in np.argsort(order))
+        return x.transpose(order)
+
+    def backward(self, g):
+        nb = self.seed_ndim(g)
+        return (g.transpose(tuple(range(nb)) + tuple(nb + i for i in self.inverse)),)
+
+
+class Squeeze(Function):
+    """z = x.squeeze(dim): drops size-1 dimensions (all of them when dim is None)."""
+
+    __slots__ = ("in_shape", "all")
+
+    def forward(self, x, *, dim=None):
+        self.in_shape, self.all = x.shape, dim is None
+        axes = normalize_dims(dim, x.ndim)
+        return x.reshape(tuple(n for i, n in enumerate(x.shape) if not (i in axes and n == 1)))
+
+    def backward(self, g):
+        return (g.reshape(g.shape[:self.seed_ndim(g)] + self.in_shape),)
+
+    def name(self):
+        return "SqueezeBackward0" if self.all else "SqueezeBackward1"
+
+
+class Unsqueeze(Function):
+    """z = x.unsqueeze(dim): inserts a size-1 dimension."""
+
+    __slots__ = ("in_shape",)
+
+    def forward(self, x, *, dim):
+        self.in_shape = x.shape
+        (axis,) = normalize_dims(dim, x.ndim + 1)
+        return np.expand_dims(x, axis)
+
+    def backward(self, g):
+        return (g.reshape(g.shape[:self.seed_ndim(g)] + self.in_shape),)
+
+
+class Expand(Function):
+    """z = x.expand(shape) / broadcast_to(x, shape): a broadcast view; -1 keeps a size."""
+
+    __slots__ = ("in_shape",)
+
+    def forward(self, x, *, shape):
+        self.in_shape = x.shape
+        shape = tuple(shape)
+        offset = len(shape) - x.ndim
+        target = tuple(x.shape[i - offset] if n == -1 and i >= offset else n for i, n in enumerate(shape))
+        try:
+            return np.broadcast_to(x, target)
+        except ValueError:
+            raise ValueError(f"cannot expand a tensor of shape {x.shape} to shape {shape}; "
+                             f"only dimensions of size 1 can grow, and new dimensions go in front") from None
+
+    def backward(self, g):
+        return (unbroadcast(g, self.in_shape, self.seed_ndim(g)),)
+
+
+def _is_basic(item):
+    return item is None or item is Ellipsis or isinstance(item, (slice, int, np.integer))
+
+
+class GetItem(Function):
+    """z = x[key] with basic (ints, slices, None, ...) or integer-array / boolean indexing."""
+
+    __slots__ = ("key", "in_shape", "basic", "moved")
+
+    def forward(self, x, *, key):
+        key = key if isinstance(key, tuple) else (key,)
+        self.basic = all(_is_basic(k) for k in key)
+        if not self.basic:
+            # a boolean mask is the integer arrays of its nonzero positions
+            expanded = []
+            for k in key:
+                if not _is_basic(k):
+                    k = np.asarray(k)
+                    if k.dtype == bool:
+                        expanded.extend(np.nonzero(k))
+                        continue
+                    if k.dtype.kind not in "iu":
+                        raise IndexError(f"tensors used as indices must be integer or boolean, got dtype {k.dtype}")
+                expanded.append(k)
+            key = tuple(expanded)
+        self.key, self.in_shape = key, x.shape
+        # NumPy puts the indexed dimensions first when array indices are separated by a slice
+        positions = [i for i, k in enumerate(key) if not _is_basic(k) or (not self.basic and isinstance(k, (int, np.integer)))]
+        self.moved = not self.basic and positions != list(range(positions[0], positions[-1] + 1))
+        try:
+            return x[key]
+        except IndexError as exc:
+            raise IndexError(f"index {key!r} is out of range for a tensor of shape {x.shape}: {exc}") from None
+
+    def backward(self, g):
+        nb = self.seed_ndim(g)
+        gx = np.zeros(g.shape[:nb] + self.in_shape, dtype=g.dtype)
+        key = (slice(None),) * nb + self.key
+        if self.basic:
+            gx[key] = g
+            return (gx,)
+        if self.moved and nb:
+            # the indexed dimensions come first in x[key]; with seed dimensions in front of
+            # x they still do, so move the seed dimensions behind them
+            na = np.broadcast(*[k for k in self.key if not _is_basic(k) or isinstance(k, (int, np.integer))]).ndim
+            g = np.moveaxis(g, tuple(range(nb)), tuple(range(na, na + nb)))
+        np.add.at(gx, key, g)
+        return (gx,)
+
+    def name(self):
+        if not self.basic:
+            return "IndexBackward0"
+        if all(isinstance(k, (int, np.integer)) or k is Ellipsis for k in self.key):
+            return "SelectBackward0"
+        return "SliceBackward0"
+
+
+class Cat(Function):
+    """z = cat(tensors, dim)"""
+
+    __slots__ = ("axis", "bounds")
+
+    def forward(self, *xs, dim=0):
+        if not xs:
+            raise ValueError("cat needs at least one tensor, got an empty sequence")
+        (self.axis,) = normalize_dims(dim, xs[0].ndim)
+        try:
+            out = np.concatenate(xs, axis=self.axis)
+        except ValueError:
+            shapes = ", ".join(str(x.shape) for x in xs)
+            raise ValueError(f"cat along dim {dim}: shapes {shapes} must match in every other dimension") from None
+        self.bounds = np.cumsum([x.shape[self.axis] for x in xs])[:-1]
+        return out
+
+    def backward(self, g):
+        nb = self.seed_ndim(g)
+        return tuple(np.split(g, self.bounds, axis=nb + self.axis))
+
+
+class Stack(Function):
+    """z = stack(tensors, dim)"""
+
+    __slots__ = ("axis",)
+
+    def forward(self, *xs, dim=0):
+        if not xs:
+            raise ValueError("stack needs at least one tensor, got an empty sequence")
+        (self.axis,) = normalize_dims(dim, xs[0].ndim + 1)
+        try:
+            return np.stack(xs, axis=self.axis)
+        except ValueError:
+            shapes = ", ".join(str(np.shape(x)) for x in xs)
+            raise ValueError(f"stack needs tensors of equal shape, got {shapes}") from None
+
+    def backward(self, g):
+        lead = _lead(g, self) + (slice(None),) * self.axis
+        return tuple(g[lead + (i,)] for i in range(len(self.needs_input_grad)))
+
+
+class Pad(Function):
+    """z = pad(x, pad, value): constant padding; `pad` lists (before, after) pairs from the last
+    dimension backwards, as PyTorch's F.pad."""
+
+    __slots__ = ("window",)
+
+    def forward(self, x, *, pad, value=0.0):
+        pad = tuple(int(p) for p in pad)
+        if len(pad) % 2 or len(pad) // 2 > x.ndim:
+            raise ValueError(f"pad must hold (before, after) pairs for at most {x.ndim} dimensions, got {pad}")
+        if any(p < 0 for p in pad):
+            raise ValueError(f"pad sizes must be non-negative, got {pad}")
+        widths = [(0, 0)] * x.ndim
+        for i in range(len(pad) // 2):
+            widths[x.ndim - 1 - i] = (pad[2 * i], pad[2 * i + 1])
+        self.window = tuple(slice(b, b + n) for (b, _), n in zip(widths, x.shape))
+        return np.pad(x, widths, mode="constant", constant_values=value)
+
+    def backward(self, g):
+        return (g[_lead(g, self) + self.window],)
+
+    def name(self):
+        return "ConstantPadNdBackward0"

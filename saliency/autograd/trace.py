@@ -1,0 +1,168 @@
+"""Show the work of backward: the graph as a text tree, and a trace of every VJP the engine runs.
+
+    with sl.autograd.trace(names={"x": x}) as t:
+        y.backward(v)
+    print(t)                       # one row per edge: node, gradient in, VJP sent to each input
+    print(sl.autograd.render_graph(y, names={"y": y, "x": x}))
+"""
+import contextlib
+
+import numpy as np
+
+from . import engine
+from .function import AccumulateGrad
+
+
+def format_array(a, precision=4):
+    """A short, readable rendering of a gradient or value."""
+    if a is None:
+        return "None"
+    a = np.asarray(a)
+    if a.size <= 12:
+        if a.ndim == 0:
+            return f"{a.item():.{precision}g}"
+        return np.array2string(a, precision=precision, separator=", ", suppress_small=False,
+                               floatmode="maxprec", max_line_width=1000).replace("\n", "")
+    return f"<{a.dtype} {a.shape}: min {a.min():.{precision}g}, max {a.max():.{precision}g}, sum {a.sum():.{precision}g}>"
+
+
+class _Labels:
+    """Human names for nodes: the user's names for tensors, else the node's PyTorch name."""
+
+    def __init__(self, names):
+        self.by_id = {}
+        for name, t in (names or {}).items():
+            node = t.grad_fn if t.grad_fn is not None else (t._accumulator() if t.requires_grad else None)
+            if node is not None:
+                self.by_id[id(node)] = name
+
+    def tensor(self, node):
+        return self.by_id.get(id(node))
+
+    def __call__(self, node):
+        name = self.tensor(node)
+        return f"{node.name()}({name})" if name else node.name()
+
+
+class TraceStep:
+    """One node run by the engine: the gradient that arrived and what it sent to each input."""
+
+    def __init__(self, index, node, grad_in, sends, leaf_grad):
+        self.index = index
+        self.node = node
+        self.name = node.name()
+        self.grad_in = grad_in
+        self.sends = sends          # list of (next node or None, gradient array or None)
+        self.leaf_grad = leaf_grad  # for AccumulateGrad: the leaf's .grad after this step
+
+    def __repr__(self):
+        return f"<TraceStep {self.index} {self.name}>"
+
+
+class Trace:
+    """What one or more backward passes did, node by node, in the order the engine ran them."""
+
+    def __init__(self, names=None):
+        self.steps = []
+        self._labels = _Labels(names)
+
+    def record(self, node, g, grads):
+        sends = []
+        if grads is not None:
+            for (child, _), gi in zip(node.next_functions, grads):
+                sends.append((child, None if gi is None or child is None else np.array(gi)))
+        leaf_grad = None
+        if type(node) is AccumulateGrad and node.variable._grad is not None:
+            leaf_grad = np.array(node.variable._grad.data)
+        self.steps.append(TraceStep(len(self.steps) + 1, node, np.array(g), sends, leaf_grad))
+
+    def __iter__(self):
+        return iter(self.steps)
+
+    def __len__(self):
+        return len(self.steps)
+
+    def __getitem__(self, i):
+        return self.steps[i]
+
+    def rows(self):
+        """The table as rows of strings: step, node, gradient in, sent to, VJP."""
+        rows = []
+        for s in self.steps:
+            first = [str(s.index), self._labels(s.node), format_array(s.grad_in)]
+            if type(s.node) is AccumulateGrad:
+                name = self._labels.tensor(s.node) or "leaf"
+                value = format_array(s.leaf_grad) if s.leaf_grad is not None else "(returned, .grad untouched)"
+                rows.append(first + [f"{name}.grad", value])
+                continue
+            if not s.sends:
+                rows.append(first + ["(nothing needed)", ""])
+            for k, (child, gi) in enumerate(s.sends):
+                target = f"[{k}] " + (self._labels(child) if child is not None else "None (needs no grad)")
+                cells = first if k == 0 else ["", "", ""]
+                rows.append(cells + [target, format_array(gi) if child is not None else "-"])
+        return rows
+
+    def __str__(self):
+        header = ["step", "node", "gradient in (dL/d output)", "sends to input", "VJP sent"]
+        rows = [header] + self.rows()
+        widths = [max(len(r[c]) for r in rows) for c in range(len(header))]
+        lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows]
+        lines.insert(1, "  ".join("-" * w for w in widths))
+        return "\n".join(lines)
+
+    __repr__ = __str__
+
+
+@contextlib.contextmanager
+def trace(names=None):
+    """Record every node the engine runs inside the block; `names` maps labels to tensors."""
+    t = Trace(names)
+    previous = engine.tracer
+    engine.tracer = t
+    try:
+        yield t
+    finally:
+        engine.tracer = previous
+
+
+def render_graph(output, names=None):
+    """The backward graph below `output` as an indented text tree.
+
+    Each line is one edge of `next_functions`: the node it leads to (PyTorch's name), the
+    tensor's name if given in `names`, and for leaves their shape and value. A node reached
+    a second time is shown once and referred to by its number.
+    """
+    labels = _Labels(names)
+    root = output.grad_fn if output.grad_fn is not None else (output._accumulator() if output.requires_grad else None)
+    if root is None:
+        return "(no graph: the tensor does not require grad)"
+    numbers = {}
+    lines = []
+    stack = [(root, "", "", None)]
+    while stack:
+        node, prefix, branch, edge = stack.pop()
+        head = prefix + branch + (f"{edge} " if edge is not None else "")
+        if node is None:
+            lines.append(head + "None  (input needs no gradient)")
+            continue
+        if id(node) in numbers:
+            lines.append(head + f"{labels(node)}  (shared, see #{numbers[id(node)]})")
+            continue
+        numbers[id(node)] = len(numbers) + 1
+        lines.append(head + f"#{numbers[id(node)]} {labels(node)}  " + _describe(node))
+        children = node.next_functions
+        child_prefix = prefix + ("" if not branch else ("   " if branch.startswith("└") else "│  "))
+        for k in reversed(range(len(children))):
+            child, _ = children[k]
+            stack.append((child, child_prefix, "└─ " if k == len(children) - 1 else "├─ ", f"[{k}]"))
+    return "\n".join(lines)
+
+
+def _describe(node):
+    if type(node) is AccumulateGrad:
+        v = node.variable
+        value = f" = {format_array(v.data)}" if v.data.size <= 12 else ""
+        return f"leaf, shape {v.shape}{value}"
+    shape = node.out_shape
+    return f"output shape {shape}"
