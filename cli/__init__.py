@@ -1,0 +1,1 @@
+"""The `saliency` command line."""
