@@ -1,0 +1,105 @@
+"""Per-op overhead of the engine: forward + backward of a chain of tiny ops, against PyTorch.
+
+    python benchmarks/overhead.py [--ops 200] [--repeats 200]
+
+Both engines run alternately in this process; medians are printed with the ratio
+ours / PyTorch (lower is better). Also times backward through chains of 10,000 to
+100,000 ops to show that the cost per op stays flat (linear time).
+"""
+import argparse
+import statistics
+import time
+
+import numpy as np
+
+import saliency as sl
+
+
+def chain_ours(x, n):
+    y = x
+    for i in range(n // 4):
+        y = y * 1.0001
+        y = y + 0.001
+        y = y.tanh()
+        y = y - 0.0005
+    return y.sum()
+
+
+def chain_torch(torch, x, n):
+    y = x
+    for i in range(n // 4):
+        y = y * 1.0001
+        y = y + 0.001
+        y = y.tanh()
+        y = y - 0.0005
+    return y.sum()
+
+
+def median_ms(fn, repeats):
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times) * 1e3
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--ops", type=int, default=200)
+    parser.add_argument("--repeats", type=int, default=200)
+    args = parser.parse_args()
+    n = args.ops
+    x = sl.tensor(np.random.default_rng(0).standard_normal(4).astype(np.float32), requires_grad=True)
+
+    def ours():
+        chain_ours(x, n).backward()
+
+    def ours_forward():
+        with sl.no_grad():
+            chain_ours(x, n)
+
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    if torch is not None:
+        torch.set_num_threads(2)
+        tx = torch.tensor(x.data, requires_grad=True)
+
+        def theirs():
+            chain_torch(torch, tx, n).backward()
+
+    for _ in range(20):  # warm-up
+        ours()
+        if torch is not None:
+            theirs()
+    rounds = 5
+    ours_ms, theirs_ms = [], []
+    for _ in range(rounds):  # alternate so that both see the same machine load
+        ours_ms.append(median_ms(ours, args.repeats // rounds))
+        if torch is not None:
+            theirs_ms.append(median_ms(theirs, args.repeats // rounds))
+    o = statistics.median(ours_ms)
+    print(f"chain of {n} ops + sum, forward+backward, median of {args.repeats} runs")
+    print(f"  saliency : {o:8.3f} ms   ({o / (n + 1) * 1e3:.2f} us per op)")
+    if torch is not None:
+        t = statistics.median(theirs_ms)
+        print(f"  torch    : {t:8.3f} ms   ({t / (n + 1) * 1e3:.2f} us per op)   torch {torch.__version__}")
+        print(f"  ratio saliency / torch: {o / t:.2f}  (goal <= 1.0)")
+
+    print("\nbackward through long chains (linear time: us per op should stay flat)")
+    for length in (10_000, 50_000, 100_000):
+        leaf = sl.tensor([1.0], requires_grad=True)
+        y = leaf
+        for _ in range(length):
+            y = y * 1.0
+        t0 = time.perf_counter()
+        y.backward(sl.tensor([1.0]))
+        dt = time.perf_counter() - t0
+        print(f"  {length:7d} ops: backward {dt * 1e3:8.1f} ms  ({dt / length * 1e6:.2f} us per op)")
+        del y
+
+
+if __name__ == "__main__":
+    main()
