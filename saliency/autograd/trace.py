@@ -14,15 +14,15 @@ from .function import AccumulateGrad
 
 
 def format_array(a, precision=4):
-    """A short, readable rendering of a gradient or value."""
+    """A short, readable rendering of a gradient or value (4 significant digits)."""
     if a is None:
         return "None"
     a = np.asarray(a)
     if a.size <= 12:
         if a.ndim == 0:
             return f"{a.item():.{precision}g}"
-        return np.array2string(a, precision=precision, separator=", ", suppress_small=False,
-                               floatmode="maxprec", max_line_width=1000).replace("\n", "")
+        return np.array2string(a, separator=", ", max_line_width=1000,
+                               formatter={"float_kind": lambda v: f"{v:.{precision}g}"}).replace("\n", "")
     return f"<{a.dtype} {a.shape}: min {a.min():.{precision}g}, max {a.max():.{precision}g}, sum {a.sum():.{precision}g}>"
 
 
