@@ -54,7 +54,7 @@ def execute(roots, *, retain_graph=False, targets=None, capture=False, nb=0):
             is_leaf = type(node) is AccumulateGrad
             if is_leaf and node.variable._hooks:
                 g = _run_hooks(node.variable._hooks, g, node)
-            if node.retain_ref is not None and not capture:
+            if node.retain_ref is not None and not capture and (targets is None or node not in targets):
                 kept = node.retain_ref()
                 if kept is not None:
                     _accumulate(kept, g)

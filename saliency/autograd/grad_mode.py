@@ -37,15 +37,30 @@ class set_grad_enabled:
         return wrapper
 
 
-class no_grad(set_grad_enabled):
+class _FixedMode(set_grad_enabled):
+    """A grad mode that is always the same; usable as `@no_grad()` and as a bare `@no_grad`."""
+
+    _mode = True
+
+    def __new__(cls, fn=None):
+        if fn is None:
+            return super().__new__(cls)
+        if not callable(fn):
+            raise TypeError(f"{cls.__name__}() takes no arguments, got {fn!r}; use it as `with {cls.__name__}():` "
+                            f"or as a decorator")
+        return cls()(fn)
+
+    def __init__(self, fn=None):
+        super().__init__(self._mode)
+
+
+class no_grad(_FixedMode):
     """Operations inside do not record the graph (outputs never require grad)."""
 
-    def __init__(self):
-        super().__init__(False)
+    _mode = False
 
 
-class enable_grad(set_grad_enabled):
+class enable_grad(_FixedMode):
     """Turns recording back on inside a `no_grad` block."""
 
-    def __init__(self):
-        super().__init__(True)
+    _mode = True
