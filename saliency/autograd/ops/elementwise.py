@@ -32,16 +32,20 @@ class Add(_Binary):
 
 
 class Sub(_Binary):
-    """z = x - y"""
+    """z = x - y. The node is RsubBackward1 for number - tensor, as in PyTorch."""
 
-    __slots__ = ()
+    __slots__ = ("number_first",)
 
     def forward(self, x, y):
         self.shapes = (shape_of(x), shape_of(y))
+        self.number_first = type(x) is not np.ndarray
         return x - y
 
     def backward(self, g):
         return self.reduce(g, g, -g if self.needs_input_grad[1] else None)
+
+    def name(self):
+        return "RsubBackward1" if self.number_first else "SubBackward0"
 
 
 class Mul(_Binary):

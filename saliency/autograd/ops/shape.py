@@ -70,10 +70,12 @@ class Permute(Function):
 class Squeeze(Function):
     """z = x.squeeze(dim): drops size-1 dimensions (all of them when dim is None)."""
 
-    __slots__ = ("in_shape", "all")
+    __slots__ = ("in_shape", "variant")
 
     def forward(self, x, *, dim=None):
-        self.in_shape, self.all = x.shape, dim is None
+        # PyTorch's overloads: SqueezeBackward0 (all), 1 (one dim), 2 (a tuple of dims)
+        self.in_shape = x.shape
+        self.variant = 0 if dim is None else (1 if isinstance(dim, (int, np.integer)) else 2)
         axes = normalize_dims(dim, x.ndim)
         return x.reshape(tuple(n for i, n in enumerate(x.shape) if not (i in axes and n == 1)))
 
@@ -81,7 +83,7 @@ class Squeeze(Function):
         return (g.reshape(g.shape[:self.seed_ndim(g)] + self.in_shape),)
 
     def name(self):
-        return "SqueezeBackward0" if self.all else "SqueezeBackward1"
+        return f"SqueezeBackward{self.variant}"
 
 
 class Unsqueeze(Function):
@@ -125,11 +127,13 @@ def _is_basic(item):
 class GetItem(Function):
     """z = x[key] with basic (ints, slices, None, ...) or integer-array / boolean indexing."""
 
-    __slots__ = ("key", "in_shape", "basic", "moved")
+    __slots__ = ("key", "in_shape", "basic", "moved", "last")
 
     def forward(self, x, *, key):
+        single_slice = isinstance(key, slice)
         key = key if isinstance(key, tuple) else (key,)
         self.basic = all(_is_basic(k) for k in key)
+        self.last = "Slice" if single_slice else (_last_basic_step(key, x.shape) if self.basic else "Index")
         if not self.basic:
             # a boolean mask is the integer arrays of its nonzero positions
             expanded = []
@@ -168,11 +172,28 @@ class GetItem(Function):
         return (gx,)
 
     def name(self):
-        if not self.basic:
-            return "IndexBackward0"
-        if all(isinstance(k, (int, np.integer)) or k is Ellipsis for k in self.key):
-            return "SelectBackward0"
-        return "SliceBackward0"
+        return f"{self.last}Backward0"
+
+
+def _last_basic_step(key, shape):
+    """PyTorch applies a basic index one entry at a time (select, slice, unsqueeze) and skips
+    full slices; the node it leaves last names the whole indexing: 'Alias' if nothing was done."""
+    last = "Alias"
+    used = sum(1 for k in key if k is not None and k is not Ellipsis)
+    dim = 0
+    for k in key:
+        if k is Ellipsis:
+            dim += len(shape) - used
+        elif k is None:
+            last = "Unsqueeze"
+        elif isinstance(k, slice):
+            if dim < len(shape) and k.indices(shape[dim]) != (0, shape[dim], 1):
+                last = "Slice"
+            dim += 1
+        else:
+            last = "Select"
+            dim += 1
+    return last
 
 
 class Cat(Function):

@@ -1,0 +1,290 @@
+"""One table of op specs shared by the op tests (gradcheck, torch, node names).
+
+Each `OpSpec` holds a readable id, the op as a function of our tensors, the same op as a
+function of torch tensors, one shape per differentiable input, and the domain each input is
+drawn from. Domains keep inputs where the op is smooth (log/sqrt/fractional pow on positive
+numbers; relu/abs away from 0; clamp away from its bounds; max/norm(inf) without ties), so
+that central differences are exact to O(eps^2); tie behaviour has its own tests.
+"""
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+import saliency as sl
+
+try:  # torch is a test extra: only the torch comparisons call the torch_fn side
+    import torch
+    import torch.nn.functional as F
+except ImportError:  # pragma: no cover
+    torch = F = None
+
+INF = float("inf")
+
+
+# ---- input domains: (rng, shape) -> float64 array ---------------------------------------------
+def real(rng, shape):
+    return rng.standard_normal(shape)
+
+
+def positive(rng, shape):
+    return rng.uniform(0.5, 2.0, shape)
+
+
+def away_from_zero(rng, shape):
+    return rng.choice([-1.0, 1.0], shape) * rng.uniform(0.2, 2.0, shape)
+
+
+def distinct(rng, shape):
+    """No two values (nor two absolute values) within 0.25 of each other, none near 0: no ties."""
+    n = int(np.prod(shape, dtype=int))
+    return (rng.choice([-1.0, 1.0], n) * (0.5 + 0.25 * rng.permutation(n))).reshape(shape)
+
+
+def away_from(*points, margin=0.1):
+    """Normal samples at least `margin` from each of `points` (clamp bounds, kinks)."""
+    def sample(rng, shape):
+        x = rng.standard_normal(shape)
+        for _ in range(100):
+            bad = np.zeros(np.shape(x), dtype=bool)
+            for p in points:
+                bad |= np.abs(x - p) < margin
+            if not bad.any():
+                return x
+            x = np.where(bad, rng.standard_normal(np.shape(x)), x)
+        raise AssertionError("could not sample away from the given points")  # never with these margins
+    return sample
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    id: str
+    fn: Callable          # our tensors -> our Tensor
+    torch_fn: Callable    # torch tensors -> torch tensor
+    shapes: tuple         # one shape per differentiable input
+    domain: object = real  # one domain for all inputs, or a tuple of one per input
+    fd_eps: float = 1e-6  # finite-difference step (larger only for the float32 round trip)
+
+    def arrays(self, rng, dtype=np.float64):
+        domains = self.domain if isinstance(self.domain, tuple) else (self.domain,) * len(self.shapes)
+        return [np.asarray(d(rng, s), dtype=dtype) for d, s in zip(domains, self.shapes)]
+
+    def __repr__(self):
+        return self.id
+
+
+def spec(id, fn, shapes, torch_fn=None, **kw):
+    """A spec; leave torch_fn out when `fn` only uses operators and methods both libraries share."""
+    return OpSpec(id, fn, torch_fn or fn, tuple(shapes), **kw)
+
+
+def _t(a):
+    return torch.as_tensor(a)
+
+
+# constants that carry no gradient
+COND = np.array([[True, False, True, True], [False, False, True, False], [True, True, False, True]])
+MASK = np.array([[True, False, False, True], [False, True, True, False], [False, False, False, True]])
+TARGET = np.array([1, 0, 3])                              # classes for (3, 4) logits
+TARGET_4D = np.array([[[0, 2], [1, 1]], [[2, 0], [0, 1]]])  # classes for (2, 3, 2, 2) logits
+F1D = np.array([0.5, -1.5, 2.0])                         # a constant operand
+
+
+SPECS = [
+    # ---- elementwise: arithmetic and broadcasting ------------------------------------------------
+    spec("add", lambda x, y: x + y, [(3, 4), (3, 4)]),
+    spec("add_outer_broadcast", lambda x, y: x + y, [(3, 1), (1, 4)]),
+    spec("add_row_broadcast", lambda x, y: x + y, [(2, 3), (3,)]),
+    spec("add_scalar", lambda x: x + 1.5, [(2, 3)]),
+    spec("add_scalar_left", lambda x: 1.5 + x, [(2, 3)]),
+    spec("add_0d_tensor", lambda x, y: x + y, [(), (2, 3)]),
+    spec("add_0d_0d", lambda x, y: x + y, [(), ()]),
+    spec("add_array_constant", lambda x: x + F1D, [(2, 3)], lambda x: x + _t(F1D)),
+    spec("add_fn", lambda x, y: sl.add(x, y), [(2, 3), (2, 3)], lambda x, y: torch.add(x, y)),
+    spec("sub", lambda x, y: x - y, [(3, 4), (3, 4)]),
+    spec("sub_broadcast", lambda x, y: x - y, [(3, 1), (1, 4)]),
+    spec("sub_scalar", lambda x: x - 0.5, [(2, 3)]),
+    spec("rsub_scalar", lambda x: 2.0 - x, [(2, 3)]),
+    spec("sub_0d", lambda x, y: x - y, [(2, 3), ()]),
+    spec("mul", lambda x, y: x * y, [(3, 4), (3, 4)]),
+    spec("mul_outer_broadcast", lambda x, y: x * y, [(3, 1), (1, 4)]),
+    spec("mul_row_broadcast", lambda x, y: x * y, [(2, 3), (3,)]),
+    spec("mul_scalar", lambda x: x * 2.5, [(2, 3)]),
+    spec("mul_scalar_left", lambda x: 2.5 * x, [(2, 3)]),
+    spec("mul_0d", lambda x, y: x * y, [(), (2, 3)]),
+    spec("mul_rank_broadcast", lambda x, y: x * y, [(2, 1, 3), (4, 1)]),
+    spec("div", lambda x, y: x / y, [(3, 4), (3, 4)], domain=(real, away_from_zero)),
+    spec("div_broadcast", lambda x, y: x / y, [(3, 1), (1, 4)], domain=(real, away_from_zero)),
+    spec("div_scalar", lambda x: x / 4.0, [(2, 3)]),
+    spec("rdiv_scalar", lambda x: 3.0 / x, [(2, 3)], domain=away_from_zero),
+    spec("div_0d", lambda x, y: x / y, [(2, 3), ()], domain=(real, away_from_zero)),
+    spec("neg", lambda x: -x, [(2, 3)]),
+    spec("neg_fn", lambda x: sl.neg(x), [(2, 3)], lambda x: torch.neg(x)),
+    spec("pow_number", lambda x: x ** 3, [(2, 3)]),
+    spec("pow_fractional", lambda x: x ** 1.5, [(2, 3)], domain=positive),
+    spec("pow_negative", lambda x: x ** -2.0, [(2, 3)], domain=away_from_zero),
+    spec("pow_zero", lambda x: x ** 0, [(2, 3)]),
+    spec("pow_tensor", lambda x, y: x ** y, [(3, 4), (3, 4)], domain=(positive, real)),
+    spec("pow_tensor_broadcast", lambda x, y: x ** y, [(3, 1), (4,)], domain=(positive, real)),
+    spec("pow_number_base", lambda x: 2.0 ** x, [(2, 3)]),
+    spec("pow_fn", lambda x: sl.pow(x, 2.0), [(2, 3)], lambda x: torch.pow(x, 2.0)),
+    # ---- elementwise: unary functions ------------------------------------------------------------
+    spec("exp", lambda x: sl.exp(x), [(2, 3)], lambda x: torch.exp(x)),
+    spec("exp_method_0d", lambda x: x.exp(), [()]),
+    spec("log", lambda x: sl.log(x), [(2, 3)], lambda x: torch.log(x), domain=positive),
+    spec("sqrt", lambda x: sl.sqrt(x), [(2, 3)], lambda x: torch.sqrt(x), domain=positive),
+    spec("abs", lambda x: sl.abs(x), [(2, 3)], lambda x: torch.abs(x), domain=away_from_zero),
+    spec("abs_operator", lambda x: abs(x), [(2, 3)], domain=away_from_zero),
+    spec("relu", lambda x: sl.relu(x), [(3, 4)], lambda x: torch.relu(x), domain=away_from_zero),
+    spec("sigmoid", lambda x: sl.sigmoid(x), [(3, 4)], lambda x: torch.sigmoid(x)),
+    spec("sigmoid_large", lambda x: (x * 30.0).sigmoid(), [(3, 4)]),
+    spec("tanh", lambda x: sl.tanh(x), [(3, 4)], lambda x: torch.tanh(x)),
+    spec("clamp_min", lambda x: x.clamp(min=-0.3), [(3, 4)], domain=away_from(-0.3)),
+    spec("clamp_max", lambda x: x.clamp(max=0.4), [(3, 4)], domain=away_from(0.4)),
+    spec("clamp_both", lambda x: sl.clamp(x, -0.5, 0.5), [(3, 4)], lambda x: torch.clamp(x, -0.5, 0.5),
+         domain=away_from(-0.5, 0.5)),
+    spec("maximum", lambda x, y: sl.maximum(x, y), [(3, 4), (3, 4)], lambda x, y: torch.maximum(x, y),
+         domain=distinct),
+    spec("maximum_broadcast", lambda x, y: x.maximum(y), [(3, 1), (1, 4)], domain=distinct),
+    spec("minimum", lambda x, y: sl.minimum(x, y), [(3, 4), (3, 4)], lambda x, y: torch.minimum(x, y),
+         domain=distinct),
+    spec("minimum_broadcast", lambda x, y: x.minimum(y), [(2, 3), (3,)], domain=distinct),
+    spec("where", lambda x, y: sl.where(COND, x, y), [(3, 4), (3, 4)], lambda x, y: torch.where(_t(COND), x, y)),
+    spec("where_broadcast", lambda x, y: sl.where(COND, x, y), [(3, 1), (4,)],
+         lambda x, y: torch.where(_t(COND), x, y)),
+    spec("where_scalar", lambda x: sl.where(COND, x, 0.0), [(3, 4)], lambda x: torch.where(_t(COND), x, 0.0)),
+    # ---- reductions --------------------------------------------------------------------------------
+    spec("sum", lambda x: x.sum(), [(3, 4)]),
+    spec("sum_dim", lambda x: x.sum(1), [(3, 4)]),
+    spec("sum_dims", lambda x: x.sum((0, 2)), [(2, 3, 4)]),
+    spec("sum_keepdim", lambda x: x.sum(dim=1, keepdim=True), [(2, 3, 4)]),
+    spec("sum_negative_dim", lambda x: x.sum(-1), [(2, 3, 4)]),
+    spec("sum_dims_keepdim_negative", lambda x: x.sum((-1, 0), keepdim=True), [(2, 3, 4)]),
+    spec("sum_0d", lambda x: x.sum(), [()]),
+    spec("sum_fn", lambda x: sl.sum(x, 0), [(3, 4)], lambda x: torch.sum(x, 0)),
+    spec("mean", lambda x: x.mean(), [(3, 4)]),
+    spec("mean_dim", lambda x: x.mean(0), [(3, 4)]),
+    spec("mean_dims_keepdim", lambda x: sl.mean(x, (0, -1), keepdim=True), [(2, 3, 4)],
+         lambda x: torch.mean(x, (0, -1), keepdim=True)),
+    spec("amax", lambda x: sl.amax(x), [(3, 4)], lambda x: torch.amax(x), domain=distinct),
+    spec("amax_dim", lambda x: x.amax(1), [(3, 4)], domain=distinct),
+    spec("amax_dims_keepdim", lambda x: x.amax((0, 2), keepdim=True), [(2, 3, 4)], domain=distinct),
+    spec("amin", lambda x: sl.amin(x, -1), [(3, 4)], lambda x: torch.amin(x, -1), domain=distinct),
+    spec("max_all", lambda x: x.max(), [(3, 4)], domain=distinct),
+    spec("max_dim", lambda x: x.max(1).values, [(3, 4)], domain=distinct),
+    spec("max_dim_keepdim", lambda x: x.max(dim=0, keepdim=True)[0], [(3, 4)], domain=distinct),
+    spec("max_fn_negative_dim", lambda x: sl.max(x, -1).values, [(2, 3, 4)], lambda x: torch.max(x, -1).values,
+         domain=distinct),
+    spec("min_all", lambda x: x.min(), [(3, 4)], domain=distinct),
+    spec("min_dim", lambda x: x.min(1).values, [(3, 4)], domain=distinct),
+    spec("norm", lambda x: x.norm(), [(3, 4)]),
+    spec("norm_fn", lambda x: sl.norm(x), [(3, 4)], lambda x: torch.norm(x)),
+    spec("norm_p1", lambda x: x.norm(p=1), [(3, 4)], domain=away_from_zero),
+    spec("norm_inf", lambda x: x.norm(p=INF), [(3, 4)], domain=distinct),
+    spec("norm_p3", lambda x: x.norm(p=3), [(3, 4)], domain=away_from_zero),
+    spec("norm_dim", lambda x: x.norm(dim=1), [(3, 4)]),
+    spec("norm_p3_dim_keepdim", lambda x: x.norm(p=3, dim=0, keepdim=True), [(3, 4)], domain=away_from_zero),
+    spec("norm_inf_dim", lambda x: x.norm(p=INF, dim=-1), [(3, 4)], domain=distinct),
+    spec("logsumexp", lambda x: x.logsumexp(1), [(3, 4)]),
+    spec("logsumexp_dims_keepdim", lambda x: sl.logsumexp(x, (0, 2), keepdim=True), [(2, 3, 4)],
+         lambda x: torch.logsumexp(x, (0, 2), keepdim=True)),
+    spec("logsumexp_large", lambda x: (x * 100.0).logsumexp(0), [(3, 4)]),
+    # ---- shapes --------------------------------------------------------------------------------------
+    spec("reshape", lambda x: x.reshape(4, 3), [(3, 4)]),
+    spec("reshape_infer", lambda x: x.reshape(-1, 2), [(2, 3, 4)]),
+    spec("reshape_fn", lambda x: sl.reshape(x, (6, 4)), [(2, 3, 4)], lambda x: torch.reshape(x, (6, 4))),
+    spec("reshape_0d", lambda x: x.reshape(1, 1), [()]),
+    spec("view", lambda x: x.view(2, 6), [(3, 4)]),
+    spec("transpose", lambda x: x.transpose(0, 1), [(3, 4)]),
+    spec("transpose_negative", lambda x: x.transpose(-1, 0), [(2, 3, 4)]),
+    spec("t", lambda x: x.t(), [(3, 4)]),
+    spec("permute", lambda x: x.permute(2, 0, 1), [(2, 3, 4)]),
+    spec("permute_fn", lambda x: sl.permute(x, (1, -1, 0)), [(2, 3, 4)], lambda x: torch.permute(x, (1, -1, 0))),
+    spec("flatten", lambda x: x.flatten(), [(2, 3, 4)]),
+    spec("flatten_range", lambda x: x.flatten(1, 2), [(2, 3, 4, 1)]),
+    spec("squeeze", lambda x: x.squeeze(), [(1, 3, 1, 4)]),
+    spec("squeeze_dim", lambda x: x.squeeze(2), [(1, 3, 1, 4)]),
+    spec("squeeze_dims", lambda x: x.squeeze((0, 2)), [(1, 3, 1, 4)]),
+    spec("unsqueeze", lambda x: x.unsqueeze(1), [(3, 4)]),
+    spec("unsqueeze_negative", lambda x: sl.unsqueeze(x, -1), [(3, 4)], lambda x: torch.unsqueeze(x, -1)),
+    spec("expand", lambda x: x.expand(2, 3, 4), [(3, 1)]),
+    spec("expand_keep", lambda x: x.expand(-1, 4), [(3, 1)]),
+    spec("broadcast_to", lambda x: sl.broadcast_to(x, (2, 3, 4)), [(4,)], lambda x: torch.broadcast_to(x, (2, 3, 4))),
+    spec("getitem_int", lambda x: x[1], [(3, 4)]),
+    spec("getitem_negative_int", lambda x: x[-1], [(3, 4)]),
+    spec("getitem_slice", lambda x: x[1:3], [(4, 3)]),
+    spec("getitem_step_slice", lambda x: x[::2], [(5, 3)]),
+    spec("getitem_column", lambda x: x[:, 1], [(3, 4)]),
+    spec("getitem_int_slice", lambda x: x[0, 1:3], [(3, 4)]),
+    spec("getitem_ellipsis", lambda x: x[..., 1], [(2, 3, 4)]),
+    spec("getitem_ellipsis_only", lambda x: x[...], [(3, 4)]),
+    spec("getitem_none", lambda x: x[None], [(3, 4)]),
+    spec("getitem_slice_none", lambda x: x[1:, None], [(3, 4)]),
+    spec("getitem_int_array", lambda x: x[[0, 2]], [(3, 4)]),
+    spec("getitem_repeated_indices", lambda x: x[[0, 2, 0, 0]], [(3, 4)]),
+    spec("getitem_negative_indices", lambda x: x[:, [-1, 1, -1]], [(3, 4)]),
+    spec("getitem_bool_mask", lambda x: x[MASK], [(3, 4)], lambda x: x[_t(MASK)]),
+    spec("getitem_bool_rows", lambda x: x[np.array([True, False, True])], [(3, 4)],
+         lambda x: x[_t(np.array([True, False, True]))]),
+    spec("getitem_array_slice_int", lambda x: x[[0, 2], :, 1], [(3, 4, 2)]),
+    spec("getitem_arrays_paired", lambda x: x[[0, 2, 1], [1, 1, 3]], [(3, 4)]),
+    spec("getitem_int_slice_array", lambda x: x[1, :, [0, 1, 0]], [(2, 3, 2)]),
+    spec("cat", lambda a, b, c: sl.cat([a, b, c], dim=1), [(2, 1), (2, 3), (2, 2)],
+         lambda a, b, c: torch.cat([a, b, c], dim=1)),
+    spec("cat_dim0", lambda a, b: sl.cat([a, b]), [(2, 3), (1, 3)], lambda a, b: torch.cat([a, b])),
+    spec("cat_negative_dim", lambda a, b: sl.cat((a, b), -1), [(2, 1, 2), (2, 1, 3)], lambda a, b: torch.cat((a, b), -1)),
+    spec("stack", lambda a, b: sl.stack([a, b]), [(2, 3), (2, 3)], lambda a, b: torch.stack([a, b])),
+    spec("stack_last", lambda a, b, c: sl.stack([a, b, c], dim=-1), [(2, 3), (2, 3), (2, 3)],
+         lambda a, b, c: torch.stack([a, b, c], dim=-1)),
+    spec("pad", lambda x: sl.pad(x, (1, 2)), [(2, 3)], lambda x: F.pad(x, (1, 2))),
+    spec("pad_2d_value", lambda x: sl.pad(x, (1, 0, 2, 1), value=0.5), [(2, 2, 3)],
+         lambda x: F.pad(x, (1, 0, 2, 1), value=0.5)),
+    # ---- matrix products -------------------------------------------------------------------------------
+    spec("matmul", lambda a, b: a @ b, [(3, 4), (4, 2)]),
+    spec("matmul_vector_matrix", lambda a, b: a @ b, [(4,), (4, 2)]),
+    spec("matmul_matrix_vector", lambda a, b: a @ b, [(3, 4), (4,)]),
+    spec("matmul_dot", lambda a, b: a @ b, [(4,), (4,)]),
+    spec("matmul_batched", lambda a, b: a @ b, [(2, 3, 4), (2, 4, 2)]),
+    spec("matmul_batched_broadcast", lambda a, b: a @ b, [(2, 1, 3, 4), (5, 4, 2)]),
+    spec("matmul_batched_matrix", lambda a, b: sl.matmul(a, b), [(2, 3, 4), (4, 2)], lambda a, b: torch.matmul(a, b)),
+    spec("matmul_batched_vector", lambda a, b: a @ b, [(2, 3, 4), (4,)]),
+    spec("matmul_vector_batched", lambda a, b: a @ b, [(4,), (2, 4, 3)]),
+    spec("mm", lambda a, b: sl.mm(a, b), [(3, 4), (4, 2)], lambda a, b: torch.mm(a, b)),
+    spec("mm_method", lambda a, b: a.mm(b), [(2, 3), (3, 3)]),
+    # ---- softmax heads and losses ------------------------------------------------------------------------
+    spec("softmax", lambda x: sl.softmax(x, 1), [(3, 4)], lambda x: torch.softmax(x, 1)),
+    spec("softmax_dim0", lambda x: x.softmax(0), [(3, 4)]),
+    spec("softmax_large", lambda x: (x * 50.0).softmax(-1), [(2, 3, 4)]),
+    spec("log_softmax", lambda x: sl.log_softmax(x, 1), [(3, 4)], lambda x: torch.log_softmax(x, 1)),
+    spec("log_softmax_negative_dim", lambda x: x.log_softmax(-1), [(2, 3, 4)]),
+    spec("cross_entropy", lambda x: sl.cross_entropy(x, TARGET), [(3, 4)], lambda x: F.cross_entropy(x, _t(TARGET))),
+    spec("cross_entropy_sum", lambda x: sl.cross_entropy(x, TARGET, reduction="sum"), [(3, 4)],
+         lambda x: F.cross_entropy(x, _t(TARGET), reduction="sum")),
+    spec("cross_entropy_none", lambda x: sl.cross_entropy(x, TARGET, reduction="none"), [(3, 4)],
+         lambda x: F.cross_entropy(x, _t(TARGET), reduction="none")),
+    spec("cross_entropy_4d", lambda x: sl.cross_entropy(x, TARGET_4D), [(2, 3, 2, 2)],
+         lambda x: F.cross_entropy(x, _t(TARGET_4D))),
+    spec("cross_entropy_4d_none", lambda x: sl.cross_entropy(x, TARGET_4D, reduction="none"), [(2, 3, 2, 2)],
+         lambda x: F.cross_entropy(x, _t(TARGET_4D), reduction="none")),
+    spec("nll_loss", lambda x: sl.nll_loss(x, TARGET), [(3, 4)], lambda x: F.nll_loss(x, _t(TARGET))),
+    spec("nll_loss_sum", lambda x: sl.nll_loss(x, TARGET, reduction="sum"), [(3, 4)],
+         lambda x: F.nll_loss(x, _t(TARGET), reduction="sum")),
+    spec("nll_loss_4d", lambda x: sl.nll_loss(x, TARGET_4D), [(2, 3, 2, 2)], lambda x: F.nll_loss(x, _t(TARGET_4D))),
+    spec("mse_loss", lambda x, y: sl.mse_loss(x, y), [(3, 4), (3, 4)], lambda x, y: F.mse_loss(x, y)),
+    spec("mse_loss_sum", lambda x, y: sl.mse_loss(x, y, reduction="sum"), [(3, 4), (3, 4)],
+         lambda x, y: F.mse_loss(x, y, reduction="sum")),
+    spec("mse_loss_none", lambda x, y: sl.mse_loss(x, y, reduction="none"), [(3, 4), (3, 4)],
+         lambda x, y: F.mse_loss(x, y, reduction="none")),
+    spec("mse_loss_constant_target", lambda x: sl.mse_loss(x, np.ones((2, 3))), [(2, 3)],
+         lambda x: F.mse_loss(x, torch.ones((2, 3), dtype=x.dtype))),
+    # ---- casts and copies ----------------------------------------------------------------------------------
+    # float32 rounds away ~1e-8 of the input, so its finite differences need a larger step
+    spec("float", lambda x: x.float(), [(2, 3)], fd_eps=1e-3),
+    spec("double", lambda x: x.double(), [(2, 3)]),
+    spec("float_double_round_trip", lambda x: x.float().double() * 2.0, [(2, 3)], fd_eps=1e-3),
+    spec("clone", lambda x: sl.clone(x), [(2, 3)], lambda x: torch.clone(x)),
+    spec("clone_method", lambda x: x.clone(), [()]),
+]
+
+assert len({s.id for s in SPECS}) == len(SPECS), "spec ids must be unique"
+SPEC_IDS = [s.id for s in SPECS]
