@@ -229,6 +229,12 @@ SPECS = [
     spec("getitem_array_slice_int", lambda x: x[[0, 2], :, 1], [(3, 4, 2)]),
     spec("getitem_arrays_paired", lambda x: x[[0, 2, 1], [1, 1, 3]], [(3, 4)]),
     spec("getitem_int_slice_array", lambda x: x[1, :, [0, 1, 0]], [(2, 3, 2)]),
+    spec("getitem_int_array_adjacent", lambda x: x[1, [0, 2]], [(2, 3, 2)]),
+    spec("getitem_arrays_around_int", lambda x: x[[0, 1], 0, [1, 2]], [(2, 3, 4)]),
+    spec("getitem_arrays_around_ellipsis", lambda x: x[[0, 1], ..., [1, 2]], [(2, 3, 4)]),
+    spec("getitem_none_arrays_slice", lambda x: x[None, [0, 1], :, [0, 1]], [(2, 3, 4)]),
+    spec("getitem_0d_index", lambda x: x[:, np.array(2)], [(3, 4)], lambda x: x[:, _t(np.array(2))]),
+    spec("getitem_full_slices", lambda x: x[:, :], [(3, 4)]),
     spec("cat", lambda a, b, c: sl.cat([a, b, c], dim=1), [(2, 1), (2, 3), (2, 2)],
          lambda a, b, c: torch.cat([a, b, c], dim=1)),
     spec("cat_dim0", lambda a, b: sl.cat([a, b]), [(2, 3), (1, 3)], lambda a, b: torch.cat([a, b])),
@@ -275,7 +281,7 @@ SPECS = [
          lambda x, y: F.mse_loss(x, y, reduction="sum")),
     spec("mse_loss_none", lambda x, y: sl.mse_loss(x, y, reduction="none"), [(3, 4), (3, 4)],
          lambda x, y: F.mse_loss(x, y, reduction="none")),
-    spec("mse_loss_constant_target", lambda x: sl.mse_loss(x, np.ones((2, 3))), [(2, 3)],
+    spec("mse_loss_constant_target", lambda x: sl.mse_loss(x, np.ones((2, 3), dtype=x.dtype)), [(2, 3)],
          lambda x: F.mse_loss(x, torch.ones((2, 3), dtype=x.dtype))),
     # ---- casts and copies ----------------------------------------------------------------------------------
     # float32 rounds away ~1e-8 of the input, so its finite differences need a larger step

@@ -125,54 +125,79 @@ def _is_basic(item):
 
 
 class GetItem(Function):
-    """z = x[key] with basic (ints, slices, None, ...) or integer-array / boolean indexing."""
+    """z = x[key] with basic (ints, slices, None, ...) or integer-array / boolean indexing.
 
-    __slots__ = ("key", "in_shape", "basic", "moved", "last")
+    As in PyTorch (unlike NumPy), ints, slices and None act first, as a view; the integer arrays
+    then index the dimensions left, so an int never joins the arrays: x[1, :, [0, 2]] is (n, 2).
+    """
+
+    __slots__ = ("pre", "post", "in_shape", "moved", "last")
 
     def forward(self, x, *, key):
         single_slice = isinstance(key, slice)
-        key = key if isinstance(key, tuple) else (key,)
-        self.basic = all(_is_basic(k) for k in key)
-        self.last = "Slice" if single_slice else (_last_basic_step(key, x.shape) if self.basic else "Index")
-        if not self.basic:
-            # a boolean mask is the integer arrays of its nonzero positions
-            expanded = []
-            for k in key:
-                if not _is_basic(k):
-                    k = np.asarray(k)
-                    if k.dtype == bool:
-                        expanded.extend(np.nonzero(k))
-                        continue
-                    if k.dtype.kind not in "iu":
-                        raise IndexError(f"tensors used as indices must be integer or boolean, got dtype {k.dtype}")
-                expanded.append(k)
-            key = tuple(expanded)
-        self.key, self.in_shape = key, x.shape
-        # NumPy puts the indexed dimensions first when array indices are separated by a slice
-        positions = [i for i, k in enumerate(key) if not _is_basic(k) or (not self.basic and isinstance(k, (int, np.integer)))]
-        self.moved = not self.basic and positions != list(range(positions[0], positions[-1] + 1))
+        key = tuple(_as_int(k) for k in (key if isinstance(key, tuple) else (key,)))
+        self.in_shape = x.shape
+        if all(_is_basic(k) for k in key):
+            self.pre, self.post, self.moved = key, None, False
+            self.last = "Slice" if single_slice else _last_basic_step(key, x.shape)
+        else:
+            self.pre, self.post = _split_advanced(key)
+            self.last = "Index"
+            # NumPy puts the indexed dimensions first when array indices are separated by a slice
+            positions = [i for i, k in enumerate(self.post) if not _is_basic(k)]
+            self.moved = positions != list(range(positions[0], positions[-1] + 1))
         try:
-            return x[key]
+            out = x[self.pre]
+            return out if self.post is None else out[self.post]
         except IndexError as exc:
             raise IndexError(f"index {key!r} is out of range for a tensor of shape {x.shape}: {exc}") from None
 
     def backward(self, g):
         nb = self.seed_ndim(g)
+        lead = (slice(None),) * nb
         gx = np.zeros(g.shape[:nb] + self.in_shape, dtype=g.dtype)
-        key = (slice(None),) * nb + self.key
-        if self.basic:
-            gx[key] = g
+        if self.post is None:
+            gx[lead + self.pre] = g
             return (gx,)
         if self.moved and nb:
             # the indexed dimensions come first in x[key]; with seed dimensions in front of
             # x they still do, so move the seed dimensions behind them
-            na = np.broadcast(*[k for k in self.key if not _is_basic(k) or isinstance(k, (int, np.integer))]).ndim
+            na = np.broadcast(*[k for k in self.post if not _is_basic(k)]).ndim
             g = np.moveaxis(g, tuple(range(nb)), tuple(range(na, na + nb)))
-        np.add.at(gx, key, g)
+        np.add.at(gx[lead + self.pre], lead + self.post, g)  # gx[lead + pre] is a view of gx
         return (gx,)
 
     def name(self):
         return f"{self.last}Backward0"
+
+
+def _as_int(k):
+    """A 0-d integer array (a 0-d index tensor) selects, as an int does."""
+    if isinstance(k, np.ndarray) and k.ndim == 0 and k.dtype.kind in "iu":
+        return int(k)
+    return k
+
+
+def _split_advanced(key):
+    """`key` as (pre, post): its basic entries as one view-making index, then the integer arrays
+    (a boolean mask as the arrays of its nonzero positions) for the dimensions pre leaves."""
+    pre, post = [], []
+    for k in key:
+        if _is_basic(k):
+            pre.append(k)
+            if not isinstance(k, (int, np.integer)):  # a slice, None or ... keeps its dimensions
+                post.append(Ellipsis if k is Ellipsis else slice(None))
+            continue
+        k = np.asarray(k)
+        if k.dtype == bool:
+            pre.extend([slice(None)] * k.ndim)
+            post.extend(np.nonzero(k))
+        elif k.dtype.kind in "iu":
+            pre.append(slice(None))
+            post.append(k)
+        else:
+            raise IndexError(f"tensors used as indices must be integer or boolean, got dtype {k.dtype}")
+    return tuple(pre), tuple(post)
 
 
 def _last_basic_step(key, shape):
