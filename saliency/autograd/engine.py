@@ -73,7 +73,7 @@ def execute(roots, *, retain_graph=False, targets=None, capture=False, nb=0):
                 if not retain_graph and node.saved:
                     node.saved = None
             if trace is not None:
-                trace.record(node, g, grads)
+                trace.record(node, g, grads, capture)
         for i, (child, _) in enumerate(node.next_functions):
             if child is None or (needed is not None and child not in needed):
                 continue

@@ -31,10 +31,12 @@ class _Labels:
 
     def __init__(self, names):
         self.by_id = {}
+        self.nodes = []  # keeps the labelled nodes alive, so that their ids stay theirs
         for name, t in (names or {}).items():
             node = t.grad_fn if t.grad_fn is not None else (t._accumulator() if t.requires_grad else None)
             if node is not None:
                 self.by_id[id(node)] = name
+                self.nodes.append(node)
 
     def tensor(self, node):
         return self.by_id.get(id(node))
@@ -66,13 +68,15 @@ class Trace:
         self.steps = []
         self._labels = _Labels(names)
 
-    def record(self, node, g, grads):
+    def record(self, node, g, grads, returned=False):
+        """Called by the engine; `returned` is true when gradients are returned (autograd.grad)
+        rather than accumulated, so that a leaf's .grad was not touched."""
         sends = []
         if grads is not None:
             for (child, _), gi in zip(node.next_functions, grads):
                 sends.append((child, None if gi is None or child is None else np.array(gi)))
         leaf_grad = None
-        if type(node) is AccumulateGrad and node.variable._grad is not None:
+        if not returned and type(node) is AccumulateGrad and node.variable._grad is not None:
             leaf_grad = np.array(node.variable._grad.data)
         self.steps.append(TraceStep(len(self.steps) + 1, node, np.array(g), sends, leaf_grad))
 
@@ -139,10 +143,12 @@ def render_graph(output, names=None):
         return "(no graph: the tensor does not require grad)"
     numbers = {}
     lines = []
-    stack = [(root, "", "", None)]
+    stack = [(root, "", "", None, 0)]
     while stack:
-        node, prefix, branch, edge = stack.pop()
+        node, prefix, branch, edge, depth = stack.pop()
         head = prefix + branch + (f"{edge} " if edge is not None else "")
+        if depth and not prefix and depth % _MAX_INDENT == 0:
+            head = f"┄ depth {depth} ┄ " + head
         if node is None:
             lines.append(head + "None  (input needs no gradient)")
             continue
@@ -153,10 +159,15 @@ def render_graph(output, names=None):
         lines.append(head + f"#{numbers[id(node)]} {labels(node)}  " + _describe(node))
         children = node.next_functions
         child_prefix = prefix + ("" if not branch else ("   " if branch.startswith("└") else "│  "))
+        if (depth + 1) % _MAX_INDENT == 0:
+            child_prefix = ""  # deep graphs restart the indentation instead of growing it without end
         for k in reversed(range(len(children))):
             child, _ = children[k]
-            stack.append((child, child_prefix, "└─ " if k == len(children) - 1 else "├─ ", f"[{k}]"))
+            stack.append((child, child_prefix, "└─ " if k == len(children) - 1 else "├─ ", f"[{k}]", depth + 1))
     return "\n".join(lines)
+
+
+_MAX_INDENT = 32  # levels of indentation before render_graph starts again at the left margin
 
 
 def _describe(node):
