@@ -45,8 +45,13 @@ def _seed(t, gradient, i, nb):
 def backward(tensors, grad_tensors=None, retain_graph=None, inputs=None):
     """Accumulate sum_i v_i^T dy_i/dx into x.grad for every leaf x (or only for `inputs`)."""
     outputs = _as_list(tensors, "tensors")
-    grads = [grad_tensors] if isinstance(tensors, Tensor) else (list(grad_tensors) if grad_tensors is not None
-                                                                 else [None] * len(outputs))
+    if isinstance(tensors, Tensor):
+        # backward(y, g) and backward(y, [g]) alike, as in PyTorch; a nested list of numbers is one gradient
+        one = isinstance(grad_tensors, (list, tuple)) and len(grad_tensors) == 1 and \
+            isinstance(grad_tensors[0], (Tensor, np.ndarray))
+        grads = [grad_tensors[0] if one else grad_tensors]
+    else:
+        grads = list(grad_tensors) if grad_tensors is not None else [None] * len(outputs)
     if len(grads) != len(outputs):
         raise ValueError(f"got {len(grads)} gradients for {len(outputs)} outputs; pass one per output")
     roots = [(_root(t, i), _seed(t, g, i, 0)) for i, (t, g) in enumerate(zip(outputs, grads))]

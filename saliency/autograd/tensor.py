@@ -111,6 +111,8 @@ class Tensor:
             value = value if isinstance(value, Tensor) else Tensor(value)
             if value.shape != self.shape:
                 raise ValueError(f"grad of shape {value.shape} does not fit a tensor of shape {self.shape}")
+            if value.dtype != self.dtype:  # a gradient always has its tensor's dtype
+                value = Tensor._make(value.data.astype(self.dtype), False, None)
         self._grad = value
 
     def _accumulator(self):

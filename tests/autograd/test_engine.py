@@ -598,6 +598,14 @@ def test_backward_several_outputs_at_once():
     close(b.grad, [1 + 100, 20 + 1000])
 
 
+def test_backward_single_output_gradient_alone_or_in_a_list():
+    a = leaf([1.0, 2.0])
+    sl.autograd.backward(a * 3, sl.ones(2))
+    sl.autograd.backward(a * 3, [sl.ones(2)])
+    sl.autograd.backward(a * 3, [1.0, 1.0])
+    close(a.grad, [9, 9])
+
+
 def test_backward_several_outputs_scalar_defaults():
     a = leaf([1.0, 2.0])
     sl.autograd.backward([(a * a).sum(), (a * 3).sum()])

@@ -305,6 +305,10 @@ def test_grad_assignment():
     np.testing.assert_array_equal(x.grad.numpy(), [4.0, 4.0])
     with pytest.raises(ValueError, match=r"\(3,\).*\(2,\)"):
         x.grad = sl.zeros(3)
+    x.grad = np.array([1.0, 2.0])  # float64 data: the gradient keeps the tensor's dtype
+    assert x.grad.dtype == np.float32
+    (x * 3).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [4.0, 5.0])
 
 
 # ---- NaN and inf --------------------------------------------------------------------------------
