@@ -31,7 +31,9 @@ class _Reduction(Function):
     __slots__ = ("axes", "keepdim", "in_shape", "full")
 
     def setup(self, x, dim, keepdim):
-        self.axes = normalize_dims(dim, x.ndim)
+        # as in PyTorch, an empty list of dims reduces over all of them (dim=None)
+        empty = dim is not None and not isinstance(dim, (int, np.integer)) and len(tuple(dim)) == 0
+        self.axes = normalize_dims(None if empty else dim, x.ndim)
         self.keepdim = bool(keepdim)
         self.in_shape = x.shape
         self.full = dim is None
@@ -91,7 +93,9 @@ class Amax(_Reduction):
         x, kept = self.saved
         winners = x == kept
         count = winners.sum(axis=self.axes, keepdims=True)
-        return (np.where(winners, self.expand(g) / count, 0).astype(g.dtype, copy=False),)
+        # a NaN extremum equals nothing, not even itself: its whole slice gets NaN, as in PyTorch
+        share = np.where(count > 0, self.expand(g) / np.maximum(count, 1), np.nan)
+        return (np.where(winners | (count == 0), share, 0).astype(g.dtype, copy=False),)
 
 
 class Amin(Amax):
