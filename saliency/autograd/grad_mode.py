@@ -2,7 +2,7 @@
 import functools
 
 # Read by Function.apply on every op. A module attribute, changed only through
-# the context managers below.
+# the classes below.
 enabled = True
 
 
@@ -10,10 +10,10 @@ def is_grad_enabled():
     return enabled
 
 
-class set_grad_enabled:
-    """Context manager (and decorator) that turns graph recording on or off."""
+class _GradMode:
+    """Switches recording to `mode` inside a `with` block (or a decorated function), then restores it."""
 
-    def __init__(self, mode=True):
+    def __init__(self, mode):
         self.mode = bool(mode)
         self.prev = None
 
@@ -29,15 +29,36 @@ class set_grad_enabled:
         return False
 
     def __call__(self, fn):
+        mode = self.mode
+
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
-            with type(self)(self.mode) if type(self) is set_grad_enabled else type(self)():
+            with _GradMode(mode):
                 return fn(*args, **kwargs)
 
         return wrapper
 
 
-class _FixedMode(set_grad_enabled):
+class set_grad_enabled(_GradMode):
+    """Turns recording on or off. As in PyTorch it works as `with set_grad_enabled(False):`, as a
+    decorator, and as a plain call `set_grad_enabled(False)`, which switches the mode until changed."""
+
+    def __init__(self, mode=True):
+        global enabled
+        super().__init__(mode)
+        self.prev = enabled
+        enabled = self.mode
+
+    def __enter__(self):
+        return self  # __init__ already switched the mode; __exit__ restores it
+
+    def __call__(self, fn):
+        global enabled
+        enabled = self.prev  # used as a decorator: only the decorated function runs in the mode
+        return super().__call__(fn)
+
+
+class _FixedMode(_GradMode):
     """A grad mode that is always the same; usable as `@no_grad()` and as a bare `@no_grad`."""
 
     _mode = True

@@ -490,6 +490,30 @@ def test_set_grad_enabled_context():
     assert sl.is_grad_enabled()
 
 
+def test_set_grad_enabled_as_call_and_decorator():
+    x = leaf([1.0])
+    try:
+        sl.set_grad_enabled(False)  # a plain call switches the mode, as in PyTorch
+        assert not sl.is_grad_enabled() and not (x * 2).requires_grad
+        sl.set_grad_enabled(True)
+        assert sl.is_grad_enabled()
+    finally:
+        sl.set_grad_enabled(True)
+
+    @sl.set_grad_enabled(False)
+    def f():
+        return x * 2
+
+    assert sl.is_grad_enabled()  # decorating does not switch the mode
+    assert not f().requires_grad
+    assert sl.is_grad_enabled()
+
+
+def test_no_grad_takes_no_arguments():
+    with pytest.raises(TypeError, match="no arguments"):
+        sl.no_grad(False)
+
+
 def test_no_grad_output_cannot_backward():
     x = leaf([1.0, 2.0])
     with sl.no_grad():
