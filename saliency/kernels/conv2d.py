@@ -1,0 +1,285 @@
+"""conv2d (NCHW cross-correlation, PyTorch's `F.conv2d`) and its VJPs: direct Numba kernels.
+
+One loop nest, `_corr2d`, computes every correlation here: the forward pass, and the input VJP
+as the correlation of the stride-dilated cotangent with the flipped, in/out-swapped weight
+(padding `dilation*(k-1) - padding`, which may be negative: a crop). The weight VJP has its own
+nest (a different contraction). The im2col + GEMM alternative lives in `im2col.py`; the public
+wrappers at the bottom pick one of the two per shape (`choose_algorithm`).
+"""
+import enum
+
+import numpy as np
+from numba import njit, prange
+
+from . import im2col
+
+_FASTMATH = {"reassoc", "contract"}
+
+
+@njit(cache=True, parallel=True, fastmath=_FASTMATH)
+def _corr2d(x, w, b, out, sh, sw, ph, pw, dh, dw, groups, ob, rb):
+    """out[n, o, oy, ox] = b[o] + sum_{c, ky, kx} w[o, c, ky, kx] x[n, g*Cg + c, oy*sh - ph + ky*dh, ox*sw - pw + kx*dw].
+
+    Out-of-range input positions read as zero (padding; negative padding crops). Parallel over
+    tasks (n, group, block of `ob` output channels, block of `rb` output rows): each task owns
+    its block of `out`, so writes never overlap. The width loop is innermost (contiguous for
+    stride 1) and each input row is reused for `ob` output channels.
+    """
+    N, C, H, W = x.shape
+    O, Cg, KH, KW = w.shape
+    OH, OW = out.shape[2], out.shape[3]
+    Og = O // groups
+    nob = (Og + ob - 1) // ob
+    nrb = (OH + rb - 1) // rb
+    for t in prange(N * groups * nob * nrb):
+        r = t % nrb
+        q = t // nrb
+        bi = q % nob
+        q = q // nob
+        g = q % groups
+        n = q // groups
+        o0 = g * Og + bi * ob
+        nb = min(ob, g * Og + Og - o0)
+        acc = np.empty((ob, OW), dtype=out.dtype)
+        for oy in range(r * rb, min(OH, (r + 1) * rb)):
+            for j in range(nb):
+                for ox in range(OW):
+                    acc[j, ox] = b[o0 + j]
+            for c in range(Cg):
+                for ky in range(KH):
+                    iy = oy * sh - ph + ky * dh
+                    if iy < 0 or iy >= H:
+                        continue
+                    xrow = x[n, g * Cg + c, iy]
+                    for kx in range(KW):
+                        off = kx * dw - pw
+                        lo = max(0, -(off // sw))  # first ox with ox*sw + off >= 0
+                        hi = min(OW, (W - 1 - off) // sw + 1)  # past the last ox with ox*sw + off < W
+                        if lo >= hi:
+                            continue
+                        # slices indexed from 0: no negative-index wraparound test, so LLVM vectorizes
+                        xs = xrow[lo * sw + off:(hi - 1) * sw + off + 1:sw]
+                        for j in range(nb):
+                            wv = w[o0 + j, c, ky, kx]
+                            arow = acc[j, lo:hi]
+                            for i in range(hi - lo):
+                                arow[i] += wv * xs[i]
+            for j in range(nb):
+                for ox in range(OW):
+                    out[n, o0 + j, oy, ox] = acc[j, ox]
+
+
+@njit(cache=True, parallel=True, fastmath=_FASTMATH)
+def _corr2d_grad_weight(g, x, dwt, sh, sw, ph, pw, dh, dw, groups):
+    """dwt[k, o, c, ky, kx] = sum_{n, oy, ox} g[k, n, o, oy, ox] x[n, grp*Cg + c, oy*sh - ph + ky*dh, ox*sw - pw + kx*dw].
+
+    k indexes seeds. Parallel over (k, o, c): each task owns one (KH, KW) filter of `dwt`.
+    """
+    K, N, O, OH, OW = g.shape
+    H, W = x.shape[2], x.shape[3]
+    Cg, KH, KW = dwt.shape[2], dwt.shape[3], dwt.shape[4]
+    Og = O // groups
+    for t in prange(K * O * Cg):
+        c = t % Cg
+        o = (t // Cg) % O
+        k = t // (Cg * O)
+        ci = (o // Og) * Cg + c
+        acc = np.zeros((KH, KW), dtype=np.float64)
+        for n in range(N):
+            for oy in range(OH):
+                grow = g[k, n, o, oy]
+                for ky in range(KH):
+                    iy = oy * sh - ph + ky * dh
+                    if iy < 0 or iy >= H:
+                        continue
+                    xrow = x[n, ci, iy]
+                    for kx in range(KW):
+                        off = kx * dw - pw
+                        lo = max(0, -(off // sw))
+                        hi = min(OW, (W - 1 - off) // sw + 1)
+                        if lo >= hi:
+                            continue
+                        xs = xrow[lo * sw + off:(hi - 1) * sw + off + 1:sw]
+                        gs = grow[lo:hi]
+                        s = dwt.dtype.type(0)  # row sums in the input dtype (vectorizes), totals in float64
+                        for i in range(hi - lo):
+                            s += gs[i] * xs[i]
+                        acc[ky, kx] += s
+        for ky in range(KH):
+            for kx in range(KW):
+                dwt[k, o, c, ky, kx] = acc[ky, kx]
+
+
+# ---------------------------------------------------------------------------------------------
+# Public wrappers: arrays and ints in, arrays out.
+
+
+class ConvAlgorithm(enum.Enum):
+    """How a conv2d or its input VJP is computed."""
+    DIRECT = "direct"  # _corr2d: width loop innermost, output channels blocked
+    GEMM = "gemm"      # im2col / col2im around NumPy matmul (BLAS)
+
+
+def _pair(v, name):
+    if isinstance(v, (int, np.integer)):
+        return int(v), int(v)
+    if isinstance(v, (tuple, list)) and len(v) == 2 and all(isinstance(e, (int, np.integer)) for e in v):
+        return int(v[0]), int(v[1])
+    raise TypeError(f"{name} must be an int or a pair of ints, got {v!r}")
+
+
+def _float_array(a, name):
+    a = np.asarray(a)
+    if a.dtype not in (np.float32, np.float64):
+        raise TypeError(f"{name} must be float32 or float64, got dtype {a.dtype}; cast it with .astype(np.float32)")
+    return np.ascontiguousarray(a)
+
+
+def conv_output_size(size, kernel, stride, padding, dilation):
+    """PyTorch's output length along one axis: floor((size + 2p - d(k-1) - 1) / s) + 1."""
+    return (size + 2 * padding - dilation * (kernel - 1) - 1) // stride + 1
+
+
+def _check(x_shape, w_shape, stride, padding, dilation, groups):
+    s, p, d = _pair(stride, "stride"), _pair(padding, "padding"), _pair(dilation, "dilation")
+    if len(x_shape) != 4 or len(w_shape) != 4:
+        raise ValueError(f"conv2d expects x of shape (N, C, H, W) and w of shape (O, C/groups, kh, kw), "
+                         f"got {tuple(x_shape)!r} and {tuple(w_shape)!r}")
+    if min(s) < 1 or min(d) < 1 or min(p) < 0:
+        raise ValueError(f"conv2d needs stride >= 1, dilation >= 1, padding >= 0, got {s!r}, {d!r}, {p!r}")
+    N, C, H, W = x_shape
+    O, Cg, KH, KW = w_shape
+    if groups < 1 or C % groups or O % groups or C // groups != Cg:
+        raise ValueError(f"groups={groups!r} does not fit x with {C} channels and w of shape {tuple(w_shape)!r}; "
+                         f"C and O must be divisible by groups and w.shape[1] must be C/groups")
+    OH, OW = (conv_output_size(H, KH, s[0], p[0], d[0]), conv_output_size(W, KW, s[1], p[1], d[1]))
+    if OH < 1 or OW < 1:
+        raise ValueError(f"conv2d output would be empty: input {H}x{W}, kernel {KH}x{KW}, padding {p!r}, "
+                         f"dilation {d!r}; pad the input or use a smaller kernel")
+    return s, p, d, (N, O, OH, OW)
+
+
+def _block(o_per_group, n_out_rows, n_tasks_other):
+    """Output-channel block (register/L1 reuse of an input row) and row block (enough parallel tasks)."""
+    ob = min(8, o_per_group)
+    rb = n_out_rows
+    while rb > 1 and n_tasks_other * ((n_out_rows + rb - 1) // rb) < 8:
+        rb = (rb + 1) // 2
+    return ob, rb
+
+
+def _direct(x, w, b, out_shape, s, p, d, groups):
+    out = np.empty(out_shape, dtype=x.dtype)
+    Og = w.shape[0] // groups
+    ob, rb = _block(Og, out_shape[2], out_shape[0] * groups * ((Og + 7) // 8))
+    _corr2d(x, w, b, out, s[0], s[1], p[0], p[1], d[0], d[1], groups, ob, rb)
+    return out
+
+
+def choose_algorithm(x_shape, w_shape, out_shape, groups):
+    """The faster algorithm for this shape (forward and input VJP), as measured by benchmarks/kernels_conv.py.
+
+    im2col + BLAS GEMM wins on every zoo layer with at least 4 output channels per group, by
+    3-10x over the direct kernel. The direct kernel wins where the GEMM degenerates to a
+    matrix-vector product: few output channels per group (the depth head, 16->1, whose input
+    VJP then has a GEMM contraction of length 1) and depthwise/grouped convs with one channel
+    per group (one tiny GEMM per group).
+    """
+    Og, Cg = w_shape[0] // groups, w_shape[1]
+    if Og < 4 or (groups > 1 and Cg < 4):
+        return ConvAlgorithm.DIRECT
+    return ConvAlgorithm.GEMM
+
+
+def conv2d_forward(x, w, b=None, stride=1, padding=0, dilation=1, groups=1, algorithm=None):
+    """y = conv2d(x, w, b): x (N, C, H, W), w (O, C/groups, kh, kw), b (O,) or None -> (N, O, OH, OW).
+
+    `algorithm` (a ConvAlgorithm) forces a path; None picks by shape (`choose_algorithm`).
+    """
+    x, w = _float_array(x, "x"), _float_array(w, "w")
+    if x.dtype != w.dtype:
+        raise TypeError(f"x and w must have one dtype, got {x.dtype} and {w.dtype}")
+    s, p, d, out_shape = _check(x.shape, w.shape, stride, padding, dilation, groups)
+    bias = np.zeros(w.shape[0], x.dtype) if b is None else np.ascontiguousarray(b, dtype=x.dtype).reshape(-1)
+    if bias.shape[0] != w.shape[0]:
+        raise ValueError(f"b must have {w.shape[0]} entries (one per output channel), got shape {np.shape(b)!r}")
+    algorithm = algorithm or choose_algorithm(x.shape, w.shape, out_shape, groups)
+    if algorithm is ConvAlgorithm.GEMM:
+        return im2col.conv2d_gemm(x, w, bias, out_shape, s, p, d, groups)
+    return _direct(x, w, bias, out_shape, s, p, d, groups)
+
+
+def _fold_seeds(g, n_trailing, name):
+    """(*seeds, N, O, OH, OW) -> ((K*N, O, OH, OW) contiguous, seeds)."""
+    g = _float_array(g, name)
+    if g.ndim < n_trailing:
+        raise ValueError(f"{name} must have at least {n_trailing} dimensions, got shape {g.shape!r}")
+    seeds = g.shape[:g.ndim - n_trailing]
+    return g.reshape((-1,) + g.shape[g.ndim - 3:]), seeds
+
+
+def _flipped_transposed(w, groups):
+    """(O, Cg, kh, kw) -> (C, Og, kh, kw): per group swap in/out channels and rotate by 180 degrees."""
+    O, Cg, KH, KW = w.shape
+    wt = w.reshape(groups, O // groups, Cg, KH, KW).transpose(0, 2, 1, 3, 4)[..., ::-1, ::-1]
+    return np.ascontiguousarray(wt).reshape(groups * Cg, O // groups, KH, KW)
+
+
+def conv2d_grad_input_direct(g, w, x_shape, s, p, d, groups):
+    """Input VJP as a correlation (the formulation every other path is tested against).
+
+    dx = corr(dilate(g, s), flip(w)^T) with padding d*(k-1) - p and the output cropped (or
+    zero-extended) to x's size; g is (M, O, OH, OW) with seeds already folded into M.
+    """
+    M, O, OH, OW = g.shape
+    KH, KW = w.shape[2], w.shape[3]
+    if s == (1, 1):
+        gd = g
+    else:
+        gd = np.zeros((M, O, (OH - 1) * s[0] + 1, (OW - 1) * s[1] + 1), g.dtype)
+        gd[:, :, ::s[0], ::s[1]] = g
+    pt = (d[0] * (KH - 1) - p[0], d[1] * (KW - 1) - p[1])
+    wt = _flipped_transposed(w, groups)
+    zero = np.zeros(wt.shape[0], g.dtype)
+    return _direct(gd, wt, zero, (M, x_shape[1], x_shape[2], x_shape[3]), (1, 1), pt, d, groups)
+
+
+def conv2d_grad_input(g, w, x_shape, stride=1, padding=0, dilation=1, groups=1, algorithm=None):
+    """VJP of conv2d to x: g (*seeds, N, O, OH, OW) -> (*seeds, N, C, H, W), one kernel call for all seeds."""
+    w = _float_array(w, "w")
+    x_shape = tuple(int(e) for e in x_shape)
+    s, p, d, out_shape = _check(x_shape, w.shape, stride, padding, dilation, groups)
+    g2, seeds = _fold_seeds(g, 4, "g")
+    if g2.shape[1:] != out_shape[1:] or g2.shape[0] != out_shape[0] * int(np.prod(seeds)):
+        raise ValueError(f"g must have shape (*seeds, {', '.join(map(str, out_shape))}), got {np.shape(g)!r}")
+    w = w.astype(g2.dtype, copy=False)
+    x2_shape = (g2.shape[0],) + x_shape[1:]
+    algorithm = algorithm or choose_algorithm(x_shape, w.shape, out_shape, groups)
+    if algorithm is ConvAlgorithm.GEMM:
+        dx = im2col.conv2d_grad_input_gemm(g2, w, x2_shape, s, p, d, groups)
+    else:
+        dx = conv2d_grad_input_direct(g2, w, x2_shape, s, p, d, groups)
+    return dx.reshape(seeds + x_shape)
+
+
+def conv2d_grad_weight(g, x, w_shape, stride=1, padding=0, dilation=1, groups=1):
+    """VJP of conv2d to w: g (*seeds, N, O, OH, OW), x (N, C, H, W) -> (*seeds, O, C/groups, kh, kw)."""
+    x = _float_array(x, "x")
+    w_shape = tuple(int(e) for e in w_shape)
+    s, p, d, out_shape = _check(x.shape, w_shape, stride, padding, dilation, groups)
+    g2, seeds = _fold_seeds(g, 4, "g")
+    if g2.shape[1:] != out_shape[1:] or g2.shape[0] != out_shape[0] * int(np.prod(seeds)):
+        raise ValueError(f"g must have shape (*seeds, {', '.join(map(str, out_shape))}), got {np.shape(g)!r}")
+    x = x.astype(g2.dtype, copy=False)
+    g5 = g2.reshape((-1,) + out_shape)
+    dwt = np.empty((g5.shape[0],) + w_shape, g2.dtype)
+    _corr2d_grad_weight(g5, x, dwt, s[0], s[1], p[0], p[1], d[0], d[1], groups)
+    return dwt.reshape(seeds + w_shape)
+
+
+def conv2d_grad_bias(g):
+    """VJP of conv2d to b: g (*seeds, N, O, OH, OW) -> (*seeds, O)."""
+    g = np.asarray(g)
+    if g.ndim < 4:
+        raise ValueError(f"g must have shape (*seeds, N, O, OH, OW), got {g.shape!r}")
+    return g.sum(axis=(-4, -2, -1))
