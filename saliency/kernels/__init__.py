@@ -6,8 +6,20 @@ write into preallocated outputs. Every VJP takes a cotangent `g` with optional e
 seed dimensions (K seeds through one pass) and returns gradients with the same leading
 dimensions; the seeds are folded into the batch so that K*N gradients are one kernel call.
 """
+from .batchnorm import batch_norm_forward, batch_norm_grad_eval, batch_norm_grad_train, batch_norm_stats
 from .conv2d import (ConvAlgorithm, choose_algorithm, conv2d_forward, conv2d_grad_bias, conv2d_grad_input,
                      conv2d_grad_weight, conv_output_size)
+from .pool import (adaptive_avg_pool2d_forward, adaptive_avg_pool2d_grad_input, avg_pool2d_forward,
+                   avg_pool2d_grad_input, max_pool2d_forward, max_pool2d_grad_input)
+from .resize import (upsample_bilinear2d_forward, upsample_bilinear2d_grad_input, upsample_nearest2d_forward,
+                     upsample_nearest2d_grad_input)
 
-__all__ = ["ConvAlgorithm", "choose_algorithm", "conv2d_forward", "conv2d_grad_bias", "conv2d_grad_input",
-           "conv2d_grad_weight", "conv_output_size"]
+__all__ = [
+    "ConvAlgorithm", "choose_algorithm", "conv_output_size",
+    "conv2d_forward", "conv2d_grad_input", "conv2d_grad_weight", "conv2d_grad_bias",
+    "max_pool2d_forward", "max_pool2d_grad_input", "avg_pool2d_forward", "avg_pool2d_grad_input",
+    "adaptive_avg_pool2d_forward", "adaptive_avg_pool2d_grad_input",
+    "upsample_nearest2d_forward", "upsample_nearest2d_grad_input",
+    "upsample_bilinear2d_forward", "upsample_bilinear2d_grad_input",
+    "batch_norm_stats", "batch_norm_forward", "batch_norm_grad_train", "batch_norm_grad_eval",
+]

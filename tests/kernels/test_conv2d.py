@@ -1,0 +1,153 @@
+"""conv2d kernels against the NumPy reference, finite differences and torch."""
+import numpy as np
+import pytest
+
+from saliency.kernels import conv2d as K
+from saliency.kernels import im2col
+
+from . import _reference as ref
+
+# N, C, O, H, W, kernel, stride, padding, dilation, groups: odd sizes, 1x1, stride 2 and 3,
+# padding wider than the kernel reach (a crop in the input VJP), dilation, groups, depthwise.
+CASES = [
+    (2, 4, 6, 7, 9, 3, 1, 1, 1, 1),
+    (1, 3, 5, 8, 8, 1, 1, 0, 1, 1),
+    (2, 4, 10, 9, 7, 3, 2, 1, 1, 1),
+    (1, 4, 4, 9, 10, (3, 2), (2, 1), (1, 0), 2, 2),
+    (2, 6, 6, 7, 7, 3, 1, 1, 1, 6),
+    (1, 6, 12, 8, 8, 3, 2, 2, 1, 3),
+    (1, 2, 3, 5, 5, 3, 1, 4, 1, 1),
+    (1, 3, 2, 6, 7, 5, 3, 2, 1, 1),
+]
+IDS = [f"N{c[0]}C{c[1]}O{c[2]}_{c[3]}x{c[4]}_k{c[5]}s{c[6]}p{c[7]}d{c[8]}g{c[9]}" for c in CASES]
+TOL = {np.float32: dict(rtol=1e-4, atol=1e-4), np.float64: dict(rtol=1e-10, atol=1e-10)}
+
+
+def make(case, dtype, rng):
+    N, C, O, H, W, k, s, p, d, groups = case
+    kh, kw = ref.pair(k)
+    x = rng.standard_normal((N, C, H, W)).astype(dtype)
+    w = rng.standard_normal((O, C // groups, kh, kw)).astype(dtype)
+    b = rng.standard_normal(O).astype(dtype)
+    return x, w, b, (s, p, d, groups)
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("algorithm", list(K.ConvAlgorithm))
+def test_forward_and_grad_input_match_reference(case, dtype, algorithm):
+    rng = np.random.default_rng(0)
+    x, w, b, args = make(case, dtype, rng)
+    y = K.conv2d_forward(x, w, b, *args, algorithm=algorithm)
+    assert y.dtype == dtype
+    np.testing.assert_allclose(y, ref.conv2d(x, w, b, *args), **TOL[dtype])
+    g = rng.standard_normal(y.shape).astype(dtype)
+    dx = K.conv2d_grad_input(g, w, x.shape, *args, algorithm=algorithm)
+    assert dx.shape == x.shape and dx.dtype == dtype
+    np.testing.assert_allclose(dx, ref.conv2d_grad_input(g, w, x.shape, *args), **TOL[dtype])
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_grad_weight_and_bias_match_reference(case, dtype):
+    rng = np.random.default_rng(1)
+    x, w, b, args = make(case, dtype, rng)
+    g = rng.standard_normal(K.conv2d_forward(x, w, b, *args).shape).astype(dtype)
+    dw = K.conv2d_grad_weight(g, x, w.shape, *args)
+    assert dw.shape == w.shape and dw.dtype == dtype
+    np.testing.assert_allclose(dw, ref.conv2d_grad_weight(g, x, w.shape, *args), **TOL[dtype])
+    np.testing.assert_allclose(K.conv2d_grad_bias(g), g.sum(axis=(0, 2, 3)), **TOL[dtype])
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_vjps_satisfy_directional_finite_differences(case):
+    rng = np.random.default_rng(2)
+    x, w, b, args = make(case, np.float64, rng)
+    ref.check_vjp(lambda x_: K.conv2d_forward(x_, w, b, *args),
+                  lambda v: K.conv2d_grad_input(v, w, x.shape, *args), x, rng)
+    ref.check_vjp(lambda w_: K.conv2d_forward(x, w_, b, *args),
+                  lambda v: K.conv2d_grad_weight(v, x, w.shape, *args), w, rng)
+    ref.check_vjp(lambda b_: K.conv2d_forward(x, w, b_, *args), K.conv2d_grad_bias, b, rng)
+
+
+@pytest.mark.parametrize("case", [CASES[2], CASES[3], CASES[6]], ids=[IDS[2], IDS[3], IDS[6]])
+def test_gemm_input_vjp_equals_the_correlation_formulation(case):
+    rng = np.random.default_rng(3)
+    x, w, b, (s, p, d, groups) = make(case, np.float64, rng)
+    g = rng.standard_normal((3,) + K.conv2d_forward(x, w, b, s, p, d, groups).shape[1:])
+    sp, pp, dp = ref.pair(s), ref.pair(p), ref.pair(d)
+    x_shape = (3,) + x.shape[1:]
+    np.testing.assert_allclose(im2col.conv2d_grad_input_gemm(g, w, x_shape, sp, pp, dp, groups),
+                               K.conv2d_grad_input_direct(g, w, x_shape, sp, pp, dp, groups), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("algorithm", list(K.ConvAlgorithm))
+def test_seed_dimensions_equal_per_seed_calls_in_one_kernel_call(algorithm, monkeypatch):
+    rng = np.random.default_rng(4)
+    x, w, b, args = make(CASES[3], np.float64, rng)
+    y = K.conv2d_forward(x, w, b, *args)
+    g = rng.standard_normal((2, 3) + y.shape)
+    calls = []
+    kernel_module, name = (im2col, "_col2im") if algorithm is K.ConvAlgorithm.GEMM else (K, "_corr2d")
+    kernel = getattr(kernel_module, name)
+    monkeypatch.setattr(kernel_module, name, lambda *a: (calls.append(a[0].shape), kernel(*a))[1])
+    dx = K.conv2d_grad_input(g, w, x.shape, *args, algorithm=algorithm)
+    assert len(calls) == 1, "K*N input gradients must be one kernel call"
+    monkeypatch.undo()
+    dw = K.conv2d_grad_weight(g, x, w.shape, *args)
+    db = K.conv2d_grad_bias(g)
+    assert dx.shape == (2, 3) + x.shape and dw.shape == (2, 3) + w.shape and db.shape == (2, 3, w.shape[0])
+    for i in range(2):
+        for j in range(3):
+            np.testing.assert_allclose(dx[i, j], K.conv2d_grad_input(g[i, j], w, x.shape, *args, algorithm=algorithm),
+                                       rtol=1e-12, atol=1e-12)
+            np.testing.assert_allclose(dw[i, j], K.conv2d_grad_weight(g[i, j], x, w.shape, *args),
+                                       rtol=1e-12, atol=1e-12)
+            np.testing.assert_allclose(db[i, j], K.conv2d_grad_bias(g[i, j]), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_matches_torch(case):
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(5)
+    x, w, b, (s, p, d, groups) = make(case, np.float32, rng)
+    xt = torch.tensor(x, requires_grad=True)
+    wt = torch.tensor(w, requires_grad=True)
+    bt = torch.tensor(b, requires_grad=True)
+    yt = torch.nn.functional.conv2d(xt, wt, bt, s, p, d, groups)
+    g = rng.standard_normal(tuple(yt.shape)).astype(np.float32)
+    yt.backward(torch.tensor(g))
+    tol = dict(rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(K.conv2d_forward(x, w, b, s, p, d, groups), yt.detach().numpy(), **tol)
+    np.testing.assert_allclose(K.conv2d_grad_input(g, w, x.shape, s, p, d, groups), xt.grad.numpy(), **tol)
+    np.testing.assert_allclose(K.conv2d_grad_weight(g, x, w.shape, s, p, d, groups), wt.grad.numpy(), **tol)
+    np.testing.assert_allclose(K.conv2d_grad_bias(g), bt.grad.numpy(), **tol)
+
+
+def test_choose_algorithm_prefers_direct_for_degenerate_gemms():
+    assert K.choose_algorithm((1, 16, 128, 128), (1, 16, 3, 3), (1, 1, 128, 128), 1) is K.ConvAlgorithm.DIRECT
+    assert K.choose_algorithm((1, 32, 8, 8), (32, 1, 3, 3), (1, 32, 8, 8), 32) is K.ConvAlgorithm.DIRECT
+    assert K.choose_algorithm((1, 16, 32, 32), (32, 16, 3, 3), (1, 32, 32, 32), 1) is K.ConvAlgorithm.GEMM
+
+
+def test_nan_propagates_and_inputs_are_made_contiguous():
+    rng = np.random.default_rng(6)
+    x = np.asfortranarray(rng.standard_normal((1, 2, 5, 5)))
+    w = rng.standard_normal((4, 2, 3, 3))
+    np.testing.assert_allclose(K.conv2d_forward(x, w, None, 1, 1), ref.conv2d(x, w, None, 1, 1), rtol=1e-12, atol=1e-12)
+    x[0, 0, 2, 2] = np.nan
+    for algorithm in K.ConvAlgorithm:
+        y = K.conv2d_forward(x, w, None, 1, 1, algorithm=algorithm)
+        assert np.isnan(y[0, :, 1:4, 1:4]).all() and not np.isnan(y[0, :, 0, :]).any()
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: K.conv2d_forward(np.zeros((1, 3, 5, 5)), np.zeros((4, 2, 3, 3)), groups=1), "groups"),
+    (lambda: K.conv2d_forward(np.zeros((1, 2, 2, 2)), np.zeros((4, 2, 3, 3))), "empty"),
+    (lambda: K.conv2d_forward(np.zeros((1, 2, 5, 5), np.int64), np.zeros((4, 2, 3, 3))), "float32 or float64"),
+    (lambda: K.conv2d_forward(np.zeros((1, 2, 5, 5)), np.zeros((4, 2, 3, 3)), stride=0), "stride"),
+    (lambda: K.conv2d_grad_input(np.zeros((1, 4, 4, 4)), np.zeros((4, 2, 3, 3)), (1, 2, 5, 5)), "g must have shape"),
+])
+def test_bad_arguments_raise_clear_errors(call, message):
+    with pytest.raises((ValueError, TypeError), match=message):
+        call()
