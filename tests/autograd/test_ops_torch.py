@@ -138,3 +138,50 @@ def test_relu_passes_the_gradient_at_nan():
     assert np.isnan(y.numpy()[0])
     y.backward(sl.tensor([2.0, 2.0, 2.0]))
     np.testing.assert_allclose(x.grad.numpy(), [2.0, 0.0, 2.0], rtol=0, atol=0)
+
+
+# ---- type promotion: the result dtype PyTorch picks for mixed operands ---------------------------
+OPERANDS = {
+    "float32 (2,3)": np.arange(1.0, 7.0, dtype=np.float32).reshape(2, 3),
+    "float64 (3,)": np.array([1.5, 2.0, 3.0]),
+    "int64 (2,3)": np.arange(1, 7).reshape(2, 3),
+    "float64 0-d": np.array(2.0),
+    "float32 0-d": np.array(2.0, dtype=np.float32),
+    "int64 0-d": np.array(3),
+    "python float": 0.5,
+    "python int": 2,
+}
+MIXED = [("float32 (2,3)", "int64 (2,3)"), ("int64 (2,3)", "float32 (2,3)"), ("float32 (2,3)", "float64 0-d"),
+         ("float64 0-d", "float32 (2,3)"), ("float32 (2,3)", "float64 (3,)"), ("int64 (2,3)", "float64 0-d"),
+         ("int64 (2,3)", "python float"), ("int64 0-d", "float32 0-d"), ("float32 (2,3)", "python int"),
+         ("int64 (2,3)", "python int"), ("float64 0-d", "float32 0-d")]
+PROMOTING_OPS = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
+                 "div": lambda a, b: a / b, "pow": lambda a, b: a ** b,
+                 "maximum": lambda a, b: a.maximum(b) if not isinstance(a, (int, float)) else None}
+
+
+def _as(lib, value):
+    if isinstance(value, (int, float)):
+        return value
+    return sl.tensor(value) if lib is sl else torch.tensor(value)
+
+
+@pytest.mark.parametrize("op", list(PROMOTING_OPS))
+@pytest.mark.parametrize("pair", MIXED, ids=[f"{a} with {b}" for a, b in MIXED])
+def test_mixed_dtypes_promote_as_torch(pair, op):
+    fn = PROMOTING_OPS[op]
+    a, b = (OPERANDS[k] for k in pair)
+    if op == "maximum" and isinstance(b, (int, float)):
+        b = np.array(b)  # torch.maximum takes tensors only
+    ours, theirs = fn(_as(sl, a), _as(sl, b)), fn(_as(torch, a), _as(torch, b))
+    assert str(ours.dtype) == str(theirs.dtype).replace("torch.", ""), f"{pair}: {ours.dtype} vs {theirs.dtype}"
+    np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-6, atol=0)
+
+
+def test_where_promotes_as_torch():
+    x32 = np.arange(6.0, dtype=np.float32).reshape(2, 3)
+    cond = x32 > 2
+    ours = sl.where(cond, sl.tensor(x32), sl.tensor(np.array(-1.0)))
+    theirs = torch.where(torch.tensor(cond), torch.tensor(x32), torch.tensor(np.array(-1.0)))
+    assert ours.dtype == np.float32 and theirs.dtype == torch.float32
+    np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=0, atol=0)

@@ -4,6 +4,22 @@ import numpy as np
 from ..function import Function, shape_of, unbroadcast
 
 
+def promote(*operands):
+    """The operands cast to PyTorch's result dtype, where it differs from NumPy's: a tensor with
+    dimensions outranks a 0-d one, which outranks a Python number, unless the lower-ranked one
+    is floating point and the higher is not (float32 * int64 tensor, or float32 + 0-d float64,
+    stay float32 instead of becoming float64)."""
+    arrays = [a for a in operands if type(a) is np.ndarray]
+    floats = [a.dtype for a in arrays if a.ndim and a.dtype.kind == "f"] or \
+             [a.dtype for a in arrays if not a.ndim and a.dtype.kind == "f"]
+    if not floats:
+        if not any(isinstance(a, float) for a in operands):
+            return operands
+        floats = [np.dtype(np.float32)]  # an integer tensor meets a Python float: the default dtype
+    dtype = np.result_type(*floats)
+    return tuple(a.astype(dtype, copy=False) if type(a) is np.ndarray and a.dtype != dtype else a for a in operands)
+
+
 class _Binary(Function):
     """Shared by the broadcasting binary ops: remembers both input shapes."""
 
@@ -24,6 +40,7 @@ class Add(_Binary):
     __slots__ = ()
 
     def forward(self, x, y):
+        x, y = promote(x, y)
         self.shapes = (shape_of(x), shape_of(y))
         return x + y
 
@@ -37,6 +54,7 @@ class Sub(_Binary):
     __slots__ = ("number_first",)
 
     def forward(self, x, y):
+        x, y = promote(x, y)
         self.shapes = (shape_of(x), shape_of(y))
         self.number_first = type(x) is not np.ndarray
         return x - y
@@ -54,6 +72,7 @@ class Mul(_Binary):
     __slots__ = ()
 
     def forward(self, x, y):
+        x, y = promote(x, y)
         self.shapes = (shape_of(x), shape_of(y))
         self.save_for_backward(x, y)
         return x * y
@@ -70,6 +89,10 @@ class Div(_Binary):
     __slots__ = ()
 
     def forward(self, x, y):
+        x, y = promote(x, y)
+        if not any(type(a) is np.ndarray and a.dtype.kind == "f" for a in (x, y)):
+            # true division of integers gives the default float dtype, as in PyTorch
+            x, y = (a.astype(np.float32) if type(a) is np.ndarray else a for a in (x, y))
         self.shapes = (shape_of(x), shape_of(y))
         self.save_for_backward(x, y)
         return x / y
@@ -87,6 +110,7 @@ class Pow(_Binary):
     __slots__ = ("variant",)
 
     def forward(self, x, y):
+        x, y = promote(x, y)
         self.shapes = (shape_of(x), shape_of(y))
         self.variant = 0 if type(y) is not np.ndarray else (2 if type(x) is not np.ndarray else 1)
         out = np.power(x, y)
@@ -121,6 +145,7 @@ class Maximum(_Binary):
     x_loses = staticmethod(np.less)
 
     def forward(self, x, y):
+        x, y = promote(x, y)
         self.shapes = (shape_of(x), shape_of(y))
         self.save_for_backward(x, y)
         return self.pick(x, y)
@@ -146,13 +171,18 @@ class Where(Function):
     """z = where(cond, x, y); `cond` is a boolean constant."""
 
     __slots__ = ("shapes",)
-    broadcasts = True
 
     def forward(self, cond, x, y):
+        x, y = promote(x, y)
         self.shapes = (shape_of(x), shape_of(y))
         cond = np.asarray(cond, dtype=bool)
         self.save_for_backward(cond)
-        return np.where(cond, x, y)
+        try:
+            return np.where(cond, x, y)
+        except ValueError:
+            raise ValueError(f"where: condition of shape {cond.shape}, x of shape {self.shapes[0]} and y of shape "
+                             f"{self.shapes[1]} cannot be broadcast together; each dimension must match or be 1") \
+                from None
 
     def backward(self, g):
         (cond,) = self.saved
