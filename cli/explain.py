@@ -9,7 +9,7 @@ from typing import Callable
 import numpy as np
 
 import saliency as sl
-from saliency.autograd.trace import format_array
+from saliency.autograd.printing import format_array
 
 
 @dataclass

@@ -1,6 +1,7 @@
 """The package imports the same way from a regular install, an editable one, and the source tree."""
 import importlib.util
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -31,9 +32,13 @@ def test_installed_package_imports_from_elsewhere(tmp_path):
 
 def test_regular_install_works_from_any_directory(tmp_path):
     site = tmp_path / "site"
+    # build from a copy, so that the build leaves nothing behind in the checkout
+    source = tmp_path / "source"
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(".git", ".venv", "venv", "build", "*.egg-info",
+                                                                 "__pycache__", ".pytest_cache", ".hypothesis"))
     isolation = ["--no-build-isolation"] if importlib.util.find_spec("setuptools") else []
     build = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", *isolation,
-                            "--target", str(site), str(ROOT)], capture_output=True, text=True, timeout=600)
+                            "--target", str(site), str(source)], capture_output=True, text=True, timeout=600)
     assert build.returncode == 0, build.stderr
     installed = site / "saliency"
     assert (installed / "models" / "__init__.py").is_file() and (installed / "cli" / "main.py").is_file()

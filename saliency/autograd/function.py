@@ -167,7 +167,12 @@ def unbroadcast(g, shape, nb=0):
 
 def shape_of(a):
     """Shape of an ndarray or of a Python/NumPy scalar constant."""
-    return a.shape if type(a) is np.ndarray else np.shape(a)
+    kind = type(a)
+    if kind is np.ndarray:
+        return a.shape
+    if kind is float or kind is int:
+        return ()
+    return np.shape(a)
 
 
 from . import tensor as _tensor  # noqa: E402  (tensor.py imports the ops, which import this module)

@@ -1,4 +1,5 @@
 """`Tensor`: a NumPy array plus what autograd needs (requires_grad, grad, grad_fn, hooks)."""
+import collections
 import warnings
 import weakref
 
@@ -11,6 +12,7 @@ from .ops.linalg import Matmul
 from .ops.loss import LogSoftmax, Softmax
 from .ops.reduce import (Amax, Amin, LogSumExp, MaxAll, MaxDim, Mean, MinAll, Norm, Sum, normalize_dims)
 from .ops.shape import Expand, GetItem, Permute, Reshape, Squeeze, Transpose, Unsqueeze
+from .printing import format_data
 
 DEFAULT_DTYPE = np.dtype(np.float32)
 
@@ -216,7 +218,7 @@ class Tensor:
         return Tensor._make(np.asarray(self.data.all()), False, None)
 
     def __repr__(self):
-        body = _format_data(self.data)
+        body = format_data(self.data)
         extras = []
         if self.data.dtype not in (DEFAULT_DTYPE, np.dtype(np.int64), np.dtype(bool)):
             extras.append(f"dtype={self.data.dtype}")
@@ -465,31 +467,6 @@ class Tensor:
         return self.to(np.float64)
 
 
-def _format_data(a):
-    """The array as PyTorch prints it: floats with 4 decimals ('1.5000'), '1.' when all values are
-    whole, scientific when they span more than 1000x; equal widths; long tensors summarized."""
-    opts = dict(separator=", ", prefix="tensor(", max_line_width=80, threshold=1000, edgeitems=3)
-    if a.dtype.kind != "f":
-        return np.array2string(a, **opts)
-    shown = a
-    if a.size > 1000:  # only the elements that will be printed decide the format
-        for axis, n in enumerate(a.shape):
-            if n > 6:
-                shown = np.take(shown, list(range(3)) + list(range(n - 3, n)), axis=axis)
-    values = shown[np.isfinite(shown) & (shown != 0)].astype(np.float64)
-    big, small = (np.abs(values).max(), np.abs(values).min()) if values.size else (0.0, 0.0)
-    if np.all(values == np.round(values)):
-        fmt = "{:.4e}" if big > 1e8 else "{:.0f}."
-    else:
-        fmt = "{:.4e}" if big / small > 1000 or big > 1e8 or small < 1e-4 else "{:.4f}"
-
-    def text(v):
-        return fmt.format(v) if np.isfinite(v) else str(float(v))
-
-    width = max((len(text(v)) for v in values), default=0)  # zeros, nan and inf do not widen
-    return np.array2string(a, formatter={"float_kind": lambda v: text(v).rjust(width)}, **opts)
-
-
 def _operand(other, like):
     """The other operand of a binary op: Tensors and Python numbers as they are, anything else
     as an array (integer arrays take the float dtype of the tensor they meet)."""
@@ -536,11 +513,5 @@ def _pick(t, dim, keepdim, fn, kind):
     return _ValuesIndices(values, Tensor._make(np.asarray(indices), False, None))
 
 
-class _ValuesIndices(tuple):
-    """(values, indices), as returned by max(dim) and min(dim)."""
-
-    def __new__(cls, values, indices):
-        return super().__new__(cls, (values, indices))
-
-    values = property(lambda self: self[0])
-    indices = property(lambda self: self[1])
+# (values, indices), as returned by max(dim) and min(dim)
+_ValuesIndices = collections.namedtuple("max_min", ["values", "indices"])

@@ -11,19 +11,7 @@ import numpy as np
 
 from . import engine
 from .function import AccumulateGrad
-
-
-def format_array(a, precision=4):
-    """A short, readable rendering of a gradient or value (4 significant digits)."""
-    if a is None:
-        return "None"
-    a = np.asarray(a)
-    if a.size <= 12:
-        if a.ndim == 0:
-            return f"{a.item():.{precision}g}"
-        return np.array2string(a, separator=", ", max_line_width=1000,
-                               formatter={"float_kind": lambda v: f"{v:.{precision}g}"}).replace("\n", "")
-    return f"<{a.dtype} {a.shape}: min {a.min():.{precision}g}, max {a.max():.{precision}g}, sum {a.sum():.{precision}g}>"
+from .printing import format_array
 
 
 class _Labels:
