@@ -35,8 +35,19 @@ def _outputs(fn, inputs):
 
 def numerical_jacobian(fn, inputs, i, eps):
     """d outputs / d inputs[i] by central differences; one (out.size, in.size) matrix per output."""
-    x = inputs[i].data
+    tensor = inputs[i]
+    original = tensor.data
+    # perturb a C-ordered copy: reshape(-1) of a Fortran-ordered or read-only array is no writable view
+    tensor.data = x = np.array(original, order="C", copy=True)
     flat = x.reshape(-1)
+    try:
+        return _central_differences(fn, inputs, flat, eps)
+    finally:
+        tensor.data = original
+
+
+def _central_differences(fn, inputs, flat, eps):
+    """Columns of the Jacobian from perturbing each element of `flat`, a view of one input."""
     with no_grad():
         sizes = [o.data.size for o in _outputs(fn, inputs)]
         cols = [np.zeros((n, flat.size)) for n in sizes]
@@ -63,9 +74,16 @@ def analytical_jacobian(fn, inputs, i, batched):
             mats.append(np.zeros((n, x.data.size)))
             continue
         if batched:
-            seeds = np.eye(n, dtype=o.dtype).reshape((n,) + o.shape)
+            # seed k is scale[k] * e_order[k]: rows of the identity, shuffled and scaled, so that
+            # a VJP that mixes up its seed dimension (flips, sums or transposes it) shows
+            order = np.random.default_rng(0).permutation(n)
+            scale = 1 + np.arange(n) / n
+            seeds = (np.eye(n)[order] * scale[:, None]).astype(o.dtype).reshape((n,) + o.shape)
             (rows,) = grad(o, x, seeds, retain_graph=True, batched=True, allow_unused=True)
-            mats.append(np.zeros((n, x.data.size)) if rows is None else rows.data.reshape(n, -1))
+            mat = np.zeros((n, x.data.size))
+            if rows is not None:
+                mat[order] = rows.data.reshape(n, -1) / scale[:, None]
+            mats.append(mat)
             continue
         rows = np.zeros((n, x.data.size))
         for k in range(n):
