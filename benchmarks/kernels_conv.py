@@ -1,6 +1,6 @@
 """Benchmark conv2d forward and input-VJP algorithms on the zoo's layers (float32).
 
-    .venv/bin/python benchmarks/kernels_conv.py [--repeat 15] [--threads 2]
+    .venv/bin/python benchmarks/kernels_conv.py [--repeat 15] [--threads 2] [--layers] [--pools]
 
 Prints, per layer: median time and GFLOP/s of each algorithm in saliency.kernels.conv2d
 (DIRECT: Numba, width innermost, output channels blocked; GEMM: im2col + NumPy matmul), which
@@ -8,8 +8,15 @@ one `choose_algorithm` picks, torch.nn.functional.conv2d / torch.nn.grad.conv2d_
 same thread count when torch is installed, and ours/torch (time ratio, < 1 means we are faster).
 The NumPy float32 GEMM rate measured in the same run is printed first as the ceiling.
 The machine is shared: every figure is a median of --repeat timed runs after a warm-up.
+
+--pools measures the thread-pool interaction instead: a small parallel Numba kernel right after
+a NumPy GEMM (OpenBLAS threads may still be spin-waiting) and a GEMM right after the kernel
+(OpenMP threads may still be spinning), each in a fresh process per environment setting.
 """
 import argparse
+import os
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -49,11 +56,62 @@ def gemm_peak(repeat):
     return 2 * 1024 ** 3 / t / 1e9
 
 
+POOL_SETTINGS = [
+    {},
+    {"OPENBLAS_THREAD_TIMEOUT": "4"},
+    {"OMP_WAIT_POLICY": "PASSIVE"},
+    {"OPENBLAS_THREAD_TIMEOUT": "4", "OMP_WAIT_POLICY": "PASSIVE"},
+    {"OPENBLAS_NUM_THREADS": "1"},
+    {"NUMBA_THREADING_LAYER": "workqueue"},
+    {"NUMBA_THREADING_LAYER": "workqueue", "OPENBLAS_THREAD_TIMEOUT": "4"},
+]
+
+
+def pools_child(repeat):
+    """One line: kernel and GEMM times, each alone and right after the other (median / 90th percentile, ms)."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((1, 16, 128, 128)).astype(np.float32)
+    w = rng.standard_normal((1, 16, 3, 3)).astype(np.float32)
+    a = rng.standard_normal((256, 256)).astype(np.float32)
+    kernel = lambda: K.conv2d_forward(x, w, None, 1, 1, algorithm=K.ConvAlgorithm.DIRECT)  # noqa: E731
+    gemm = lambda: a @ a  # noqa: E731
+    kernel(), gemm()
+    runs = {"kernel alone": [], "kernel after GEMM": [], "GEMM alone": [], "GEMM after kernel": []}
+    for _ in range(repeat):
+        for name, before, fn in [("kernel alone", kernel, kernel), ("kernel after GEMM", gemm, kernel),
+                                 ("GEMM alone", gemm, gemm), ("GEMM after kernel", kernel, gemm)]:
+            before()
+            t0 = time.perf_counter()
+            fn()
+            runs[name].append(time.perf_counter() - t0)
+    print("  ".join(f"{k} {np.median(v) * 1e3:6.2f}/{np.percentile(v, 90) * 1e3:6.2f}" for k, v in runs.items()))
+
+
+def pools(repeat):
+    print("thread pools: Numba conv 16->1 @128 (direct, parallel) and NumPy 256^2 GEMM; ms median/p90")
+    for setting in POOL_SETTINGS:
+        env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_THREAD_TIMEOUT", "OMP_WAIT_POLICY",
+                                                                "OPENBLAS_NUM_THREADS", "NUMBA_THREADING_LAYER")}
+        env.update(setting)
+        out = subprocess.run([sys.executable, __file__, "--pools-child", "--repeat", str(repeat)], env=env,
+                             capture_output=True, text=True, check=True).stdout.strip()
+        label = " ".join(f"{k}={v}" for k, v in setting.items()) or "defaults"
+        print(f"{label:58} {out}", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--repeat", type=int, default=15)
     ap.add_argument("--threads", type=int, default=2, help="torch.set_num_threads for the comparison")
+    ap.add_argument("--pools", action="store_true", help="measure the OpenBLAS / Numba thread-pool interaction")
+    ap.add_argument("--pools-child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.pools_child:
+        return pools_child(args.repeat)
+    if args.pools:
+        return pools(max(args.repeat, 40))
+    print("environment: " + " ".join(f"{k}={os.environ[k]}" for k in ("OPENBLAS_THREAD_TIMEOUT", "OMP_WAIT_POLICY",
+          "OPENBLAS_NUM_THREADS", "NUMBA_THREADING_LAYER", "NUMBA_NUM_THREADS") if k in os.environ))
     try:
         import torch
         torch.set_num_threads(args.threads)
