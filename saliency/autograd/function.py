@@ -102,6 +102,13 @@ class Function:
         self.pre_hooks.append(fn)
         return _RemovableHandle(self.pre_hooks, fn)
 
+    def __getattr__(self, attr):
+        # only reached when normal lookup fails: name the node as PyTorch does (an unset slot
+        # may be what name() itself reads, so those fail plainly)
+        if attr.startswith("_") or any(attr in getattr(k, "__slots__", ()) for k in type(self).__mro__):
+            raise AttributeError(attr)
+        raise AttributeError(f"'{self.name()}' object has no attribute '{attr}'")
+
     def __repr__(self):
         return f"<{self.name()} object at {id(self):#x}>"
 

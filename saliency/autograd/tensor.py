@@ -419,6 +419,8 @@ class Tensor:
         if not self.ndim:
             return Reshape.apply(self, shape=(1,))
         start, end = (normalize_dims(d, self.ndim)[0] for d in (start_dim, end_dim))
+        if start >= end:  # nothing to merge: the tensor itself, as in PyTorch
+            return self
         shape = self.shape[:start] + (int(np.prod(self.shape[start:end + 1])),) + self.shape[end + 1:]
         return Reshape.apply(self, shape=shape)
 
@@ -429,7 +431,7 @@ class Tensor:
         if self.ndim > 2:
             raise ValueError(f"t() expects a tensor with at most 2 dimensions, got shape {self.shape}; "
                              f"use transpose(dim0, dim1)")
-        return Transpose.apply(self, dim0=0, dim1=-1, short=True) if self.ndim == 2 else self
+        return Transpose.apply(self, dim0=0, dim1=-1, short=True)
 
     @property
     def T(self):

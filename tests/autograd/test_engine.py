@@ -757,3 +757,18 @@ def test_errors_leave_grads_unchanged():
     with pytest.raises(RuntimeError):
         (x * 2).backward(sl.ones(5))
     assert x.grad is None
+
+
+def test_a_non_leaf_node_has_no_variable_and_says_so_by_its_pytorch_name():
+    a = sl.tensor(1.0, requires_grad=True)
+    node = (a + a).grad_fn
+    with pytest.raises(AttributeError, match="'AddBackward0' object has no attribute 'variable'"):
+        node.variable
+
+
+def test_t_of_a_vector_and_flatten_of_a_flat_tensor_behave_as_in_pytorch():
+    x = sl.tensor([1.0, 2.0], requires_grad=True)
+    assert x.t().grad_fn.name() == "TBackward0"
+    assert x.flatten() is x
+    m = sl.tensor([[1.0, 2.0]], requires_grad=True)
+    assert m.flatten(1, 1) is m and m.flatten().grad_fn.name() == "ViewBackward0"

@@ -4,20 +4,27 @@ import numpy as np
 from ..function import Function, shape_of, unbroadcast
 
 
-def promote(*operands):
-    """The operands cast to PyTorch's result dtype, where it differs from NumPy's: a tensor with
+def promote(x, y):
+    """x and y cast to PyTorch's result dtype, where it differs from NumPy's: a tensor with
     dimensions outranks a 0-d one, which outranks a Python number, unless the lower-ranked one
     is floating point and the higher is not (float32 * int64 tensor, or float32 + 0-d float64,
     stay float32 instead of becoming float64)."""
-    arrays = [a for a in operands if type(a) is np.ndarray]
+    # fast paths (every op pays for this call): equal dtypes, or a float array and a number
+    tx, ty = type(x), type(y)
+    if tx is np.ndarray:
+        if (ty is np.ndarray and x.dtype == y.dtype) or ((ty is float or ty is int) and x.dtype.kind == "f"):
+            return x, y
+    elif ty is np.ndarray and (tx is float or tx is int) and y.dtype.kind == "f":
+        return x, y
+    arrays = [a for a in (x, y) if type(a) is np.ndarray]
     floats = [a.dtype for a in arrays if a.ndim and a.dtype.kind == "f"] or \
              [a.dtype for a in arrays if not a.ndim and a.dtype.kind == "f"]
     if not floats:
-        if not any(isinstance(a, float) for a in operands):
-            return operands
+        if not (isinstance(x, float) or isinstance(y, float)):
+            return x, y
         floats = [np.dtype(np.float32)]  # an integer tensor meets a Python float: the default dtype
     dtype = np.result_type(*floats)
-    return tuple(a.astype(dtype, copy=False) if type(a) is np.ndarray and a.dtype != dtype else a for a in operands)
+    return tuple(a.astype(dtype, copy=False) if type(a) is np.ndarray and a.dtype != dtype else a for a in (x, y))
 
 
 class _Binary(Function):
