@@ -2,10 +2,10 @@
 
     .venv/bin/python benchmarks/kernels_conv.py [--repeat 15] [--threads 2] [--layers] [--pools]
 
-Prints, per layer: median time and GFLOP/s of each algorithm in saliency.kernels.conv2d
+Prints, per layer and pass (forward, grad_x = input VJP, grad_w = weight VJP): median time and GFLOP/s of each algorithm in saliency.kernels.conv2d
 (DIRECT: Numba, width innermost, output channels blocked; GEMM: im2col + NumPy matmul), which
 one `choose_algorithm` picks, torch.nn.functional.conv2d / torch.nn.grad.conv2d_input at the
-same thread count when torch is installed, and ours/torch (time ratio, < 1 means we are faster).
+same thread count (and torch.nn.grad.conv2d_weight) when torch is installed, and ours/torch (time ratio, < 1 means we are faster).
 The NumPy float32 GEMM rate measured in the same run is printed first as the ceiling.
 The machine is shared: every figure is a median of --repeat timed runs after a warm-up.
 
@@ -135,11 +135,13 @@ def main():
         passes = {
             "forward": (lambda a: (lambda: K.conv2d_forward(x, w, b, s, p, 1, 1, algorithm=a))),
             "grad_x": (lambda a: (lambda: K.conv2d_grad_input(g, w, x.shape, s, p, 1, 1, algorithm=a))),
+            "grad_w": (lambda a: (lambda: K.conv2d_grad_weight(g, x, w.shape, s, p, 1, 1, algorithm=a))),
         }
         if torch is not None:
             xt, wt, bt, gt = (torch.from_numpy(v) for v in (x, w, b, g))
             tfn = {"forward": lambda: torch.nn.functional.conv2d(xt, wt, bt, s, p),
-                   "grad_x": lambda: torch.nn.grad.conv2d_input(x.shape, wt, gt, s, p)}
+                   "grad_x": lambda: torch.nn.grad.conv2d_input(x.shape, wt, gt, s, p),
+                   "grad_w": lambda: torch.nn.grad.conv2d_weight(xt, w.shape, gt, s, p)}
         for pname, make in passes.items():
             times = {a: median_time(make(a), args.repeat) for a in algos}
             row = f"{model:10} {name:22} {N:3d} {pname:7}"

@@ -189,7 +189,7 @@ def _direct(x, w, b, out_shape, s, p, d, groups):
 
 
 def choose_algorithm(x_shape, w_shape, out_shape, groups):
-    """The faster algorithm for this shape (forward and input VJP), as measured by benchmarks/kernels_conv.py.
+    """The faster algorithm for this shape (forward and both VJPs), as measured by benchmarks/kernels_conv.py.
 
     im2col + BLAS GEMM wins on every zoo layer with at least 4 output channels per group, by
     3-10x over the direct kernel. The direct kernel wins where the GEMM degenerates to a
@@ -274,7 +274,7 @@ def conv2d_grad_input(g, w, x_shape, stride=1, padding=0, dilation=1, groups=1, 
     return dx.reshape(seeds + x_shape)
 
 
-def conv2d_grad_weight(g, x, w_shape, stride=1, padding=0, dilation=1, groups=1):
+def conv2d_grad_weight(g, x, w_shape, stride=1, padding=0, dilation=1, groups=1, algorithm=None):
     """VJP of conv2d to w: g (*seeds, N, O, OH, OW), x (N, C, H, W) -> (*seeds, O, C/groups, kh, kw)."""
     x = _float_array(x, "x")
     w_shape = tuple(int(e) for e in w_shape)
@@ -284,6 +284,9 @@ def conv2d_grad_weight(g, x, w_shape, stride=1, padding=0, dilation=1, groups=1)
         raise ValueError(f"g must have shape (*seeds, {', '.join(map(str, out_shape))}), got {np.shape(g)!r}")
     x = x.astype(g2.dtype, copy=False)
     g5 = g2.reshape((-1,) + out_shape)
+    algorithm = algorithm or choose_algorithm(x.shape, w_shape, out_shape, groups)
+    if algorithm is ConvAlgorithm.GEMM:
+        return im2col.conv2d_grad_weight_gemm(g5, x, w_shape, s, p, d, groups).reshape(seeds + w_shape)
     dwt = np.empty((g5.shape[0],) + w_shape, g2.dtype)
     _corr2d_grad_weight(g5, x, dwt, s[0], s[1], p[0], p[1], d[0], d[1], groups)
     return dwt.reshape(seeds + w_shape)

@@ -100,3 +100,15 @@ def conv2d_grad_input_gemm(g, w, x_shape, s, p, d, groups):
     dx = np.empty(x_shape, g.dtype)
     _col2im(cols, dx, KH, KW, s[0], s[1], p[0], p[1], d[0], d[1])
     return dx
+
+
+def conv2d_grad_weight_gemm(g, x, w_shape, s, p, d, groups):
+    """Weight VJP: per seed and group dW = g (Og, N*OH*OW) @ cols^T; g is (K, N, O, OH, OW), seeds in K."""
+    K, N, O, OH, OW = g.shape
+    _, Cg, KH, KW = w_shape
+    L = OH * OW
+    cols = np.empty((x.shape[1] * KH * KW, N, L), x.dtype)
+    _im2col(x, cols, KH, KW, s[0], s[1], p[0], p[1], d[0], d[1])
+    gt = g.reshape(K, N, groups, O // groups, L).transpose(0, 2, 3, 1, 4).reshape(K, groups, O // groups, N * L)
+    dw = np.matmul(gt, cols.reshape(groups, Cg * KH * KW, N * L).transpose(0, 2, 1))
+    return dw.reshape((K,) + tuple(w_shape))

@@ -49,11 +49,12 @@ def test_forward_and_grad_input_match_reference(case, dtype, algorithm):
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_grad_weight_and_bias_match_reference(case, dtype):
+@pytest.mark.parametrize("algorithm", list(K.ConvAlgorithm))
+def test_grad_weight_and_bias_match_reference(case, dtype, algorithm):
     rng = np.random.default_rng(1)
     x, w, b, args = make(case, dtype, rng)
     g = rng.standard_normal(K.conv2d_forward(x, w, b, *args).shape).astype(dtype)
-    dw = K.conv2d_grad_weight(g, x, w.shape, *args)
+    dw = K.conv2d_grad_weight(g, x, w.shape, *args, algorithm=algorithm)
     assert dw.shape == w.shape and dw.dtype == dtype
     np.testing.assert_allclose(dw, ref.conv2d_grad_weight(g, x, w.shape, *args), **TOL[dtype])
     np.testing.assert_allclose(K.conv2d_grad_bias(g), g.sum(axis=(0, 2, 3)), **TOL[dtype])
@@ -94,14 +95,14 @@ def test_seed_dimensions_equal_per_seed_calls_in_one_kernel_call(algorithm, monk
     dx = K.conv2d_grad_input(g, w, x.shape, *args, algorithm=algorithm)
     assert len(calls) == 1, "K*N input gradients must be one kernel call"
     monkeypatch.undo()
-    dw = K.conv2d_grad_weight(g, x, w.shape, *args)
+    dw = K.conv2d_grad_weight(g, x, w.shape, *args, algorithm=algorithm)
     db = K.conv2d_grad_bias(g)
     assert dx.shape == (2, 3) + x.shape and dw.shape == (2, 3) + w.shape and db.shape == (2, 3, w.shape[0])
     for i in range(2):
         for j in range(3):
             np.testing.assert_allclose(dx[i, j], K.conv2d_grad_input(g[i, j], w, x.shape, *args, algorithm=algorithm),
                                        rtol=1e-12, atol=1e-12)
-            np.testing.assert_allclose(dw[i, j], K.conv2d_grad_weight(g[i, j], x, w.shape, *args),
+            np.testing.assert_allclose(dw[i, j], K.conv2d_grad_weight(g[i, j], x, w.shape, *args, algorithm=algorithm),
                                        rtol=1e-12, atol=1e-12)
             np.testing.assert_allclose(db[i, j], K.conv2d_grad_bias(g[i, j]), rtol=1e-12, atol=1e-12)
 
