@@ -125,7 +125,8 @@ def walk(ex):
             y.backward(None if seed is None else sl.tensor(v), retain_graph=more)
         out += ["  " + line for line in str(t).splitlines()]
         out += ["", f"  check x.grad == v^T J   (v = {format_array(v)}, J = d{target}/dx from the explicit Jacobian)"]
-        rows = [("leaf", ".grad", "v^T J" + (" (accumulated)" if ex.accumulate else ""), "", "J")]
+        rows = [("leaf", ".grad", "v^T J" + (" (accumulated)" if ex.accumulate else ""), "",
+                 "J (row k = d output_k / d leaf)")]
         for name, leaf in leaves.items():
             J = sl.autograd.jacobian(lambda x, name=name: ex.build(**{**leaves, name: x})[target], leaf).data
             vjp = np.tensordot(v.astype(np.float64), J.astype(np.float64), axes=y.ndim)
@@ -133,7 +134,8 @@ def walk(ex):
             got = leaf.grad.data if leaf.grad is not None else np.zeros(leaf.shape)
             ok = np.allclose(got, expected[name], rtol=1e-5, atol=1e-6)
             rows.append((name, format_array(got), format_array(expected[name]), "match" if ok else "MISMATCH",
-                         format_array(J) if J.size <= 16 else f"shape {J.shape}"))
+                         format_array(J.reshape(y.data.size, leaf.data.size)) if J.size <= 16
+                         else f"shape {J.shape}"))
         widths = [max(len(r[c]) for r in rows) for c in range(5)]
         out += ["  " + "  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows]
     if ex.note:
