@@ -1,11 +1,19 @@
-"""Benchmark conv2d forward and input-VJP algorithms on the zoo's layers (float32).
+"""Benchmark conv2d forward and VJP algorithms on the zoo's layers (float32).
 
-    .venv/bin/python benchmarks/kernels_conv.py [--repeat 15] [--threads 2] [--layers] [--pools]
+    OPENBLAS_THREAD_TIMEOUT=4 OMP_WAIT_POLICY=PASSIVE .venv/bin/python benchmarks/kernels_conv.py [--repeat 21]
+    .venv/bin/python benchmarks/kernels_conv.py --pools
 
-Prints, per layer and pass (forward, grad_x = input VJP, grad_w = weight VJP): median time and GFLOP/s of each algorithm in saliency.kernels.conv2d
-(DIRECT: Numba, width innermost, output channels blocked; GEMM: im2col + NumPy matmul), which
-one `choose_algorithm` picks, torch.nn.functional.conv2d / torch.nn.grad.conv2d_input at the
-same thread count (and torch.nn.grad.conv2d_weight) when torch is installed, and ours/torch (time ratio, < 1 means we are faster).
+Without the two variables the GEMM path (Numba im2col, OpenBLAS GEMM, Numba col2im in one call)
+stalls about 8 ms per call while each pool's threads spin-wait for the other's (see --pools).
+OMP_WAIT_POLICY=PASSIVE also puts torch's OpenMP threads to sleep between regions and slows
+torch 1.5-3x on small layers: for a fair ratio take torch's times from a run without it.
+
+Prints, per layer and pass (forward, grad_x = input VJP, grad_w = weight VJP): median time
+and GFLOP/s of each algorithm in saliency.kernels.conv2d (DIRECT: Numba, width innermost,
+output channels blocked; GEMM: im2col + NumPy matmul), which one `choose_algorithm` picks,
+torch.nn.functional.conv2d / torch.nn.grad.conv2d_input / conv2d_weight at the same thread
+count when torch is installed, and ours/torch (time ratio of the picked algorithm, < 1 means
+we are faster).
 The NumPy float32 GEMM rate measured in the same run is printed first as the ceiling.
 The machine is shared: every figure is a median of --repeat timed runs after a warm-up.
 
