@@ -2,8 +2,12 @@
 
 Arguments may be Tensors, arrays or numbers; the result is always a Tensor.
 """
+from .ops.conv import Convolution
 from .ops.elementwise import Maximum, Minimum, Where
 from .ops.loss import MseLoss, NllLoss
+from .ops.norm import BatchNorm
+from .ops.pool import AdaptiveAvgPool2d, AvgPool2d, MaxPool2d
+from .ops.resize import Upsample
 from .ops.shape import Cat, Pad, Stack
 from .tensor import Tensor, _operand, as_array
 
@@ -75,3 +79,44 @@ def mse_loss(input, target, reduction="mean"):
     """Mean (or sum) of squared differences; input and target must have the same shape."""
     input = _tensor(input)
     return MseLoss.apply(input, _operand(target, input), reduction=reduction)
+
+
+# ---- convolution, pooling, resizing, normalisation (NCHW; kernels in saliency.kernels) -----------------
+def _pair(v):
+    return tuple(v) if isinstance(v, (tuple, list)) else (v, v)
+
+
+def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """2-D cross-correlation: input (N, C, H, W), weight (O, C/groups, kh, kw), bias (O,) or None."""
+    return Convolution.apply(_tensor(input), _tensor(weight), None if bias is None else _tensor(bias),
+                             stride=stride, padding=padding, dilation=dilation, groups=groups)
+
+
+def max_pool2d(input, kernel_size, stride=None, padding=0):
+    return MaxPool2d.apply(_tensor(input), kernel_size=kernel_size, stride=stride, padding=padding)
+
+
+def avg_pool2d(input, kernel_size, stride=None, padding=0):
+    return AvgPool2d.apply(_tensor(input), kernel_size=kernel_size, stride=stride, padding=padding)
+
+
+def adaptive_avg_pool2d(input, output_size):
+    return AdaptiveAvgPool2d.apply(_tensor(input), output_size=_pair(output_size))
+
+
+def interpolate(input, scale_factor, mode="nearest"):
+    """Upsample (N, C, H, W) by an integer scale factor; bilinear uses align_corners=False."""
+    s = _pair(scale_factor)
+    if s[0] != s[1] or int(s[0]) != s[0] or s[0] < 1:
+        raise ValueError(f"scale_factor must be one positive integer for both axes, got {scale_factor!r}")
+    return Upsample.apply(_tensor(input), scale_factor=int(s[0]), mode=mode)
+
+
+def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1, eps=1e-5):
+    """Per-channel normalisation of (N, C, H, W); updates the running statistics in place when training."""
+    def stat(v):
+        return None if v is None else (v.data if isinstance(v, Tensor) else v)
+
+    return BatchNorm.apply(_tensor(input), None if weight is None else _tensor(weight),
+                           None if bias is None else _tensor(bias), running_mean=stat(running_mean),
+                           running_var=stat(running_var), training=training, momentum=momentum, eps=eps)

@@ -12,6 +12,7 @@ from typing import Callable
 import numpy as np
 
 import saliency as sl
+from saliency.autograd import functions as AF
 
 try:  # torch is a test extra: only the torch comparisons call the torch_fn side
     import torch
@@ -86,6 +87,8 @@ def _t(a):
 COND = np.array([[True, False, True, True], [False, False, True, False], [True, True, False, True]])
 MASK = np.array([[True, False, False, True], [False, True, True, False], [False, False, False, True]])
 TARGET = np.array([1, 0, 3])                              # classes for (3, 4) logits
+RUNNING_MEAN = np.array([0.3, -0.2])
+RUNNING_VAR = np.array([1.5, 0.7])
 TARGET_4D = np.array([[[0, 2], [1, 1]], [[2, 0], [0, 1]]])  # classes for (2, 3, 2, 2) logits
 F1D = np.array([0.5, -1.5, 2.0])                         # a constant operand
 
@@ -290,6 +293,37 @@ SPECS = [
          lambda x, y: F.mse_loss(x, y, reduction="none")),
     spec("mse_loss_constant_target", lambda x: sl.mse_loss(x, np.ones((2, 3), dtype=x.dtype)), [(2, 3)],
          lambda x: F.mse_loss(x, torch.ones((2, 3), dtype=x.dtype))),
+    # ---- convolution, pooling, resizing, batch norm (NCHW) -------------------------------------------------
+    spec("conv2d", lambda x, w, b: sl.conv2d(x, w, b, padding=1), [(2, 3, 7, 6), (4, 3, 3, 3), (4,)],
+         lambda x, w, b: F.conv2d(x, w, b, padding=1)),
+    spec("conv2d_stride2_nobias", lambda x, w: sl.conv2d(x, w, stride=2, padding=1), [(1, 2, 7, 7), (3, 2, 3, 3)],
+         lambda x, w: F.conv2d(x, w, stride=2, padding=1)),
+    spec("conv2d_dilation_rect", lambda x, w: sl.conv2d(x, w, padding=(2, 1), dilation=(2, 1)),
+         [(1, 2, 6, 5), (3, 2, 3, 2)], lambda x, w: F.conv2d(x, w, padding=(2, 1), dilation=(2, 1))),
+    spec("conv2d_groups", lambda x, w, b: sl.conv2d(x, w, b, groups=2), [(2, 4, 5, 5), (6, 2, 3, 3), (6,)],
+         lambda x, w, b: F.conv2d(x, w, b, groups=2)),
+    spec("conv2d_depthwise", lambda x, w: sl.conv2d(x, w, padding=1, groups=3), [(1, 3, 5, 4), (3, 1, 3, 3)],
+         lambda x, w: F.conv2d(x, w, padding=1, groups=3)),
+    spec("conv2d_1x1", lambda x, w: sl.conv2d(x, w), [(2, 5, 3, 3), (4, 5, 1, 1)], lambda x, w: F.conv2d(x, w)),
+    spec("max_pool2d", lambda x: sl.max_pool2d(x, 2), [(2, 3, 6, 5)], lambda x: F.max_pool2d(x, 2), domain=distinct),
+    spec("max_pool2d_stride_pad", lambda x: sl.max_pool2d(x, 3, stride=2, padding=1), [(1, 2, 7, 6)],
+         lambda x: F.max_pool2d(x, 3, stride=2, padding=1), domain=distinct),
+    spec("avg_pool2d", lambda x: AF.avg_pool2d(x, 2), [(2, 3, 6, 5)], lambda x: F.avg_pool2d(x, 2)),
+    spec("avg_pool2d_stride_pad", lambda x: AF.avg_pool2d(x, 3, stride=2, padding=1), [(1, 2, 7, 6)],
+         lambda x: F.avg_pool2d(x, 3, stride=2, padding=1)),
+    spec("adaptive_avg_pool2d_1", lambda x: AF.adaptive_avg_pool2d(x, 1), [(2, 3, 5, 4)],
+         lambda x: F.adaptive_avg_pool2d(x, 1)),
+    spec("adaptive_avg_pool2d_3x2", lambda x: AF.adaptive_avg_pool2d(x, (3, 2)), [(1, 2, 7, 5)],
+         lambda x: F.adaptive_avg_pool2d(x, (3, 2))),
+    spec("upsample_nearest", lambda x: AF.interpolate(x, scale_factor=2), [(1, 2, 3, 4)],
+         lambda x: F.interpolate(x, scale_factor=2, mode="nearest")),
+    spec("upsample_bilinear", lambda x: AF.interpolate(x, scale_factor=3, mode="bilinear"),
+         [(2, 2, 3, 4)], lambda x: F.interpolate(x, scale_factor=3, mode="bilinear", align_corners=False)),
+    spec("batch_norm_train", lambda x, w, b: sl.batch_norm(x, None, None, w, b, training=True),
+         [(3, 2, 3, 3), (2,), (2,)], lambda x, w, b: F.batch_norm(x, None, None, w, b, training=True)),
+    spec("batch_norm_eval", lambda x, w, b: sl.batch_norm(x, RUNNING_MEAN, RUNNING_VAR, w, b),
+         [(2, 2, 3, 3), (2,), (2,)],
+         lambda x, w, b: F.batch_norm(x, _t(RUNNING_MEAN).to(x.dtype), _t(RUNNING_VAR).to(x.dtype), w, b)),
     # ---- casts and copies ----------------------------------------------------------------------------------
     # float32 rounds away ~1e-8 of the input, so its finite differences need a larger step
     spec("float", lambda x: x.float(), [(2, 3)], fd_eps=1e-3),

@@ -1,0 +1,41 @@
+"""Convolution: z = conv2d(x, w, b), NCHW cross-correlation with w (O, C/groups, kh, kw).
+
+The heavy work runs in the Numba kernels of `saliency.kernels`. Only the VJPs that are
+needed run: with frozen weights (the usual case for attribution maps) the backward is one
+input-VJP kernel call, and the forward keeps no reference to x.
+"""
+from ... import kernels
+from ..function import Function
+
+
+class Convolution(Function):
+    """z = conv2d(x, w, b); the node is ConvolutionBackward0, as in PyTorch."""
+
+    __slots__ = ("config", "x_shape", "w_shape")
+
+    def forward(self, x, w, b=None, *, stride=1, padding=0, dilation=1, groups=1):
+        if x.ndim != 4:
+            raise ValueError(f"conv2d expects input of shape (N, C, H, W), got {x.shape}; "
+                             f"add a batch dimension with x.unsqueeze(0) for a single image")
+        if w.ndim != 4:
+            raise ValueError(f"conv2d expects weight of shape (out, in/groups, kh, kw), got {w.shape}")
+        if x.dtype != w.dtype:
+            raise TypeError(f"conv2d input has dtype {x.dtype} but weight has dtype {w.dtype}; "
+                            f"convert one of them (model.to(...) or x.to(...))")
+        needs_x, needs_w = self.needs_input_grad[0], self.needs_input_grad[1]
+        self.config = (stride, padding, dilation, groups)
+        self.x_shape, self.w_shape = x.shape, w.shape
+        # the input VJP reads w, the weight VJP reads x: keep only what will be read
+        self.save_for_backward(w if needs_x else None, x if needs_w else None)
+        return kernels.conv2d_forward(x, w, b, stride, padding, dilation, groups)
+
+    def backward(self, g):
+        w, x = self.saved
+        needs = self.needs_input_grad
+        dx = kernels.conv2d_grad_input(g, w, self.x_shape, *self.config) if needs[0] else None
+        dw = kernels.conv2d_grad_weight(g, x, self.w_shape, *self.config) if needs[1] else None
+        db = kernels.conv2d_grad_bias(g) if len(needs) > 2 and needs[2] else None
+        return dx, dw, db
+
+    def name(self):
+        return "ConvolutionBackward0"

@@ -1,0 +1,62 @@
+"""Pooling over NCHW planes: max_pool2d, avg_pool2d, adaptive_avg_pool2d (kernels in saliency.kernels)."""
+from ... import kernels
+from ..function import Function
+
+
+def _check_nchw(x, op):
+    if x.ndim != 4:
+        raise ValueError(f"{op} expects input of shape (N, C, H, W), got {x.shape}")
+
+
+class MaxPool2d(Function):
+    """z = max over each window; the gradient goes to the first maximum of the window, as in PyTorch."""
+
+    __slots__ = ("x_shape",)
+
+    def forward(self, x, *, kernel_size, stride=None, padding=0):
+        _check_nchw(x, "max_pool2d")
+        out, indices = kernels.max_pool2d_forward(x, kernel_size, stride, padding)
+        self.x_shape = x.shape
+        self.save_for_backward(indices)
+        return out
+
+    def backward(self, g):
+        return (kernels.max_pool2d_grad_input(g, self.saved[0], self.x_shape),)
+
+    def name(self):
+        return "MaxPool2DWithIndicesBackward0"
+
+
+class AvgPool2d(Function):
+    """z = mean over each window (zero padding counted, PyTorch's default)."""
+
+    __slots__ = ("x_shape", "config")
+
+    def forward(self, x, *, kernel_size, stride=None, padding=0):
+        _check_nchw(x, "avg_pool2d")
+        self.x_shape, self.config = x.shape, (kernel_size, stride, padding)
+        return kernels.avg_pool2d_forward(x, kernel_size, stride, padding)
+
+    def backward(self, g):
+        return (kernels.avg_pool2d_grad_input(g, self.x_shape, *self.config),)
+
+    def name(self):
+        return "AvgPool2DBackward0"
+
+
+class AdaptiveAvgPool2d(Function):
+    """z = mean over PyTorch's adaptive bins, giving an output of the requested size."""
+
+    __slots__ = ("x_shape", "output_size")
+
+    def forward(self, x, *, output_size):
+        _check_nchw(x, "adaptive_avg_pool2d")
+        self.x_shape, self.output_size = x.shape, output_size
+        return kernels.adaptive_avg_pool2d_forward(x, output_size)
+
+    def backward(self, g):
+        return (kernels.adaptive_avg_pool2d_grad_input(g, self.x_shape, self.output_size),)
+
+    def name(self):
+        # PyTorch computes a 1x1 adaptive average as a mean over H and W
+        return "MeanBackward1" if self.out_shape[2:] == (1, 1) else "AdaptiveAvgPool2DBackward0"

@@ -1,0 +1,28 @@
+"""Upsampling NCHW images by an integer factor: nearest, and bilinear with align_corners=False."""
+from ... import kernels
+from ..function import Function
+
+_MODES = {
+    "nearest": (kernels.upsample_nearest2d_forward, kernels.upsample_nearest2d_grad_input, "UpsampleNearest2D"),
+    "bilinear": (kernels.upsample_bilinear2d_forward, kernels.upsample_bilinear2d_grad_input, "UpsampleBilinear2D"),
+}
+
+
+class Upsample(Function):
+    """z = x upsampled by `scale_factor` ('nearest' or 'bilinear', PyTorch's align_corners=False)."""
+
+    __slots__ = ("x_shape", "scale", "mode")
+
+    def forward(self, x, *, scale_factor, mode="nearest"):
+        if mode not in _MODES:
+            raise ValueError(f"upsampling mode must be one of {', '.join(_MODES)}, got {mode!r}")
+        if x.ndim != 4:
+            raise ValueError(f"upsample expects input of shape (N, C, H, W), got {x.shape}")
+        self.x_shape, self.scale, self.mode = x.shape, scale_factor, mode
+        return _MODES[mode][0](x, scale_factor)
+
+    def backward(self, g):
+        return (_MODES[self.mode][1](g, self.x_shape, self.scale),)
+
+    def name(self):
+        return _MODES[self.mode][2] + "Backward0"
