@@ -1,0 +1,120 @@
+"""Containers: `Sequential` (modules applied in order) and `ModuleList` (modules held in a list)."""
+import collections
+import operator
+
+from .module import Module, _addindent
+
+
+class _Indexed(Module):
+    """What Sequential and ModuleList share: children "0", "1", ... with list-like access."""
+
+    def _index(self, idx):
+        n = len(self._modules)
+        try:
+            i = operator.index(idx)
+        except TypeError:
+            raise TypeError(f"{type(self).__name__} indices must be integers or slices, "
+                            f"not {type(idx).__name__}") from None
+        if not -n <= i < n:
+            raise IndexError(f"index {idx} is out of range for {type(self).__name__} of length {n}")
+        return i % n
+
+    def __getitem__(self, idx):
+        if isinstance(idx, slice):
+            return type(self)(collections.OrderedDict(list(self._modules.items())[idx]))
+        return list(self._modules.values())[self._index(idx)]
+
+    def __setitem__(self, idx, module):
+        key = list(self._modules)[self._index(idx)]
+        self.add_module(key, module)
+
+    def __delitem__(self, idx):
+        keys = list(self._modules)
+        for key in keys[idx] if isinstance(idx, slice) else [keys[self._index(idx)]]:
+            del self._modules[key]
+        if all(k.isdigit() for k in keys):  # keep "0", "1", ... contiguous, as PyTorch does
+            items = list(self._modules.values())
+            self._modules.clear()
+            self._modules.update((str(i), m) for i, m in enumerate(items))
+
+    def __len__(self):
+        return len(self._modules)
+
+    def __iter__(self):
+        return iter(self._modules.values())
+
+    def append(self, module):
+        self.add_module(str(len(self)), module)
+        return self
+
+    def extend(self, modules):
+        for m in modules:
+            self.append(m)
+        return self
+
+    def insert(self, index, module):
+        n = len(self)
+        if not -n <= index <= n:
+            raise IndexError(f"index {index} is out of range for {type(self).__name__} of length {n}")
+        items = list(self._modules.values())
+        items.insert(index, module)
+        self._modules.clear()
+        for i, m in enumerate(items):
+            self.add_module(str(i), m)
+        return self
+
+
+class Sequential(_Indexed):
+    """Applies its modules in order; `Sequential(a, b)` or `Sequential(OrderedDict(name=module))`.
+
+    Children are named "0", "1", ... (so a state-dict key reads "0.weight"); indexing with an int
+    gives a child, with a slice a new Sequential of the same child objects.
+    """
+
+    def __init__(self, *args):
+        super().__init__()
+        if len(args) == 1 and isinstance(args[0], dict):
+            for name, module in args[0].items():
+                self.add_module(name, module)
+        else:
+            for i, module in enumerate(args):
+                self.add_module(str(i), module)
+
+    def forward(self, x):
+        for module in self._modules.values():
+            x = module(x)
+        return x
+
+
+class ModuleList(_Indexed):
+    """Holds modules in a list (registered as "0", "1", ...); it has no forward of its own."""
+
+    def __init__(self, modules=None):
+        super().__init__()
+        if modules is not None:
+            self.extend(modules)
+
+    def forward(self, *args, **kwargs):
+        raise NotImplementedError("ModuleList has no forward; call its modules yourself")
+
+    def __getitem__(self, idx):
+        if isinstance(idx, slice):
+            return type(self)(list(self._modules.values())[idx])
+        return super().__getitem__(idx)
+
+    def __iadd__(self, modules):
+        return self.extend(modules)
+
+    def __repr__(self):
+        # runs of identical children print once, as "(0-2): 3 x Linear(...)", as in PyTorch
+        reprs = [repr(m) for m in self]
+        if not reprs:
+            return self._get_name() + "()"
+        blocks = []
+        for i, r in enumerate(reprs):
+            if blocks and blocks[-1][2] == r:
+                blocks[-1][1] = i
+            else:
+                blocks.append([i, i, r])
+        lines = [_addindent(f"({a}): {r}" if a == b else f"({a}-{b}): {b - a + 1} x {r}", 2) for a, b, r in blocks]
+        return self._get_name() + "(\n  " + "\n  ".join(lines) + "\n)"

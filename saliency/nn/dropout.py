@@ -1,0 +1,25 @@
+"""`Dropout`: inverted dropout in training mode, the identity in evaluation mode."""
+from . import functional as F
+from .module import Module
+
+
+class Dropout(Module):
+    """Zeroes each element with probability p during training and scales the rest by 1 / (1 - p).
+
+    The mask comes from `generator` (an np.random.Generator), else from the generator that
+    `saliency.manual_seed` resets. In eval mode (`model.eval()`) the input passes unchanged.
+    """
+
+    def __init__(self, p=0.5, inplace=False, generator=None):
+        super().__init__()
+        if not 0.0 <= p <= 1.0:
+            raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+        self.p = p
+        self.inplace = inplace
+        self.generator = generator
+
+    def forward(self, input):
+        return F.dropout(input, self.p, self.training, generator=self.generator)
+
+    def extra_repr(self):
+        return f"p={self.p}, inplace={self.inplace}"

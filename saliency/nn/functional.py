@@ -1,0 +1,77 @@
+"""Layers as functions (`F.relu(x)`, `F.linear(x, w, b)`, ...), under PyTorch's names and signatures.
+
+Arguments are Tensors (arrays are accepted where noted); results are Tensors on the graph.
+"""
+import warnings
+
+import numpy as np
+
+from ..autograd import creation
+from ..autograd.functions import cross_entropy, mse_loss, nll_loss, pad, relu, sigmoid, tanh  # noqa: F401
+from ..autograd.tensor import Tensor
+
+__all__ = ["cross_entropy", "dropout", "flatten", "linear", "log_softmax", "mse_loss", "nll_loss", "pad", "relu",
+           "sigmoid", "softmax", "tanh"]
+
+
+def _tensor(x):
+    return x if isinstance(x, Tensor) else Tensor(x)
+
+
+def _softmax_dim(name, ndim, stacklevel):
+    warnings.warn(f"implicit dimension choice for {name} has been deprecated; pass dim= explicitly",
+                  UserWarning, stacklevel=stacklevel)
+    return 0 if ndim in (0, 1, 3) else 1
+
+
+def softmax(input, dim=None):
+    """exp(x) / sum(exp(x)) along `dim` (without dim, PyTorch's legacy choice and a warning)."""
+    input = _tensor(input)
+    if dim is None:
+        dim = _softmax_dim("softmax", input.ndim, 3)
+    return input.softmax(dim)
+
+
+def log_softmax(input, dim=None):
+    """log(softmax(x)) along `dim`, computed stably."""
+    input = _tensor(input)
+    if dim is None:
+        dim = _softmax_dim("log_softmax", input.ndim, 3)
+    return input.log_softmax(dim)
+
+
+def linear(input, weight, bias=None):
+    """input @ weight.T + bias, with weight of shape (out_features, in_features)."""
+    input = _tensor(input)
+    weight = _tensor(weight)
+    if input.shape[-1:] != weight.shape[-1:]:
+        raise ValueError(f"linear: input of shape {input.shape} does not fit a weight of shape {weight.shape}; "
+                         f"the input's last dimension must equal in_features = {weight.shape[-1]}")
+    out = input @ weight.t()
+    return out if bias is None else out + bias
+
+
+def flatten(input, start_dim=0, end_dim=-1):
+    """Merge dimensions start_dim..end_dim into one."""
+    return _tensor(input).flatten(start_dim, end_dim)
+
+
+def dropout(input, p=0.5, training=True, inplace=False, generator=None):
+    """Zero each element with probability p and scale the rest by 1 / (1 - p) (inverted dropout);
+    the identity when not training. The mask is drawn from `generator`, else from the generator
+    that `saliency.manual_seed` resets. `inplace` is accepted for compatibility and ignored."""
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+    input = _tensor(input)
+    if not training or p == 0.0:
+        return input
+    if p == 1.0:
+        return input * np.zeros(input.shape, dtype=input.dtype)
+    rng = generator if generator is not None else creation._rng
+    draw_dtype = np.float64 if input.dtype == np.float64 else np.float32
+    keep = rng.random(input.shape, dtype=draw_dtype) >= p
+    return input * (keep.astype(input.dtype) * input.dtype.type(1.0 / (1.0 - p)))
+
+
+# ---- convolution, pooling, upsampling, batch norm ---------------------------------------------------
+# (to be added here, on the kernels in saliency/kernels)

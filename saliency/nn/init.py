@@ -1,0 +1,123 @@
+"""Weight initialisation, in place, with PyTorch's formulas (`kaiming_uniform_`, `uniform_`, ...).
+
+Each function takes an optional `generator` (an `np.random.Generator`); without one it draws from
+the generator that `saliency.manual_seed` resets (never from NumPy's global state).
+"""
+import math
+import warnings
+
+import numpy as np
+
+from ..autograd import creation
+
+
+def _generator(generator):
+    # read at call time: manual_seed replaces the module's generator
+    return generator if generator is not None else creation._rng
+
+
+def _fill(tensor, values):
+    """Write `values` into the tensor's array in place (outside the graph, as PyTorch's init does)."""
+    tensor.data[...] = values
+    return tensor
+
+
+def calculate_gain(nonlinearity, param=None):
+    """The recommended gain for a nonlinearity: 1 for linear/conv/sigmoid, 5/3 for tanh, sqrt(2) for
+    relu, sqrt(2 / (1 + slope^2)) for leaky_relu (slope `param`, default 0.01), 3/4 for selu."""
+    if nonlinearity in ("linear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
+                        "conv_transpose3d", "sigmoid"):
+        return 1.0
+    if nonlinearity == "tanh":
+        return 5.0 / 3
+    if nonlinearity == "relu":
+        return math.sqrt(2.0)
+    if nonlinearity == "leaky_relu":
+        if param is None:
+            slope = 0.01
+        elif isinstance(param, (int, float)) and not isinstance(param, bool):
+            slope = param
+        else:
+            raise ValueError(f"negative_slope {param!r} is not a valid number")
+        return math.sqrt(2.0 / (1 + slope ** 2))
+    if nonlinearity == "selu":
+        return 3.0 / 4
+    raise ValueError(f"unsupported nonlinearity {nonlinearity!r}; choose one of linear, conv2d, sigmoid, tanh, "
+                     f"relu, leaky_relu, selu")
+
+
+def _calculate_fan_in_and_fan_out(tensor):
+    """fan_in = shape[1] * receptive field, fan_out = shape[0] * receptive field (weight layout (out, in, ...))."""
+    shape = tensor.shape
+    if len(shape) < 2:
+        raise ValueError(f"fan in and fan out can not be computed for a tensor with fewer than 2 dimensions, "
+                         f"got shape {shape}")
+    receptive = int(np.prod(shape[2:])) if len(shape) > 2 else 1
+    return shape[1] * receptive, shape[0] * receptive
+
+
+def _calculate_correct_fan(tensor, mode):
+    if mode not in ("fan_in", "fan_out"):
+        raise ValueError(f"mode {mode!r} not supported, please use one of fan_in, fan_out")
+    fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
+    return fan_in if mode == "fan_in" else fan_out
+
+
+def uniform_(tensor, a=0.0, b=1.0, generator=None):
+    """Fill with samples from U(a, b)."""
+    return _fill(tensor, _generator(generator).uniform(a, b, tensor.shape))
+
+
+def normal_(tensor, mean=0.0, std=1.0, generator=None):
+    """Fill with samples from N(mean, std^2)."""
+    return _fill(tensor, _generator(generator).normal(mean, std, tensor.shape))
+
+
+def constant_(tensor, val):
+    return _fill(tensor, val)
+
+
+def zeros_(tensor):
+    return _fill(tensor, 0)
+
+
+def ones_(tensor):
+    return _fill(tensor, 1)
+
+
+def _empty(tensor):
+    if 0 in tensor.shape:
+        warnings.warn("initializing a zero-element tensor is a no-op", UserWarning, stacklevel=3)
+        return True
+    return False
+
+
+def kaiming_uniform_(tensor, a=0.0, mode="fan_in", nonlinearity="leaky_relu", generator=None):
+    """He et al. (2015): U(-bound, bound) with bound = gain * sqrt(3 / fan). PyTorch's Linear and
+    Conv2d use a=sqrt(5), which gives bound = 1 / sqrt(fan_in)."""
+    if _empty(tensor):
+        return tensor
+    std = calculate_gain(nonlinearity, a) / math.sqrt(_calculate_correct_fan(tensor, mode))
+    bound = math.sqrt(3.0) * std
+    return uniform_(tensor, -bound, bound, generator)
+
+
+def kaiming_normal_(tensor, a=0.0, mode="fan_in", nonlinearity="leaky_relu", generator=None):
+    """He et al. (2015): N(0, std^2) with std = gain / sqrt(fan)."""
+    if _empty(tensor):
+        return tensor
+    std = calculate_gain(nonlinearity, a) / math.sqrt(_calculate_correct_fan(tensor, mode))
+    return normal_(tensor, 0.0, std, generator)
+
+
+def xavier_uniform_(tensor, gain=1.0, generator=None):
+    """Glorot & Bengio (2010): U(-a, a) with a = gain * sqrt(6 / (fan_in + fan_out))."""
+    fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
+    bound = gain * math.sqrt(6.0 / float(fan_in + fan_out))
+    return uniform_(tensor, -bound, bound, generator)
+
+
+def xavier_normal_(tensor, gain=1.0, generator=None):
+    """Glorot & Bengio (2010): N(0, std^2) with std = gain * sqrt(2 / (fan_in + fan_out))."""
+    fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
+    return normal_(tensor, 0.0, gain * math.sqrt(2.0 / float(fan_in + fan_out)), generator)

@@ -1,0 +1,52 @@
+"""`Linear` (y = x W^T + b, PyTorch's layout and initialisation) and `Identity`."""
+import math
+
+import numpy as np
+
+from . import functional as F
+from . import init
+from .module import Module
+from .parameter import Parameter
+
+
+class Identity(Module):
+    """Returns its input unchanged (a placeholder, e.g. for a removed layer); ignores any arguments."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__()
+
+    def forward(self, input):
+        return input
+
+
+class Linear(Module):
+    """y = x @ weight.T + bias, weight of shape (out_features, in_features).
+
+    Initialised as PyTorch does: weight ~ U(-1/sqrt(in), 1/sqrt(in)) (kaiming_uniform_ with a=sqrt(5)),
+    bias ~ U(-1/sqrt(in), 1/sqrt(in)); `generator` makes it reproducible.
+    """
+
+    def __init__(self, in_features, out_features, bias=True, dtype=None, generator=None):
+        super().__init__()
+        self.in_features = int(in_features)
+        self.out_features = int(out_features)
+        dtype = np.dtype(dtype or np.float32)
+        self.weight = Parameter(np.empty((self.out_features, self.in_features), dtype=dtype))
+        if bias:
+            self.bias = Parameter(np.empty(self.out_features, dtype=dtype))
+        else:
+            self.register_parameter("bias", None)
+        self.reset_parameters(generator)
+
+    def reset_parameters(self, generator=None):
+        init.kaiming_uniform_(self.weight, a=math.sqrt(5), generator=generator)
+        if self.bias is not None:
+            fan_in = self.in_features
+            bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
+            init.uniform_(self.bias, -bound, bound, generator)
+
+    def forward(self, input):
+        return F.linear(input, self.weight, self.bias)
+
+    def extra_repr(self):
+        return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"

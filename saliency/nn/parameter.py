@@ -1,0 +1,32 @@
+"""`Parameter`: a Tensor that a Module registers as one of its weights."""
+import numpy as np
+
+from ..autograd.tensor import Tensor
+
+
+class Parameter(Tensor):
+    """A Tensor that requires grad by default and that `Module` registers when assigned to an attribute.
+
+    `Parameter(t)` shares `t`'s array, as PyTorch's does; results of ops on a Parameter are plain Tensors.
+    """
+
+    __slots__ = ()
+
+    def __init__(self, data=None, requires_grad=True):
+        if data is None:
+            data = np.empty(0, dtype=np.float32)
+        super().__init__(data, requires_grad=requires_grad)
+
+    def __repr__(self):
+        return "Parameter containing:\n" + super().__repr__()
+
+    def __deepcopy__(self, memo):
+        # a fresh leaf (its own AccumulateGrad node), with a copy of the array and of the gradient
+        copy = Parameter(self.data.copy(), requires_grad=self.requires_grad)
+        if self._grad is not None:
+            copy._grad = Tensor._make(self._grad.data.copy(), False, None)
+        memo[id(self)] = copy
+        return copy
+
+    def __reduce_ex__(self, protocol):
+        return Parameter, (self.data, self.requires_grad)

@@ -1,0 +1,188 @@
+"""Saving and loading weights: `.npz` (written and read) and `.safetensors` (read with NumPy alone).
+
+A safetensors file is: 8 bytes, the header length N as a little-endian uint64; N bytes of JSON,
+{"name": {"dtype": "F32", "shape": [2, 3], "data_offsets": [begin, end]}, ..., "__metadata__":
+{str: str}}, padded with spaces; then the byte buffer, which the tensors cover without gaps or
+overlaps (offsets are relative to its start), little-endian.
+"""
+import json
+import os
+import struct
+import zipfile
+
+import numpy as np
+
+from ..autograd.tensor import Tensor
+
+# safetensors dtype -> NumPy dtype (little-endian); BF16 is widened to float32 on reading
+_DTYPES = {"F64": "<f8", "F32": "<f4", "F16": "<f2", "BF16": "<u2", "I64": "<i8", "I32": "<i4", "I16": "<i2",
+           "I8": "i1", "U64": "<u8", "U32": "<u4", "U16": "<u2", "U8": "u1", "BOOL": "?"}
+_CODES = {np.dtype(v): k for k, v in _DTYPES.items() if k != "BF16"}
+# the reference writer orders tensors by dtype (largest alignment first), then by name
+_WRITE_ORDER = ["BOOL", "U8", "I8", "I16", "U16", "F16", "BF16", "I32", "U32", "F32", "F64", "I64", "U64"]
+_MAX_HEADER = 100_000_000
+
+
+def _arrays(obj):
+    """{name: ndarray} from a Module (its state dict) or a mapping of arrays/Tensors."""
+    if hasattr(obj, "state_dict") and callable(obj.state_dict):
+        obj = obj.state_dict()
+    if not isinstance(obj, dict):
+        raise TypeError(f"expected a Module or a dict of arrays, got {type(obj).__name__}")
+    out = {}
+    for name, value in obj.items():
+        if not isinstance(name, str):
+            raise TypeError(f"state dict keys must be strings, got {name!r}")
+        out[name] = np.ascontiguousarray(value.data if isinstance(value, Tensor) else np.asarray(value))
+    return out
+
+
+def save(obj, path, compressed=False):
+    """Write a Module's state dict (or a dict of arrays/Tensors) to an `.npz` file at exactly `path`."""
+    arrays = _arrays(obj)
+    mode = zipfile.ZIP_DEFLATED if compressed else zipfile.ZIP_STORED
+    with zipfile.ZipFile(os.fspath(path), "w", compression=mode, allowZip64=True) as zf:
+        for name, arr in arrays.items():
+            if arr.dtype.hasobject:
+                raise TypeError(f"cannot save {name!r}: dtype {arr.dtype} is not numeric")
+            with zf.open(name + ".npy", "w", force_zip64=True) as f:
+                np.lib.format.write_array(f, arr, allow_pickle=False)
+
+
+def load(path):
+    """{name: ndarray} from an `.npz` file or a `.safetensors` file (recognised by content)."""
+    path = os.fspath(path)
+    with open(path, "rb") as f:
+        magic = f.read(4)
+    if magic == b"PK\x03\x04" or (not magic and path.endswith(".npz")):
+        return _load_npz(path)
+    return load_safetensors(path)
+
+
+def _load_npz(path):
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            return {name: np.array(data[name]) for name in data.files}
+    except (zipfile.BadZipFile, EOFError, OSError, ValueError) as exc:
+        raise ValueError(f"{path} is not a readable .npz file: {exc}") from None
+
+
+def load_safetensors(path):
+    """{name: ndarray} from a `.safetensors` file (BF16 becomes float32; the metadata is ignored)."""
+    with open(os.fspath(path), "rb") as f:
+        blob = f.read()
+    return parse_safetensors(blob, name=os.fspath(path))[0]
+
+
+def parse_safetensors(blob, name="<bytes>"):
+    """(tensors, metadata) from the bytes of a safetensors file; ValueError names what is wrong."""
+    def bad(msg):
+        return ValueError(f"{name} is not a valid safetensors file: {msg}")
+
+    if len(blob) < 8:
+        raise bad(f"it has {len(blob)} bytes, fewer than the 8-byte header length")
+    (n,) = struct.unpack("<Q", blob[:8])
+    if n > _MAX_HEADER:
+        raise bad(f"the header length {n} exceeds the limit of {_MAX_HEADER} bytes")
+    if 8 + n > len(blob):
+        raise bad(f"the header claims {n} bytes but only {len(blob) - 8} follow (truncated file?)")
+    try:
+        header = json.loads(blob[8:8 + n].decode("utf-8"), object_pairs_hook=_no_duplicates)
+    except (UnicodeDecodeError, json.JSONDecodeError, KeyError) as exc:
+        raise bad(f"the header is not valid UTF-8 JSON ({exc})") from None
+    if not isinstance(header, dict):
+        raise bad(f"the header must be a JSON object, got {type(header).__name__}")
+    metadata = header.pop("__metadata__", None) or {}
+    if not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values()):
+        raise bad("__metadata__ must map strings to strings")
+    buffer = memoryview(blob)[8 + n:]
+    spans = []
+    tensors = {}
+    for key, info in header.items():
+        dtype, shape, (begin, end) = _entry(key, info, bad)
+        count = int(np.prod(shape, dtype=np.int64))
+        size = count * np.dtype(_DTYPES[dtype]).itemsize
+        if end - begin != size:
+            raise bad(f"tensor {key!r} ({dtype}, shape {tuple(shape)}) needs {size} bytes but its data_offsets "
+                      f"[{begin}, {end}] span {end - begin}")
+        if end > len(buffer):
+            raise bad(f"tensor {key!r} ends at byte {end} of a data buffer of {len(buffer)} bytes (truncated file?)")
+        spans.append((begin, end, key))
+        arr = np.frombuffer(buffer[begin:end], dtype=_DTYPES[dtype], count=count).reshape(shape)
+        if dtype == "BF16":
+            arr = (arr.astype(np.uint32) << 16).view(np.float32)
+        tensors[key] = arr.astype(arr.dtype.newbyteorder("="), copy=True)
+    _check_coverage(spans, len(buffer), bad)
+    return tensors, metadata
+
+
+def _no_duplicates(pairs):
+    out = {}
+    for key, value in pairs:
+        if key in out:
+            raise KeyError(f"duplicate key {key!r}")
+        out[key] = value
+    return out
+
+
+def _entry(key, info, bad):
+    if not isinstance(info, dict) or not {"dtype", "shape", "data_offsets"} <= set(info):
+        raise bad(f"entry {key!r} must be an object with dtype, shape and data_offsets, got {info!r}")
+    dtype, shape, offsets = info["dtype"], info["shape"], info["data_offsets"]
+    if dtype not in _DTYPES:
+        raise bad(f"tensor {key!r} has dtype {dtype!r}, which is not supported; supported: "
+                  f"{', '.join(sorted(_DTYPES))}")
+    if not isinstance(shape, list) or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0
+                                              for d in shape):
+        raise bad(f"tensor {key!r} has shape {shape!r}; expected a list of non-negative integers")
+    if not (isinstance(offsets, list) and len(offsets) == 2 and all(isinstance(o, int) and o >= 0 for o in offsets)
+            and offsets[0] <= offsets[1]):
+        raise bad(f"tensor {key!r} has data_offsets {offsets!r}; expected [begin, end] with 0 <= begin <= end")
+    return dtype, shape, offsets
+
+
+def _check_coverage(spans, size, bad):
+    """The tensors must cover the data buffer exactly: no gaps, no overlaps, nothing after the last."""
+    pos = 0
+    for begin, end, key in sorted(spans):
+        if begin != pos:
+            what = "overlaps the previous tensor" if begin < pos else f"leaves a gap of {begin - pos} bytes before it"
+            raise bad(f"tensor {key!r} starts at byte {begin}: it {what}")
+        pos = end
+    if pos != size:
+        raise bad(f"the data buffer has {size - pos} bytes after the last tensor")
+
+
+def safetensors_bytes(obj, metadata=None):
+    """The bytes of a safetensors file holding `obj` (a Module or a dict of arrays/Tensors)."""
+    arrays = _arrays(obj)
+    codes = {name: _code(name, arr) for name, arr in arrays.items()}
+    order = sorted(arrays, key=lambda k: (-_WRITE_ORDER.index(codes[k]), k))
+    header = {}
+    if metadata:
+        header["__metadata__"] = {str(k): str(v) for k, v in metadata.items()}
+    chunks, pos = [], 0
+    for name in order:
+        arr = arrays[name]
+        data = arr.astype(arr.dtype.newbyteorder("<"), copy=False).tobytes() if arr.dtype.itemsize > 1 \
+            else arr.tobytes()
+        header[name] = {"dtype": codes[name], "shape": list(arr.shape), "data_offsets": [pos, pos + len(data)]}
+        chunks.append(data)
+        pos += len(data)
+    text = json.dumps(header, separators=(",", ":")).encode("utf-8")
+    text += b" " * (-len(text) % 8)  # pad so that the data buffer starts 8-byte aligned
+    return struct.pack("<Q", len(text)) + text + b"".join(chunks)
+
+
+def _code(name, arr):
+    dtype = arr.dtype.newbyteorder("<") if arr.dtype.itemsize > 1 else arr.dtype
+    if dtype not in _CODES:
+        raise TypeError(f"cannot write {name!r}: dtype {arr.dtype} has no safetensors code; "
+                        f"supported: {', '.join(str(d) for d in _CODES)}")
+    return _CODES[dtype]
+
+
+def save_safetensors(obj, path, metadata=None):
+    """Write `obj` (a Module or a dict of arrays/Tensors) as a `.safetensors` file."""
+    with open(os.fspath(path), "wb") as f:
+        f.write(safetensors_bytes(obj, metadata))
