@@ -33,7 +33,7 @@ def _arrays(obj):
     for name, value in obj.items():
         if not isinstance(name, str):
             raise TypeError(f"state dict keys must be strings, got {name!r}")
-        out[name] = np.ascontiguousarray(value.data if isinstance(value, Tensor) else np.asarray(value))
+        out[name] = np.asarray(value.data if isinstance(value, Tensor) else value, order="C")  # keeps 0-d
     return out
 
 
