@@ -43,27 +43,38 @@ class RemovableHandle:
 
 
 class _Gate(Function):
-    """Identity on the first tensor; on backward, hands every tensor's gradient to `on_grads`."""
+    """Identity on the first tensor; on backward, hands every tensor's gradient to `on_grads`.
 
-    __slots__ = ("on_grads", "stash", "n")
+    A tensor that got no gradient is None, or zeros of its shape with `materialize` (as PyTorch
+    gives its input-side hooks)."""
 
-    def forward(self, first, *rest, on_grads):
-        self.on_grads = on_grads
+    __slots__ = ("on_grads", "materialize", "stash", "shapes")
+
+    def forward(self, first, *rest, on_grads, materialize):
+        self.on_grads, self.materialize = on_grads, materialize
         self.stash = {}
-        self.n = 1 + len(rest)
+        self.shapes = [(a.shape, a.dtype) for a in (first, *rest)]
         return first
 
     def backward(self, g):
         stash, self.stash = self.stash, {}
-        grads = [g] + [stash.get(i) for i in range(1, self.n)]
-        return tuple(self.on_grads(grads, g.ndim - len(self.out_shape)))
+        nb = g.ndim - len(self.out_shape)
+        # g is the carries' zeros object itself when the first tensor got no gradient of its own
+        grads = [None if g is stash.get("zeros") else g] + [stash.get(i) for i in range(1, len(self.shapes))]
+        if self.materialize:
+            grads = [np.zeros(g.shape[:nb] + shape, dtype=dtype) if gi is None else gi
+                     for gi, (shape, dtype) in zip(grads, self.shapes)]
+        return tuple(self.on_grads(grads))
 
     def name(self):
         return "BackwardHookFunctionBackward"
 
 
 class _Carry(Function):
-    """Identity on one more tensor of a gate; its gradient goes to the gate's stash."""
+    """Identity on one more tensor of a gate; its gradient goes to the gate's stash.
+
+    The first carry to run also sends zeros to the gate, so that the gate runs even when its own
+    tensor got no gradient (the others send None, which still counts as done)."""
 
     __slots__ = ("gate", "index")
 
@@ -72,18 +83,22 @@ class _Carry(Function):
         return data
 
     def backward(self, g):
+        stash = self.gate.stash
+        prev = stash.get(self.index)
+        stash[self.index] = g if prev is None else prev + g
+        if "zeros" in stash:
+            return (None,)
         nb = g.ndim - len(self.out_shape)
-        prev = self.gate.stash.get(self.index)
-        self.gate.stash[self.index] = g if prev is None else prev + g
-        return (np.zeros(g.shape[:nb] + self.gate.out_shape, dtype=self.gate.out_dtype),)
+        stash["zeros"] = np.zeros(g.shape[:nb] + self.gate.out_shape, dtype=self.gate.out_dtype)
+        return (stash["zeros"],)
 
     def name(self):
         return "BackwardHookFunctionBackward"
 
 
-def _through_gate(tensors, on_grads):
+def _through_gate(tensors, on_grads, materialize):
     """The tensors passed through one gate node (in the same order)."""
-    first = _Gate.apply(*tensors, on_grads=on_grads)
+    first = _Gate.apply(*tensors, on_grads=on_grads, materialize=materialize)
     gate = first.grad_fn
     out = [first]
     for i, t in enumerate(tensors[1:], 1):
@@ -118,7 +133,7 @@ class BackwardHook:
         if not index or not is_grad_enabled():
             return args
         self.input_index = index
-        return self._replace(args, index, self._on_input_grads)
+        return self._replace(args, index, self._on_input_grads, True)
 
     def setup_output_hook(self, result):
         single = not isinstance(result, (tuple, list))
@@ -132,12 +147,12 @@ class BackwardHook:
                               UserWarning, stacklevel=3)
             return result
         self.output_index = index
-        outputs = self._replace(outputs, index, self._on_output_grads)
+        outputs = self._replace(outputs, index, self._on_output_grads, False)
         return outputs[0] if single else type(result)(outputs)
 
     @staticmethod
-    def _replace(args, index, on_grads):
-        passed = _through_gate([args[i] for i in index], on_grads)
+    def _replace(args, index, on_grads, materialize):
+        passed = _through_gate([args[i] for i in index], on_grads, materialize)
         items = list(args)
         for i, t in zip(index, passed):
             items[i] = t
@@ -149,7 +164,7 @@ class BackwardHook:
             packed[i] = _as_tensor(g)
         return tuple(packed)
 
-    def _on_output_grads(self, grads, nb):
+    def _on_output_grads(self, grads):
         name = type(self.module).__name__
         self.grad_outputs = self._pack(self.output_index, grads, self.n_outputs)
         for hook in self.pre_hooks:
@@ -169,7 +184,7 @@ class BackwardHook:
             self.grad_outputs = None
         return grads
 
-    def _on_input_grads(self, grads, nb):
+    def _on_input_grads(self, grads):
         if self.grad_outputs is None:
             # the gradient reached the inputs without passing through the outputs (as PyTorch: no call)
             return grads

@@ -331,3 +331,47 @@ def test_replacing_grad_input_matches_torch():
     theirs(tx).sum().backward()
     np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-12, atol=1e-14)
     np.testing.assert_allclose(lin.weight.grad.numpy(), tlin.weight.grad.numpy(), rtol=1e-12, atol=1e-14)
+
+
+class TwoOutputs(nn.Module):
+    def forward(self, x, y):
+        return x * 2, x * y
+
+
+@pytest.mark.parametrize("use", ["first", "second", "both"])
+def test_tuple_outputs_and_unused_tensors_match_torch(use):
+    """grad_output is None for an output that got no gradient, grad_input is zeros for an input
+    that got none, as in PyTorch."""
+    torch = pytest.importorskip("torch")
+
+    class TorchTwoOutputs(torch.nn.Module):
+        def forward(self, x, y):
+            return x * 2, x * y
+
+    def as_arrays(gs):
+        return [None if g is None else np.asarray(g.detach().numpy() if hasattr(g, "detach") else g.numpy())
+                for g in gs]
+
+    results = []
+    for lib, mod in ((sl, TwoOutputs()), (torch, TorchTwoOutputs())):
+        calls = []
+        mod.register_full_backward_hook(lambda m, gi, go: calls.append((as_arrays(gi), as_arrays(go))))
+        x = lib.tensor([1.0, -2.0], dtype=lib.float64, requires_grad=True)
+        y = lib.tensor([3.0, 0.5], dtype=lib.float64, requires_grad=True)
+        a, b = mod(x, y)
+        loss = {"first": a.sum(), "second": (b * 3).sum(), "both": a.sum() + (b * 3).sum()}[use]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            loss.backward()
+        results.append((calls, x.grad.numpy(), y.grad.numpy() if y.grad is not None else None))
+    (ours, ox, oy), (theirs, tx, ty) = results
+    assert len(ours) == len(theirs) == 1
+    for mine, other in zip(ours[0][0] + ours[0][1], theirs[0][0] + theirs[0][1]):
+        assert (mine is None) == (other is None)
+        if mine is not None:
+            np.testing.assert_allclose(mine, other, rtol=1e-12, atol=0)
+    np.testing.assert_allclose(ox, tx, rtol=1e-12, atol=0)
+    if ty is None:
+        assert oy is None or not oy.any()
+    else:
+        np.testing.assert_allclose(oy, ty, rtol=1e-12, atol=0)
