@@ -217,6 +217,8 @@ def conv2d_forward(x, w, b=None, stride=1, padding=0, dilation=1, groups=1, algo
         raise ValueError(f"b must have {w.shape[0]} entries (one per output channel), got shape {np.shape(b)!r}")
     algorithm = algorithm or choose_algorithm(x.shape, w.shape, out_shape, groups)
     if algorithm is ConvAlgorithm.GEMM:
+        if groups == 1:
+            return im2col.conv2d_rows(x, w, bias, out_shape, s, p, d)
         return im2col.conv2d_gemm(x, w, bias, out_shape, s, p, d, groups)
     return _direct(x, w, bias, out_shape, s, p, d, groups)
 
@@ -267,7 +269,9 @@ def conv2d_grad_input(g, w, x_shape, stride=1, padding=0, dilation=1, groups=1, 
     w = w.astype(g2.dtype, copy=False)
     x2_shape = (g2.shape[0],) + x_shape[1:]
     algorithm = algorithm or choose_algorithm(x_shape, w.shape, out_shape, groups)
-    if algorithm is ConvAlgorithm.GEMM:
+    if algorithm is ConvAlgorithm.GEMM and groups == 1:
+        dx = im2col.conv2d_grad_input_rows(g2, w, x2_shape, s, p, d)
+    elif algorithm is ConvAlgorithm.GEMM:
         dx = im2col.conv2d_grad_input_gemm(g2, w, x2_shape, s, p, d, groups)
     else:
         dx = conv2d_grad_input_direct(g2, w, x2_shape, s, p, d, groups)
@@ -285,6 +289,8 @@ def conv2d_grad_weight(g, x, w_shape, stride=1, padding=0, dilation=1, groups=1,
     x = x.astype(g2.dtype, copy=False)
     g5 = g2.reshape((-1,) + out_shape)
     algorithm = algorithm or choose_algorithm(x.shape, w_shape, out_shape, groups)
+    if algorithm is ConvAlgorithm.GEMM and groups == 1:
+        return im2col.conv2d_grad_weight_rows(g5, x, w_shape, s, p, d).reshape(seeds + w_shape)
     if algorithm is ConvAlgorithm.GEMM:
         return im2col.conv2d_grad_weight_gemm(g5, x, w_shape, s, p, d, groups).reshape(seeds + w_shape)
     dwt = np.empty((g5.shape[0],) + w_shape, g2.dtype)

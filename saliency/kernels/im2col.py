@@ -112,3 +112,177 @@ def conv2d_grad_weight_gemm(g, x, w_shape, s, p, d, groups):
     gt = g.reshape(K, N, groups, O // groups, L).transpose(0, 2, 3, 1, 4).reshape(K, groups, O // groups, N * L)
     dw = np.matmul(gt, cols.reshape(groups, Cg * KH * KW, N * L).transpose(0, 2, 1))
     return dw.reshape((K,) + tuple(w_shape))
+
+
+# ---------------------------------------------------------------------------------------------
+# Row-major ("channels-last") patches: one row per output position, the taps and channels of its
+# receptive field along the row. cols @ W beats W @ cols by 1.2-2x in OpenBLAS on the zoo's shapes
+# (the long position axis becomes GEMM's M), and the same two kernels serve the forward, the
+# input VJP (as a correlation, split into stride phases) and the sub-pixel convolution.
+
+
+@njit(cache=True, parallel=True, fastmath=_FASTMATH)
+def _to_nhwc(src, dst, ry, rx, sy, sx, pt, pl):
+    """Zero-padded channels-last copy of a phase plane of src:
+
+        dst[n, i + pt, j + pl, c] = src[n, c, i*sy + ry, j*sx + rx],  zero where no source entry lands.
+
+    Negative pt/pl crop. Parallel over (n, row of dst); each task reads W contiguous entries of
+    each channel and writes one (Wp, C) row block (in L1).
+    """
+    N, C, H, W = src.shape
+    Hl = (H - ry + sy - 1) // sy
+    Wl = (W - rx + sx - 1) // sx
+    Hp, Wp = dst.shape[1], dst.shape[2]
+    lo = max(0, pl)  # dst columns [lo, hi) have a source
+    hi = min(Wp, Wl + pl)
+    for t in prange(N * Hp):
+        n = t // Hp
+        i = t % Hp - pt
+        drow = dst[n, t % Hp]
+        if i < 0 or i >= Hl or lo >= hi:
+            drow[:, :] = 0
+            continue
+        drow[:lo, :] = 0
+        drow[hi:, :] = 0
+        Y = i * sy + ry
+        for c in range(C):
+            srow = src[n, c, Y]
+            for j in range(lo, hi):
+                drow[j, c] = srow[(j - pl) * sx + rx]
+
+
+@njit(cache=True, parallel=True, fastmath=_FASTMATH)
+def _im2row(xp, C, cols, offy, offx, s_y, s_x, OH, OW, k0):
+    """Gather patches from a padded channels-last xp, viewed as (N, Hp, Wp*C) (see `_to_nhwc`):
+    for phase p = py*Px + px (Px = offx.shape[0]) and output position (n, oy, ox),
+
+        cols[p, (n*OH + oy)*OW + ox, k0 + (ty*ntx + tx)*C + c] = xp[n, oy*s_y + offy[py, ty], (ox*s_x + offx[px, tx])*C + c]
+
+    Offsets are >= 0 and every read is inside xp (the padding is in xp). Taps with consecutive
+    column offsets are one contiguous run of xp (whatever the stride): copied in one loop.
+    Parallel over (p, n, oy): each task owns OW rows of cols.
+    """
+    N = xp.shape[0]
+    Py, nty = offy.shape
+    Px, ntx = offx.shape
+    for t in prange(Py * Px * N * OH):
+        oy = t % OH
+        q = t // OH
+        n = q % N
+        p = q // N
+        py = p // Px
+        px = p % Px
+        r0 = (n * OH + oy) * OW
+        for ty in range(nty):
+            srow = xp[n, oy * s_y + offy[py, ty]]
+            tx = 0
+            while tx < ntx:
+                e = tx + 1
+                while e < ntx and offx[px, e] == offx[px, e - 1] + 1:
+                    e += 1
+                kb = k0 + (ty * ntx + tx) * C
+                ln = (e - tx) * C
+                for ox in range(OW):
+                    row = cols[p, r0 + ox, kb:kb + ln]
+                    src = srow[(ox * s_x + offx[px, tx]) * C:]
+                    for i in range(ln):
+                        row[i] = src[i]
+                tx = e
+
+
+@njit(cache=True, parallel=True, fastmath=_FASTMATH)
+def _row2im(res, y, b, OH, OW, sy, sx, ry, rx, Px):
+    """Scatter GEMM rows back to NCHW, plus bias: for phase p = py*Px + px,
+
+        y[n, o, oy*sy + ry + py, ox*sx + rx + px] = res[p, (n*OH + oy)*OW + ox, o] + b[o].
+
+    Every (phase, position) is written once. Parallel over (p, n, oy): each task reads an
+    (OW, O) block of res (in L1) and writes OW entries of O output rows.
+    """
+    P, R, O = res.shape
+    N = R // (OH * OW)
+    for t in prange(P * N * OH):
+        oy = t % OH
+        q = t // OH
+        n = q % N
+        p = q // N
+        Y = oy * sy + ry + p // Px
+        X0 = rx + p % Px
+        r0 = (n * OH + oy) * OW
+        for o in range(O):
+            bo = b[o]
+            dst = y[n, o, Y]
+            for ox in range(OW):
+                dst[ox * sx + X0] = res[p, r0 + ox, o] + bo
+
+
+def conv2d_rows(x, w, b, out_shape, s, p, d):
+    """Forward (groups = 1): one GEMM (N*OH*OW, kh*kw*C) @ (kh*kw*C, O) over the whole batch."""
+    N, C, H, W = x.shape
+    O, _, KH, KW = w.shape
+    OH, OW = out_shape[2], out_shape[3]
+    xp = np.empty((N, (OH - 1) * s[0] + (KH - 1) * d[0] + 1, (OW - 1) * s[1] + (KW - 1) * d[1] + 1, C), x.dtype)
+    _to_nhwc(x, xp, 0, 0, 1, 1, p[0], p[1])
+    offy = (np.arange(KH) * d[0]).reshape(1, KH)
+    offx = (np.arange(KW) * d[1]).reshape(1, KW)
+    cols = np.empty((1, N * OH * OW, KH * KW * C), x.dtype)
+    _im2row(xp.reshape(N, xp.shape[1], -1), C, cols, offy, offx, s[0], s[1], OH, OW, 0)
+    wm = np.ascontiguousarray(w.transpose(2, 3, 1, 0)).reshape(1, KH * KW * C, O)
+    res = np.matmul(cols, wm)
+    y = np.empty(out_shape, x.dtype)
+    _row2im(res, y, b, OH, OW, 1, 1, 0, 0, 1)
+    return y
+
+
+def stride_phases(size, kernel, stride, padding, dilation):
+    """Input VJP along one axis, split by the phase r of the input index i = a*stride + r:
+
+    dx[a*s + r] = sum over taps k with (r + p - k*d) % s == 0 of w[k] g[a + (r + p - k*d) // s].
+    Yields (r, taps, offsets, number of a); phases no tap reaches have no taps.
+    """
+    for r in range(stride):
+        taps = [k for k in range(kernel) if (r + padding - k * dilation) % stride == 0]
+        yield r, taps, [(r + padding - k * dilation) // stride for k in taps], (size - r + stride - 1) // stride
+
+
+def conv2d_grad_input_rows(g, w, x_shape, s, p, d):
+    """Input VJP (groups = 1) as a correlation of g with w^T, one GEMM per stride phase of dx.
+
+    Per phase (ry, rx) only the taps that reach it take part: no multiplications by the zeros a
+    stride-dilated cotangent would hold. g is (M, O, OH, OW) with seeds folded into M.
+    """
+    M, O, OH, OW = g.shape
+    C, H, W = x_shape[1:]
+    dx = np.empty(x_shape, g.dtype)
+    zero = np.zeros(C, g.dtype)
+    for ry, tys, oys, Ha in stride_phases(H, w.shape[2], s[0], p[0], d[0]):
+        for rx, txs, oxs, Wa in stride_phases(W, w.shape[3], s[1], p[1], d[1]):
+            if Ha == 0 or Wa == 0:
+                continue
+            if not tys or not txs:
+                dx[:, :, ry::s[0], rx::s[1]] = 0
+                continue
+            gp = np.empty((M, Ha + max(oys) - min(oys), Wa + max(oxs) - min(oxs), O), g.dtype)
+            _to_nhwc(g, gp, 0, 0, 1, 1, -min(oys), -min(oxs))
+            cols = np.empty((1, M * Ha * Wa, len(tys) * len(txs) * O), g.dtype)
+            _im2row(gp.reshape(M, gp.shape[1], -1), O, cols, np.array([oys]) - min(oys), np.array([oxs]) - min(oxs), 1, 1, Ha, Wa, 0)
+            wm = np.ascontiguousarray(w[:, :, tys][:, :, :, txs].transpose(2, 3, 0, 1)).reshape(1, -1, C)
+            _row2im(np.matmul(cols, wm), dx, zero, Ha, Wa, s[0], s[1], ry, rx, 1)
+    return dx
+
+
+def conv2d_grad_weight_rows(g, x, w_shape, s, p, d):
+    """Weight VJP (groups = 1): dW[k] = patches^T @ g-rows[k], one batched GEMM over the seeds;
+    g is (K, N, O, OH, OW), seeds in K."""
+    K, N, O, OH, OW = g.shape
+    C, KH, KW = w_shape[1:]
+    xp = np.empty((N, (OH - 1) * s[0] + (KH - 1) * d[0] + 1, (OW - 1) * s[1] + (KW - 1) * d[1] + 1, C), x.dtype)
+    _to_nhwc(x, xp, 0, 0, 1, 1, p[0], p[1])
+    cols = np.empty((1, N * OH * OW, KH * KW * C), x.dtype)
+    _im2row(xp.reshape(N, xp.shape[1], -1), C, cols, (np.arange(KH) * d[0]).reshape(1, KH),
+            (np.arange(KW) * d[1]).reshape(1, KW), s[0], s[1], OH, OW, 0)
+    grows = np.empty((K * N, OH, OW, O), g.dtype)
+    _to_nhwc(g.reshape(K * N, O, OH, OW), grows, 0, 0, 1, 1, 0, 0)
+    dw = np.matmul(cols[0].T, grows.reshape(K, N * OH * OW, O))  # (K, KH*KW*C, O)
+    return np.ascontiguousarray(dw.reshape(K, KH, KW, C, O).transpose(0, 4, 3, 1, 2))

@@ -71,29 +71,60 @@ def test_vjps_satisfy_directional_finite_differences(case):
     ref.check_vjp(lambda b_: K.conv2d_forward(x, w, b_, *args), K.conv2d_grad_bias, b, rng)
 
 
-@pytest.mark.parametrize("case", [CASES[2], CASES[3], CASES[6]], ids=[IDS[2], IDS[3], IDS[6]])
-def test_gemm_input_vjp_equals_the_correlation_formulation(case):
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_gemm_input_vjps_equal_the_correlation_formulation(case):
+    """Row-major GEMM per stride phase (groups = 1) and GEMM + col2im (any groups) against the
+    correlation of the dilated cotangent with the flipped weight."""
     rng = np.random.default_rng(3)
     x, w, b, (s, p, d, groups) = make(case, np.float64, rng)
     g = rng.standard_normal((3,) + K.conv2d_forward(x, w, b, s, p, d, groups).shape[1:])
     sp, pp, dp = ref.pair(s), ref.pair(p), ref.pair(d)
     x_shape = (3,) + x.shape[1:]
-    np.testing.assert_allclose(im2col.conv2d_grad_input_gemm(g, w, x_shape, sp, pp, dp, groups),
-                               K.conv2d_grad_input_direct(g, w, x_shape, sp, pp, dp, groups), rtol=1e-12, atol=1e-12)
+    expected = K.conv2d_grad_input_direct(g, w, x_shape, sp, pp, dp, groups)
+    np.testing.assert_allclose(im2col.conv2d_grad_input_gemm(g, w, x_shape, sp, pp, dp, groups), expected,
+                               rtol=1e-12, atol=1e-12)
+    if groups == 1:
+        np.testing.assert_allclose(im2col.conv2d_grad_input_rows(g, w, x_shape, sp, pp, dp), expected,
+                                   rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("size, kernel, stride, padding, dilation", [
+    (9, 3, 2, 1, 1), (8, 3, 2, 1, 1), (7, 5, 3, 2, 1), (10, 3, 2, 0, 2), (6, 2, 4, 0, 1)])
+def test_stride_phases_cover_each_tap_once(size, kernel, stride, padding, dilation):
+    """Every (input index, tap) pair with a cotangent index in range appears in exactly one phase."""
+    out = (size + 2 * padding - dilation * (kernel - 1) - 1) // stride + 1
+    expected = {(i, k) for i in range(size) for k in range(kernel)
+                if (i + padding - k * dilation) % stride == 0 and 0 <= (i + padding - k * dilation) // stride < out}
+    got = set()
+    for r, taps, offsets, n in im2col.stride_phases(size, kernel, stride, padding, dilation):
+        assert n == len(range(r, size, stride))
+        for a in range(n):
+            for k, e in zip(taps, offsets):
+                assert e == (r + padding - k * dilation) // stride
+                if 0 <= a + e < out:
+                    got.add((a * stride + r, k))
+    assert got == expected
+
+
+@pytest.mark.parametrize("case", [CASES[2], CASES[3]], ids=[IDS[2], IDS[3]])
 @pytest.mark.parametrize("algorithm", list(K.ConvAlgorithm))
-def test_seed_dimensions_equal_per_seed_calls_in_one_kernel_call(algorithm, monkeypatch):
+def test_seed_dimensions_equal_per_seed_calls_in_one_kernel_call(case, algorithm, monkeypatch):
     rng = np.random.default_rng(4)
-    x, w, b, args = make(CASES[3], np.float64, rng)
+    x, w, b, args = make(case, np.float64, rng)
     y = K.conv2d_forward(x, w, b, *args)
     g = rng.standard_normal((2, 3) + y.shape)
-    calls = []
-    kernel_module, name = (im2col, "_col2im") if algorithm is K.ConvAlgorithm.GEMM else (K, "_corr2d")
+    if algorithm is K.ConvAlgorithm.DIRECT:
+        kernel_module, name = K, "_corr2d"
+    else:
+        kernel_module, name = (im2col, "_im2row") if args[-1] == 1 else (im2col, "_col2im")
     kernel = getattr(kernel_module, name)
-    monkeypatch.setattr(kernel_module, name, lambda *a: (calls.append(a[0].shape), kernel(*a))[1])
+    calls = []  # shape of the (M, ...) array each call reads or writes (for col2im: dx)
+    monkeypatch.setattr(kernel_module, name, lambda *a: (calls.append(a[name == "_col2im"].shape), kernel(*a))[1])
     dx = K.conv2d_grad_input(g, w, x.shape, *args, algorithm=algorithm)
-    assert len(calls) == 1, "K*N input gradients must be one kernel call"
+    n_seeded = len(calls)
+    K.conv2d_grad_input(g[0, 0], w, x.shape, *args, algorithm=algorithm)
+    assert n_seeded == len(calls) - n_seeded, "K*N input gradients must take as many kernel calls as N"
+    assert calls[0][0] == 6 * x.shape[0]
     monkeypatch.undo()
     dw = K.conv2d_grad_weight(g, x, w.shape, *args, algorithm=algorithm)
     db = K.conv2d_grad_bias(g)
