@@ -169,7 +169,7 @@ def safetensors_bytes(obj, metadata=None):
         header[name] = {"dtype": codes[name], "shape": list(arr.shape), "data_offsets": [pos, pos + len(data)]}
         chunks.append(data)
         pos += len(data)
-    text = json.dumps(header, separators=(",", ":")).encode("utf-8")
+    text = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
     text += b" " * (-len(text) % 8)  # pad so that the data buffer starts 8-byte aligned
     return struct.pack("<Q", len(text)) + text + b"".join(chunks)
 

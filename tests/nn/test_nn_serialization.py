@@ -181,3 +181,17 @@ def test_unwritable_values_are_type_errors(tmp_path):
         safetensors_bytes({"c": np.zeros(2, np.complex64)})
     with pytest.raises(TypeError, match="Module or a dict"):
         nn.save([1, 2], tmp_path / "x.npz")
+
+
+def test_non_ascii_names_round_trip():
+    loaded, _ = parse_safetensors(safetensors_bytes({"größe.weight": np.ones(2, np.float32)}))
+    assert list(loaded) == ["größe.weight"]
+
+
+def test_bytes_equal_the_reference_writer_when_installed():
+    st = pytest.importorskip("safetensors.numpy")
+    arrays = _arrays()
+    assert safetensors_bytes(arrays, metadata={"a": "b"}) == st.save(arrays, metadata={"a": "b"})
+    loaded = st.load(safetensors_bytes(arrays))
+    for k, v in arrays.items():
+        np.testing.assert_array_equal(loaded[k], v)
