@@ -19,6 +19,7 @@ _os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
 import numpy as _np  # noqa: E402
 
 from . import autograd  # noqa: E402
+from . import nn, optim  # noqa: E402
 from .autograd import Tensor, enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from .autograd.creation import (arange, as_tensor, from_numpy, full, full_like, manual_seed, ones, ones_like, rand,
                                 rand_like, randn, randn_like, tensor, zeros, zeros_like)

@@ -6,7 +6,9 @@ A model is a `Module`; its `Parameter`s are leaves of the graph, so `y.backward(
 """
 from . import functional, init
 from .activation import LogSoftmax, ReLU, Sigmoid, Softmax, Tanh
+from .batchnorm import BatchNorm2d
 from .containers import ModuleList, Sequential
+from .conv import Conv2d
 from .dropout import Dropout
 from .flatten import Flatten
 from .hooks import RemovableHandle
@@ -14,10 +16,12 @@ from .linear import Identity, Linear
 from .loss import CrossEntropyLoss, MSELoss, NLLLoss
 from .module import Module
 from .parameter import Parameter
+from .pooling import AdaptiveAvgPool2d, AvgPool2d, MaxPool2d
 from .serialization import load, load_safetensors, save, save_safetensors
 from .state import IncompatibleKeys
+from .upsampling import Upsample
 
-__all__ = ["CrossEntropyLoss", "Dropout", "Flatten", "Identity", "IncompatibleKeys", "Linear", "LogSoftmax",
+__all__ = ["AdaptiveAvgPool2d", "AvgPool2d", "BatchNorm2d", "Conv2d", "MaxPool2d", "Upsample", "CrossEntropyLoss", "Dropout", "Flatten", "Identity", "IncompatibleKeys", "Linear", "LogSoftmax",
            "MSELoss", "Module", "ModuleList", "NLLLoss", "Parameter", "ReLU", "RemovableHandle", "Sequential",
            "Sigmoid", "Softmax", "Tanh", "functional", "init", "load", "load_safetensors", "save",
            "save_safetensors"]

@@ -73,5 +73,8 @@ def dropout(input, p=0.5, training=True, inplace=False, generator=None):
     return input * (keep.astype(input.dtype) * input.dtype.type(1.0 / (1.0 - p)))
 
 
-# ---- convolution, pooling, upsampling, batch norm ---------------------------------------------------
-# (to be added here, on the kernels in saliency/kernels)
+# ---- convolution, pooling, upsampling, batch norm (ops in saliency/autograd/ops, kernels in saliency/kernels) --
+from ..autograd.functions import (adaptive_avg_pool2d, avg_pool2d, batch_norm, conv2d, interpolate,  # noqa: E402
+                                  max_pool2d)
+
+upsample = interpolate

@@ -1,0 +1,47 @@
+"""`BatchNorm2d`: per-channel normalisation with running statistics, as PyTorch's."""
+import numpy as np
+
+from . import functional as F
+from .module import Module
+from .parameter import Parameter
+
+
+class BatchNorm2d(Module):
+    """Normalise each channel of (N, C, H, W): batch statistics in train(), running statistics in eval().
+
+    State-dict keys as PyTorch's: weight, bias, running_mean, running_var, num_batches_tracked.
+    """
+
+    def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True, dtype=None):
+        super().__init__()
+        self.num_features, self.eps, self.momentum = int(num_features), eps, momentum
+        self.affine, self.track_running_stats = affine, track_running_stats
+        dtype = np.dtype(dtype or np.float32)
+        if affine:
+            self.weight = Parameter(np.ones(self.num_features, dtype=dtype))
+            self.bias = Parameter(np.zeros(self.num_features, dtype=dtype))
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+        if track_running_stats:
+            self.register_buffer("running_mean", np.zeros(self.num_features, dtype=dtype))
+            self.register_buffer("running_var", np.ones(self.num_features, dtype=dtype))
+            self.register_buffer("num_batches_tracked", np.zeros((), dtype=np.int64))
+        else:
+            self.register_buffer("running_mean", None)
+            self.register_buffer("running_var", None)
+            self.register_buffer("num_batches_tracked", None)
+
+    def forward(self, input):
+        if input.ndim != 4 or input.shape[1] != self.num_features:
+            raise ValueError(f"BatchNorm2d({self.num_features}) expects input of shape (N, {self.num_features}, H, W), "
+                             f"got {tuple(input.shape)}")
+        if self.training and self.num_batches_tracked is not None:
+            self.num_batches_tracked.data[...] += 1
+        # batch statistics in training (updating the running ones) and whenever none are tracked
+        return F.batch_norm(input, self.running_mean, self.running_var, self.weight, self.bias,
+                            training=self.training or self.running_mean is None, momentum=self.momentum, eps=self.eps)
+
+    def extra_repr(self):
+        return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
+                f"track_running_stats={self.track_running_stats}")
