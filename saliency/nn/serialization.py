@@ -61,7 +61,8 @@ def load(path):
 
 def _load_npz(path):
     try:
-        with np.load(path, allow_pickle=False) as data:
+        # open the file here: np.load(path) leaves it open when the archive is broken
+        with open(path, "rb") as f, np.load(f, allow_pickle=False) as data:
             return {name: np.array(data[name]) for name in data.files}
     except (zipfile.BadZipFile, EOFError, OSError, ValueError) as exc:
         raise ValueError(f"{path} is not a readable .npz file: {exc}") from None
