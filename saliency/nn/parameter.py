@@ -20,13 +20,5 @@ class Parameter(Tensor):
     def __repr__(self):
         return "Parameter containing:\n" + super().__repr__()
 
-    def __deepcopy__(self, memo):
-        # a fresh leaf (its own AccumulateGrad node), with a copy of the array and of the gradient
-        copy = Parameter(self.data.copy(), requires_grad=self.requires_grad)
-        if self._grad is not None:
-            copy._grad = Tensor._make(self._grad.data.copy(), False, None)
-        memo[id(self)] = copy
-        return copy
-
     def __reduce_ex__(self, protocol):
         return Parameter, (self.data, self.requires_grad)

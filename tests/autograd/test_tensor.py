@@ -348,3 +348,16 @@ def test_nan_matches_torch():
     (torch.exp(xt) * xt + torch.sqrt(xt * xt)).sum().backward()
     np.testing.assert_array_equal(y.numpy(), (torch.exp(xt) * xt + torch.sqrt(xt * xt)).detach().numpy())
     np.testing.assert_array_equal(x.grad.numpy(), xt.grad.numpy())
+
+
+def test_deepcopy_of_a_leaf_is_independent_and_of_a_non_leaf_is_refused():
+    import copy
+
+    x = sl.tensor([1.0, 2.0], requires_grad=True)
+    (x * 2).sum().backward()
+    y = copy.deepcopy(x)
+    (y * 3).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [2.0, 2.0])
+    np.testing.assert_array_equal(y.grad.numpy(), [5.0, 5.0])
+    with pytest.raises(RuntimeError, match="only leaf tensors can be deep-copied"):
+        copy.deepcopy(x * 2)
