@@ -12,7 +12,6 @@ from typing import Callable
 import numpy as np
 
 import saliency as sl
-from saliency.autograd import functions as AF
 
 try:  # torch is a test extra: only the torch comparisons call the torch_fn side
     import torch
@@ -308,16 +307,16 @@ SPECS = [
     spec("max_pool2d", lambda x: sl.max_pool2d(x, 2), [(2, 3, 6, 5)], lambda x: F.max_pool2d(x, 2), domain=distinct),
     spec("max_pool2d_stride_pad", lambda x: sl.max_pool2d(x, 3, stride=2, padding=1), [(1, 2, 7, 6)],
          lambda x: F.max_pool2d(x, 3, stride=2, padding=1), domain=distinct),
-    spec("avg_pool2d", lambda x: AF.avg_pool2d(x, 2), [(2, 3, 6, 5)], lambda x: F.avg_pool2d(x, 2)),
-    spec("avg_pool2d_stride_pad", lambda x: AF.avg_pool2d(x, 3, stride=2, padding=1), [(1, 2, 7, 6)],
+    spec("avg_pool2d", lambda x: sl.nn.functional.avg_pool2d(x, 2), [(2, 3, 6, 5)], lambda x: F.avg_pool2d(x, 2)),
+    spec("avg_pool2d_stride_pad", lambda x: sl.nn.functional.avg_pool2d(x, 3, stride=2, padding=1), [(1, 2, 7, 6)],
          lambda x: F.avg_pool2d(x, 3, stride=2, padding=1)),
-    spec("adaptive_avg_pool2d_1", lambda x: AF.adaptive_avg_pool2d(x, 1), [(2, 3, 5, 4)],
+    spec("adaptive_avg_pool2d_1", lambda x: sl.nn.functional.adaptive_avg_pool2d(x, 1), [(2, 3, 5, 4)],
          lambda x: F.adaptive_avg_pool2d(x, 1)),
-    spec("adaptive_avg_pool2d_3x2", lambda x: AF.adaptive_avg_pool2d(x, (3, 2)), [(1, 2, 7, 5)],
+    spec("adaptive_avg_pool2d_3x2", lambda x: sl.nn.functional.adaptive_avg_pool2d(x, (3, 2)), [(1, 2, 7, 5)],
          lambda x: F.adaptive_avg_pool2d(x, (3, 2))),
-    spec("upsample_nearest", lambda x: AF.interpolate(x, scale_factor=2), [(1, 2, 3, 4)],
+    spec("upsample_nearest", lambda x: sl.nn.functional.interpolate(x, scale_factor=2), [(1, 2, 3, 4)],
          lambda x: F.interpolate(x, scale_factor=2, mode="nearest")),
-    spec("upsample_bilinear", lambda x: AF.interpolate(x, scale_factor=3, mode="bilinear"),
+    spec("upsample_bilinear", lambda x: sl.nn.functional.interpolate(x, scale_factor=3, mode="bilinear"),
          [(2, 2, 3, 4)], lambda x: F.interpolate(x, scale_factor=3, mode="bilinear", align_corners=False)),
     spec("batch_norm_train", lambda x, w, b: sl.batch_norm(x, None, None, w, b, training=True),
          [(3, 2, 3, 3), (2,), (2,)], lambda x, w, b: F.batch_norm(x, None, None, w, b, training=True)),
