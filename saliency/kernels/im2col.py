@@ -5,10 +5,31 @@ image small (see `conv2d.choose_algorithm`). The input VJP here is GEMM (W^T g) 
 a scatter-add: tested against the correlation formulation in `conv2d.conv2d_grad_input_direct`.
 Arguments are already checked and normalized by the wrappers in `conv2d.py`.
 """
+import numba
 import numpy as np
 from numba import njit, prange
 
 _FASTMATH = {"reassoc", "contract"}
+
+# Threads for the Numba gathers/scatters around the GEMMs of the row-major path: None = Numba's
+# setting. 1 keeps them on the calling thread, so they never wait for a core that an OpenBLAS
+# worker is spin-waiting on after the previous GEMM (the fallback when OPENBLAS_THREAD_TIMEOUT
+# could not be set before NumPy was imported; see benchmarks/kernels_conv.py --pools).
+HELPER_THREADS = None
+# The GEMM of the row-major path (a hook: the thread-pool benchmark wraps it).
+_matmul = np.matmul
+
+
+def _run(kernel, *args):
+    n = HELPER_THREADS
+    if n is None:
+        return kernel(*args)
+    old = numba.get_num_threads()
+    numba.set_num_threads(min(n, old))
+    try:
+        return kernel(*args)
+    finally:
+        numba.set_num_threads(old)
 
 
 @njit(cache=True, parallel=True, fastmath=_FASTMATH)
@@ -226,15 +247,15 @@ def conv2d_rows(x, w, b, out_shape, s, p, d):
     O, _, KH, KW = w.shape
     OH, OW = out_shape[2], out_shape[3]
     xp = np.empty((N, (OH - 1) * s[0] + (KH - 1) * d[0] + 1, (OW - 1) * s[1] + (KW - 1) * d[1] + 1, C), x.dtype)
-    _to_nhwc(x, xp, 0, 0, 1, 1, p[0], p[1])
+    _run(_to_nhwc, x, xp, 0, 0, 1, 1, p[0], p[1])
     offy = (np.arange(KH) * d[0]).reshape(1, KH)
     offx = (np.arange(KW) * d[1]).reshape(1, KW)
     cols = np.empty((1, N * OH * OW, KH * KW * C), x.dtype)
-    _im2row(xp.reshape(N, xp.shape[1], -1), C, cols, offy, offx, s[0], s[1], OH, OW, 0)
+    _run(_im2row, xp.reshape(N, xp.shape[1], -1), C, cols, offy, offx, s[0], s[1], OH, OW, 0)
     wm = np.ascontiguousarray(w.transpose(2, 3, 1, 0)).reshape(1, KH * KW * C, O)
-    res = np.matmul(cols, wm)
+    res = _matmul(cols, wm)
     y = np.empty(out_shape, x.dtype)
-    _row2im(res, y, b, OH, OW, 1, 1, 0, 0, 1)
+    _run(_row2im, res, y, b, OH, OW, 1, 1, 0, 0, 1)
     return y
 
 
@@ -267,11 +288,12 @@ def conv2d_grad_input_rows(g, w, x_shape, s, p, d):
                 dx[:, :, ry::s[0], rx::s[1]] = 0
                 continue
             gp = np.empty((M, Ha + max(oys) - min(oys), Wa + max(oxs) - min(oxs), O), g.dtype)
-            _to_nhwc(g, gp, 0, 0, 1, 1, -min(oys), -min(oxs))
+            _run(_to_nhwc, g, gp, 0, 0, 1, 1, -min(oys), -min(oxs))
             cols = np.empty((1, M * Ha * Wa, len(tys) * len(txs) * O), g.dtype)
-            _im2row(gp.reshape(M, gp.shape[1], -1), O, cols, np.array([oys]) - min(oys), np.array([oxs]) - min(oxs), 1, 1, Ha, Wa, 0)
+            offy, offx = np.array([oys]) - min(oys), np.array([oxs]) - min(oxs)
+            _run(_im2row, gp.reshape(M, gp.shape[1], -1), O, cols, offy, offx, 1, 1, Ha, Wa, 0)
             wm = np.ascontiguousarray(w[:, :, tys][:, :, :, txs].transpose(2, 3, 0, 1)).reshape(1, -1, C)
-            _row2im(np.matmul(cols, wm), dx, zero, Ha, Wa, s[0], s[1], ry, rx, 1)
+            _run(_row2im, _matmul(cols, wm), dx, zero, Ha, Wa, s[0], s[1], ry, rx, 1)
     return dx
 
 
@@ -281,11 +303,11 @@ def conv2d_grad_weight_rows(g, x, w_shape, s, p, d):
     K, N, O, OH, OW = g.shape
     C, KH, KW = w_shape[1:]
     xp = np.empty((N, (OH - 1) * s[0] + (KH - 1) * d[0] + 1, (OW - 1) * s[1] + (KW - 1) * d[1] + 1, C), x.dtype)
-    _to_nhwc(x, xp, 0, 0, 1, 1, p[0], p[1])
+    _run(_to_nhwc, x, xp, 0, 0, 1, 1, p[0], p[1])
     cols = np.empty((1, N * OH * OW, KH * KW * C), x.dtype)
-    _im2row(xp.reshape(N, xp.shape[1], -1), C, cols, (np.arange(KH) * d[0]).reshape(1, KH),
+    _run(_im2row, xp.reshape(N, xp.shape[1], -1), C, cols, (np.arange(KH) * d[0]).reshape(1, KH),
             (np.arange(KW) * d[1]).reshape(1, KW), s[0], s[1], OH, OW, 0)
     grows = np.empty((K * N, OH, OW, O), g.dtype)
-    _to_nhwc(g.reshape(K * N, O, OH, OW), grows, 0, 0, 1, 1, 0, 0)
-    dw = np.matmul(cols[0].T, grows.reshape(K, N * OH * OW, O))  # (K, KH*KW*C, O)
+    _run(_to_nhwc, g.reshape(K * N, O, OH, OW), grows, 0, 0, 1, 1, 0, 0)
+    dw = _matmul(cols[0].T, grows.reshape(K, N * OH * OW, O))  # (K, KH*KW*C, O)
     return np.ascontiguousarray(dw.reshape(K, KH, KW, C, O).transpose(0, 4, 3, 1, 2))

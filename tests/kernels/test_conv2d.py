@@ -88,6 +88,33 @@ def test_gemm_input_vjps_equal_the_correlation_formulation(case):
                                    rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("case", [c for c in CASES if c[-1] == 1], ids=[i for c, i in zip(CASES, IDS) if c[-1] == 1])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_row_major_paths_match_reference(case, dtype):
+    """conv2d_rows / conv2d_grad_input_rows / conv2d_grad_weight_rows, whatever the wrappers pick for these shapes."""
+    rng = np.random.default_rng(7)
+    x, w, b, (s, p, d, groups) = make(case, dtype, rng)
+    sp, pp, dp = ref.pair(s), ref.pair(p), ref.pair(d)
+    y = ref.conv2d(x, w, b, s, p, d)
+    np.testing.assert_allclose(im2col.conv2d_rows(x, w, b, y.shape, sp, pp, dp), y, **TOL[dtype])
+    g = rng.standard_normal((2,) + y.shape).astype(dtype)
+    x2_shape = (2 * x.shape[0],) + x.shape[1:]
+    dx = im2col.conv2d_grad_input_rows(g.reshape((-1,) + y.shape[1:]), w, x2_shape, sp, pp, dp)
+    dw = im2col.conv2d_grad_weight_rows(g, x, w.shape, sp, pp, dp)
+    for k in range(2):
+        np.testing.assert_allclose(dx.reshape((2,) + x.shape)[k], ref.conv2d_grad_input(g[k], w, x.shape, s, p, d),
+                                   **TOL[dtype])
+        np.testing.assert_allclose(dw[k], ref.conv2d_grad_weight(g[k], x, w.shape, s, p, d), **TOL[dtype])
+
+
+def test_helper_threads_setting_gives_identical_results(monkeypatch):
+    rng = np.random.default_rng(8)
+    x, w, b, (s, p, d, groups) = make(CASES[2], np.float32, rng)
+    y = im2col.conv2d_rows(x, w, b, ref.conv2d(x, w, b, s, p, d).shape, ref.pair(s), ref.pair(p), ref.pair(d))
+    monkeypatch.setattr(im2col, "HELPER_THREADS", 1)
+    np.testing.assert_array_equal(im2col.conv2d_rows(x, w, b, y.shape, ref.pair(s), ref.pair(p), ref.pair(d)), y)
+
+
 @pytest.mark.parametrize("size, kernel, stride, padding, dilation", [
     (9, 3, 2, 1, 1), (8, 3, 2, 1, 1), (7, 5, 3, 2, 1), (10, 3, 2, 0, 2), (6, 2, 4, 0, 1)])
 def test_stride_phases_cover_each_tap_once(size, kernel, stride, padding, dilation):
@@ -116,7 +143,7 @@ def test_seed_dimensions_equal_per_seed_calls_in_one_kernel_call(case, algorithm
     if algorithm is K.ConvAlgorithm.DIRECT:
         kernel_module, name = K, "_corr2d"
     else:
-        kernel_module, name = (im2col, "_im2row") if args[-1] == 1 else (im2col, "_col2im")
+        kernel_module, name = im2col, "_col2im"
     kernel = getattr(kernel_module, name)
     calls = []  # shape of the (M, ...) array each call reads or writes (for col2im: dx)
     monkeypatch.setattr(kernel_module, name, lambda *a: (calls.append(a[name == "_col2im"].shape), kernel(*a))[1])
