@@ -32,8 +32,11 @@ def phase_matrices(scale):
 
 def phase_weights(w, scale):
     """(O, C, 3, 3) -> Wph (scale, scale, O, C, 2, 2), the 2x2 kernel of each output phase."""
-    _, A = phase_matrices(scale)
-    return np.einsum("rak,qbl,ockl->rqocab", A.astype(w.dtype), A.astype(w.dtype), w)
+    O, C = w.shape[:2]
+    B = phase_matrices(scale)[1].reshape(2 * scale, 3).astype(w.dtype)  # rows (r, a)
+    T = (w.reshape(-1, 3) @ B.T).reshape(O, C, 3, 2 * scale)  # (o, c, k, (q, b))
+    U = B @ T.transpose(2, 0, 1, 3).reshape(3, -1)  # ((r, a), (o, c, q, b)): two GEMMs (an einsum takes ~1 ms)
+    return U.reshape(scale, 2, O, C, scale, 2).transpose(0, 4, 2, 3, 1, 5)
 
 
 def _check(x_shape, w_shape, scale):
@@ -126,5 +129,5 @@ def upsample_conv2d_grad_weight(g, x, w_shape, scale=2):
     dwph = np.matmul(cols.transpose(0, 2, 1)[:, None], grows)  # (P, K, 4C, O), rows (ty, tx, c)
     dwph = dwph.reshape(s, s, Kn, 2, 2, C, O)
     _, A = phase_matrices(s)
-    dw = np.einsum("rak,qbl,rqnabco->nockl", A.astype(g2.dtype), A.astype(g2.dtype), dwph)
+    dw = np.einsum("rak,qbl,rqnabco->nockl", A.astype(g2.dtype), A.astype(g2.dtype), dwph, optimize=True)
     return np.ascontiguousarray(dw).reshape(seeds + w_shape)
