@@ -1,25 +1,31 @@
 """Benchmark conv2d forward and VJP algorithms on the zoo's layers (float32).
 
-    OPENBLAS_THREAD_TIMEOUT=4 OMP_WAIT_POLICY=PASSIVE .venv/bin/python benchmarks/kernels_conv.py [--repeat 21]
-    .venv/bin/python benchmarks/kernels_conv.py --pools
+    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OPENBLAS_THREAD_TIMEOUT=4 .venv/bin/python benchmarks/kernels_conv.py [--repeat 31] [--passes forward,grad_x]
+    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE .venv/bin/python benchmarks/kernels_conv.py --pools
 
-Without the two variables the GEMM path (Numba im2col, OpenBLAS GEMM, Numba col2im in one call)
-stalls about 8 ms per call while each pool's threads spin-wait for the other's (see --pools).
-OMP_WAIT_POLICY=PASSIVE also puts torch's OpenMP threads to sleep between regions and slows
-torch 1.5-3x on small layers: for a fair ratio take torch's times from a run without it.
+OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE (set on the CI machines) select a slower AVX2 GEMM kernel:
+unset them for figures that mean anything on users' machines. Without OPENBLAS_THREAD_TIMEOUT=4
+the GEMM path stalls 8-100 ms per call while OpenBLAS workers spin-wait on the cores Numba's
+threads need (see --pools). OMP_WAIT_POLICY=PASSIVE also puts torch's OpenMP threads to sleep
+between regions and slows torch 1.5-3x on small layers: take torch's times from a run without it.
 
 Prints, per layer and pass (forward, grad_x = input VJP, grad_w = weight VJP): median time
 and GFLOP/s of each algorithm in saliency.kernels.conv2d (DIRECT: Numba, width innermost,
-output channels blocked; GEMM: im2col + NumPy matmul), which one `choose_algorithm` picks,
-torch.nn.functional.conv2d / torch.nn.grad.conv2d_input / conv2d_weight at the same thread
-count when torch is installed, and ours/torch (time ratio of the picked algorithm, < 1 means
-we are faster).
-The NumPy float32 GEMM rate measured in the same run is printed first as the ceiling.
-The machine is shared: every figure is a median of --repeat timed runs after a warm-up.
+output channels blocked; GEMM: row-major patches @ W, or GEMM + col2im, as conv2d picks per
+shape), which one `choose_algorithm` picks, torch.nn.functional.conv2d /
+torch.nn.grad.conv2d_input / conv2d_weight at the same thread count when torch is installed,
+and ours/torch (time ratio of the picked algorithm, < 1 means we are faster). The decoder layers
+that follow a nearest x2 upsampling are also timed as sub-pixel convolutions
+(saliency.kernels.subpixel) against torch's interpolate + conv2d, GFLOP/s counted as for the
+3x3 conv of the upsampled image. Candidates are alternated in every round and every figure is a
+median of --repeat rounds after a warm-up (the machine is shared). The NumPy float32 GEMM rate
+measured in the same run is printed first as the ceiling.
 
---pools measures the thread-pool interaction instead: a small parallel Numba kernel right after
-a NumPy GEMM (OpenBLAS threads may still be spin-waiting) and a GEMM right after the kernel
-(OpenMP threads may still be spinning), each in a fresh process per environment setting.
+--pools measures the thread-pool interaction instead, in a fresh process per environment
+setting: a small parallel Numba kernel right after a NumPy GEMM (OpenBLAS workers may still be
+spin-waiting), and chains of whole layers as a network runs them (conv forward, parallel max-pool,
+conv input VJP). BENCH_HELPER_THREADS=1 runs the Numba gathers around our GEMMs on one thread;
+BENCH_BLAS_LOCAL_THREADS=1 runs our GEMMs on one OpenBLAS thread (openblas_set_num_threads_local).
 """
 import argparse
 import os
