@@ -1,13 +1,10 @@
 """Benchmark conv2d forward and VJP algorithms on the zoo's layers (float32).
 
-    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OPENBLAS_THREAD_TIMEOUT=4 .venv/bin/python benchmarks/kernels_conv.py [--repeat 31] [--passes forward,grad_x]
-    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE .venv/bin/python benchmarks/kernels_conv.py --pools
+    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python benchmarks/kernels_conv.py [--repeat 31] [--passes forward,grad_x]
 
-OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE (set on the CI machines) select a slower AVX2 GEMM kernel:
-unset them for figures that mean anything on users' machines. Without OPENBLAS_THREAD_TIMEOUT=4
-the GEMM path stalls 8-100 ms per call while OpenBLAS workers spin-wait on the cores Numba's
-threads need (see --pools). OMP_WAIT_POLICY=PASSIVE also puts torch's OpenMP threads to sleep
-between regions and slows torch 1.5-3x on small layers: take torch's times from a run without it.
+OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE (set on some machines for old OpenBLAS builds) select a
+slower AVX2 GEMM kernel: unset them for figures that mean anything on users' machines. (The
+thread-pool interaction is measured by benchmarks/thread_pools.py.)
 
 Prints, per layer and pass (forward, grad_x = input VJP, grad_w = weight VJP): median time
 and GFLOP/s of each algorithm in saliency.kernels.conv2d (DIRECT: Numba, width innermost,
@@ -20,16 +17,9 @@ that follow a nearest x2 upsampling are also timed as sub-pixel convolutions
 3x3 conv of the upsampled image. Candidates are alternated in every round and every figure is a
 median of --repeat rounds after a warm-up (the machine is shared). The NumPy float32 GEMM rate
 measured in the same run is printed first as the ceiling.
-
---pools measures the thread-pool interaction instead, in a fresh process per environment
-setting: a small parallel Numba kernel right after a NumPy GEMM (OpenBLAS workers may still be
-spin-waiting), and chains of whole layers as a network runs them (conv forward, parallel max-pool,
-conv input VJP). BENCH_HELPER_THREADS=1 runs the Numba gathers around our GEMMs on one thread;
-BENCH_BLAS_LOCAL_THREADS=1 runs our GEMMs on one OpenBLAS thread (openblas_set_num_threads_local).
 """
 import argparse
 import os
-import subprocess
 import sys
 import time
 
@@ -83,109 +73,13 @@ def gemm_peak(repeat):
     return 2 * 1024 ** 3 / t / 1e9
 
 
-POOL_SETTINGS = [
-    {},
-    {"OPENBLAS_THREAD_TIMEOUT": "4"},
-    {"BENCH_HELPER_THREADS": "1"},
-    {"OPENBLAS_THREAD_TIMEOUT": "4", "BENCH_HELPER_THREADS": "1"},
-    {"BENCH_BLAS_LOCAL_THREADS": "1"},
-    {"OMP_WAIT_POLICY": "PASSIVE"},
-    {"OPENBLAS_THREAD_TIMEOUT": "4", "OMP_WAIT_POLICY": "PASSIVE"},
-    {"OPENBLAS_NUM_THREADS": "1"},
-    {"NUMBA_THREADING_LAYER": "workqueue"},
-    {"NUMBA_THREADING_LAYER": "workqueue", "OPENBLAS_THREAD_TIMEOUT": "4"},
-]
-POOL_VARIABLES = ("OPENBLAS_THREAD_TIMEOUT", "OMP_WAIT_POLICY", "OPENBLAS_NUM_THREADS", "NUMBA_THREADING_LAYER",
-                  "BENCH_HELPER_THREADS", "BENCH_BLAS_LOCAL_THREADS")
-
-
-def blas_local_threads(n):
-    """A matmul that runs on n OpenBLAS threads (thread-local setting, OpenBLAS >= 0.3.27), or None."""
-    import ctypes
-    import glob
-    libs = glob.glob(os.path.join(os.path.dirname(np.__file__), os.pardir, "numpy.libs", "libscipy_openblas*.so"))
-    if not libs:
-        return None
-    lib = ctypes.CDLL(libs[0])
-    if not hasattr(lib, "openblas_set_num_threads_local"):
-        return None
-    set_local = lib.openblas_set_num_threads_local
-
-    def matmul(a, b, out=None):
-        old = set_local(n)
-        try:
-            return np.matmul(a, b, out=out) if out is not None else np.matmul(a, b)
-        finally:
-            set_local(old)
-    return matmul
-
-
-def pools_child(repeat):
-    """One line, ms median/p90: a direct kernel right after a GEMM, and two chains of whole layers as a
-    network runs them (GEMM-path conv forward, parallel Numba max-pool, GEMM-path input VJP)."""
-    from saliency.kernels import im2col
-    from saliency.kernels import pool
-    if os.environ.get("BENCH_HELPER_THREADS"):
-        im2col.HELPER_THREADS = int(os.environ["BENCH_HELPER_THREADS"])
-    if os.environ.get("BENCH_BLAS_LOCAL_THREADS"):
-        im2col._matmul = blas_local_threads(int(os.environ["BENCH_BLAS_LOCAL_THREADS"])) or np.matmul
-    rng = np.random.default_rng(0)
-    x = rng.standard_normal((1, 16, 128, 128)).astype(np.float32)
-    w = rng.standard_normal((1, 16, 3, 3)).astype(np.float32)
-    a = rng.standard_normal((256, 256)).astype(np.float32)
-    kernel = lambda: K.conv2d_forward(x, w, None, 1, 1, algorithm=K.ConvAlgorithm.DIRECT)  # noqa: E731
-    gemm = lambda: a @ a  # noqa: E731
-
-    def chain(N, C, O, H):
-        xc = rng.standard_normal((N, C, H, H)).astype(np.float32)
-        wc = rng.standard_normal((O, C, 3, 3)).astype(np.float32)
-        g = rng.standard_normal((N, O, H, H)).astype(np.float32)
-
-        def run():
-            y = K.conv2d_forward(xc, wc, None, 1, 1)
-            pool.max_pool2d_forward(y, 2)
-            K.conv2d_grad_input(g, wc, xc.shape, 1, 1)
-        return run
-    small, large = chain(1, 16, 32, 32), chain(1, 32, 64, 64)
-    kernel(), gemm(), small(), large()
-    runs = {"kernel after GEMM": [], "chain 16->32@32": [], "chain 32->64@64": []}
-    for _ in range(repeat):
-        gemm()
-        t0 = time.perf_counter()
-        kernel()
-        runs["kernel after GEMM"].append(time.perf_counter() - t0)
-        for name, fn in [("chain 16->32@32", small), ("chain 32->64@64", large)]:
-            t0 = time.perf_counter()
-            fn()
-            runs[name].append(time.perf_counter() - t0)
-    print("  ".join(f"{k} {np.median(v) * 1e3:6.2f}/{np.percentile(v, 90) * 1e3:6.2f}" for k, v in runs.items()))
-
-
-def pools(repeat):
-    print("thread pools, ms median/p90: Numba conv 16->1 @128 (direct, parallel) right after a NumPy 256^2 GEMM; "
-          "chains conv forward (GEMM path) + max-pool + conv input VJP (GEMM path)")
-    for setting in POOL_SETTINGS:
-        env = {k: v for k, v in os.environ.items() if k not in POOL_VARIABLES}
-        env.update(setting)
-        out = subprocess.run([sys.executable, __file__, "--pools-child", "--repeat", str(repeat)], env=env,
-                             capture_output=True, text=True, check=True).stdout.strip()
-        label = " ".join(f"{k}={v}" for k, v in setting.items()) or "defaults"
-        print(f"{label:58} {out}", flush=True)
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--repeat", type=int, default=15)
     ap.add_argument("--threads", type=int, default=2, help="torch.set_num_threads for the comparison")
     ap.add_argument("--passes", default="forward,grad_x,grad_w", help="comma-separated subset of forward,grad_x,grad_w")
-    ap.add_argument("--pools", action="store_true", help="measure the OpenBLAS / Numba thread-pool interaction")
-    ap.add_argument("--pools-child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     args.passes = args.passes.split(",")
-    if args.pools_child:
-        return pools_child(args.repeat)
-    if args.pools:
-        return pools(max(args.repeat, 40))
     print("environment: " + " ".join(f"{k}={os.environ[k]}" for k in ("OPENBLAS_THREAD_TIMEOUT", "OMP_WAIT_POLICY",
           "OPENBLAS_NUM_THREADS", "NUMBA_THREADING_LAYER", "NUMBA_NUM_THREADS") if k in os.environ))
     try:

@@ -10,16 +10,9 @@ works everywhere; every VJP accepts extra leading seed dimensions (K seeds in on
 """
 import os as _os
 
-# NumPy's OpenBLAS worker threads spin for a long time after each matrix product, and on a
-# machine with few cores they then fight Numba's kernel threads: a 0.3 ms layer can stall for
-# 8-16 ms. Ask them to sleep after a short wait. OpenBLAS reads this when NumPy first loads it,
-# so it must be set before NumPy's first import; a value the user set is kept.
-_os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
+import numpy as _np
 
-import numpy as _np  # noqa: E402
-
-from . import autograd  # noqa: E402
-from . import nn, optim  # noqa: E402
+from . import autograd, nn, optim
 from .autograd import Tensor, enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from .autograd.creation import (arange, as_tensor, from_numpy, full, full_like, manual_seed, ones, ones_like, rand,
                                 rand_like, randn, randn_like, tensor, zeros, zeros_like)

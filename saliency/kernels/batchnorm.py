@@ -3,7 +3,7 @@
 Training mode normalizes with the batch statistics (`batch_norm_stats`, biased variance) and
 its VJP differentiates through them; eval mode uses running statistics, constants for the VJP.
 Updating the running statistics (PyTorch: unbiased variance, momentum) is the caller's job.
-Statistics are accumulated in float64; kernels run in parallel over channels or (n, c) planes.
+Statistics are accumulated in float64; kernels loop over channels or (n, c) planes.
 """
 import numpy as np
 from numba import njit, prange
@@ -11,7 +11,7 @@ from numba import njit, prange
 from .conv2d import _fold_seeds, _float_array
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True)
 def _channel_stats(x, mean, var):
     """x (N, C, L): per-channel mean and biased variance, two passes in float64."""
     N, C, L = x.shape
@@ -30,7 +30,7 @@ def _channel_stats(x, mean, var):
         var[c] = q / (N * L)
 
 
-@njit(cache=True, parallel=True, fastmath={"reassoc", "contract"})
+@njit(cache=True, fastmath={"reassoc", "contract"})
 def _normalize(x, out, mean, scale, shift):
     """out[n, c] = scale[c] * (x[n, c] - mean[c]) + shift[c]; x, out (N, C, L)."""
     N, C, L = x.shape
@@ -41,7 +41,7 @@ def _normalize(x, out, mean, scale, shift):
             out[n, c, i] = scale[c] * (x[n, c, i] - mean[c]) + shift[c]
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True)
 def _grad_sums(g, x, mean, sg, sgx):
     """Per seed k and channel c: sg = sum g, sgx = sum g * (x - mean), over (n, i); g (K, N, C, L)."""
     K, N, C, L = g.shape
@@ -58,7 +58,7 @@ def _grad_sums(g, x, mean, sg, sgx):
         sgx[k, c] = b
 
 
-@njit(cache=True, parallel=True, fastmath={"reassoc", "contract"})
+@njit(cache=True, fastmath={"reassoc", "contract"})
 def _grad_x(g, x, dx, mean, a, bk, ck):
     """dx[k, n, c] = a[c] * g[k, n, c] + bk[k, c] * (x[n, c] - mean[c]) + ck[k, c]."""
     K, N, C, L = g.shape

@@ -16,7 +16,7 @@ from . import im2col
 _FASTMATH = {"reassoc", "contract"}
 
 
-@njit(cache=True, parallel=True, fastmath=_FASTMATH)
+@njit(cache=True, fastmath=_FASTMATH)
 def _corr2d(x, w, b, out, sh, sw, ph, pw, dh, dw, groups, ob, rb):
     """out[n, o, oy, ox] = b[o] + sum_{c, ky, kx} w[o, c, ky, kx] x[n, g*Cg + c, oy*sh - ph + ky*dh, ox*sw - pw + kx*dw].
 
@@ -81,7 +81,7 @@ def _corr2d(x, w, b, out, sh, sw, ph, pw, dh, dw, groups, ob, rb):
                     out[n, o0 + j, oy, ox] = acc[j, ox]
 
 
-@njit(cache=True, parallel=True, fastmath=_FASTMATH)
+@njit(cache=True, fastmath=_FASTMATH)
 def _corr2d_grad_weight(g, x, dwt, sh, sw, ph, pw, dh, dw, groups):
     """dwt[k, o, c, ky, kx] = sum_{n, oy, ox} g[k, n, o, oy, ox] x[n, grp*Cg + c, oy*sh - ph + ky*dh, ox*sw - pw + kx*dw].
 

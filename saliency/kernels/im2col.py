@@ -5,34 +5,12 @@ image small (see `conv2d.choose_algorithm`). The input VJP here is GEMM (W^T g) 
 a scatter-add: tested against the correlation formulation in `conv2d.conv2d_grad_input_direct`.
 Arguments are already checked and normalized by the wrappers in `conv2d.py`.
 """
-import numba
 import numpy as np
 from numba import njit, prange
 
 _FASTMATH = {"reassoc", "contract"}
 
-# Threads for the Numba gathers/scatters around the GEMMs of the row-major path: None = Numba's
-# setting. 1 keeps them on the calling thread, so they never wait for a core that an OpenBLAS
-# worker is spin-waiting on after the previous GEMM (the fallback when OPENBLAS_THREAD_TIMEOUT
-# could not be set before NumPy was imported; see benchmarks/kernels_conv.py --pools).
-HELPER_THREADS = None
-# The GEMM of the row-major path (a hook: the thread-pool benchmark wraps it).
-_matmul = np.matmul
-
-
-def _run(kernel, *args):
-    n = HELPER_THREADS
-    if n is None:
-        return kernel(*args)
-    old = numba.get_num_threads()
-    numba.set_num_threads(min(n, old))
-    try:
-        return kernel(*args)
-    finally:
-        numba.set_num_threads(old)
-
-
-@njit(cache=True, parallel=True, fastmath=_FASTMATH)
+@njit(cache=True, fastmath=_FASTMATH)
 def _im2col(x, cols, KH, KW, sh, sw, ph, pw, dh, dw):
     """cols[(c*KH + ky)*KW + kx, n, oy*OW + ox] = x[n, c, oy*sh - ph + ky*dh, ox*sw - pw + kx*dw] (0 outside).
 
@@ -64,7 +42,7 @@ def _im2col(x, cols, KH, KW, sh, sw, ph, pw, dh, dw):
                         dst[lo:hi] = x[n, c, iy, lo * sw + off:(hi - 1) * sw + off + 1:sw]
 
 
-@njit(cache=True, parallel=True, fastmath=_FASTMATH)
+@njit(cache=True, fastmath=_FASTMATH)
 def _col2im(cols, dx, KH, KW, sh, sw, ph, pw, dh, dw):
     """Adjoint of _im2col: dx[n, c, iy, ix] = sum of the cols entries that _im2col copied from there."""
     N, C, H, W = dx.shape
@@ -142,7 +120,7 @@ def conv2d_grad_weight_gemm(g, x, w_shape, s, p, d, groups):
 # input VJP (as a correlation, split into stride phases) and the sub-pixel convolution.
 
 
-@njit(cache=True, parallel=True, fastmath=_FASTMATH)
+@njit(cache=True, fastmath=_FASTMATH)
 def _to_nhwc(src, dst, ry, rx, sy, sx, pt, pl):
     """Zero-padded channels-last copy of a phase plane of src:
 
@@ -173,7 +151,7 @@ def _to_nhwc(src, dst, ry, rx, sy, sx, pt, pl):
                 drow[j, c] = srow[(j - pl) * sx + rx]
 
 
-@njit(cache=True, parallel=True, fastmath=_FASTMATH)
+@njit(cache=True, fastmath=_FASTMATH)
 def _im2row(xp, C, cols, offy, offx, s_y, s_x, OH, OW, k0):
     """Gather patches from a padded channels-last xp, viewed as (N, Hp, Wp*C) (see `_to_nhwc`):
     for phase p = py*Px + px (Px = offx.shape[0]) and output position (n, oy, ox),
@@ -212,7 +190,7 @@ def _im2row(xp, C, cols, offy, offx, s_y, s_x, OH, OW, k0):
                 tx = e
 
 
-@njit(cache=True, parallel=True, fastmath=_FASTMATH)
+@njit(cache=True, fastmath=_FASTMATH)
 def _row2im(res, y, b, OH, OW, sy, sx, ry, rx, Px):
     """Scatter GEMM rows back to NCHW, plus bias: for phase p = py*Px + px,
 
@@ -247,15 +225,15 @@ def conv2d_rows(x, w, b, out_shape, s, p, d):
     O, _, KH, KW = w.shape
     OH, OW = out_shape[2], out_shape[3]
     xp = np.empty((N, (OH - 1) * s[0] + (KH - 1) * d[0] + 1, (OW - 1) * s[1] + (KW - 1) * d[1] + 1, C), x.dtype)
-    _run(_to_nhwc, x, xp, 0, 0, 1, 1, p[0], p[1])
+    _to_nhwc(x, xp, 0, 0, 1, 1, p[0], p[1])
     offy = (np.arange(KH) * d[0]).reshape(1, KH)
     offx = (np.arange(KW) * d[1]).reshape(1, KW)
     cols = np.empty((1, N * OH * OW, KH * KW * C), x.dtype)
-    _run(_im2row, xp.reshape(N, xp.shape[1], -1), C, cols, offy, offx, s[0], s[1], OH, OW, 0)
+    _im2row(xp.reshape(N, xp.shape[1], -1), C, cols, offy, offx, s[0], s[1], OH, OW, 0)
     wm = np.ascontiguousarray(w.transpose(2, 3, 1, 0)).reshape(1, KH * KW * C, O)
-    res = _matmul(cols, wm)
+    res = np.matmul(cols, wm)
     y = np.empty(out_shape, x.dtype)
-    _run(_row2im, res, y, b, OH, OW, 1, 1, 0, 0, 1)
+    _row2im(res, y, b, OH, OW, 1, 1, 0, 0, 1)
     return y
 
 
@@ -288,12 +266,12 @@ def conv2d_grad_input_rows(g, w, x_shape, s, p, d):
                 dx[:, :, ry::s[0], rx::s[1]] = 0
                 continue
             gp = np.empty((M, Ha + max(oys) - min(oys), Wa + max(oxs) - min(oxs), O), g.dtype)
-            _run(_to_nhwc, g, gp, 0, 0, 1, 1, -min(oys), -min(oxs))
+            _to_nhwc(g, gp, 0, 0, 1, 1, -min(oys), -min(oxs))
             cols = np.empty((1, M * Ha * Wa, len(tys) * len(txs) * O), g.dtype)
             offy, offx = np.array([oys]) - min(oys), np.array([oxs]) - min(oxs)
-            _run(_im2row, gp.reshape(M, gp.shape[1], -1), O, cols, offy, offx, 1, 1, Ha, Wa, 0)
+            _im2row(gp.reshape(M, gp.shape[1], -1), O, cols, offy, offx, 1, 1, Ha, Wa, 0)
             wm = np.ascontiguousarray(w[:, :, tys][:, :, :, txs].transpose(2, 3, 0, 1)).reshape(1, -1, C)
-            _run(_row2im, _matmul(cols, wm), dx, zero, Ha, Wa, s[0], s[1], ry, rx, 1)
+            _row2im(np.matmul(cols, wm), dx, zero, Ha, Wa, s[0], s[1], ry, rx, 1)
     return dx
 
 
@@ -303,11 +281,11 @@ def conv2d_grad_weight_rows(g, x, w_shape, s, p, d):
     K, N, O, OH, OW = g.shape
     C, KH, KW = w_shape[1:]
     xp = np.empty((N, (OH - 1) * s[0] + (KH - 1) * d[0] + 1, (OW - 1) * s[1] + (KW - 1) * d[1] + 1, C), x.dtype)
-    _run(_to_nhwc, x, xp, 0, 0, 1, 1, p[0], p[1])
+    _to_nhwc(x, xp, 0, 0, 1, 1, p[0], p[1])
     cols = np.empty((1, N * OH * OW, KH * KW * C), x.dtype)
-    _run(_im2row, xp.reshape(N, xp.shape[1], -1), C, cols, (np.arange(KH) * d[0]).reshape(1, KH),
+    _im2row(xp.reshape(N, xp.shape[1], -1), C, cols, (np.arange(KH) * d[0]).reshape(1, KH),
             (np.arange(KW) * d[1]).reshape(1, KW), s[0], s[1], OH, OW, 0)
     grows = np.empty((K * N, OH, OW, O), g.dtype)
-    _run(_to_nhwc, g.reshape(K * N, O, OH, OW), grows, 0, 0, 1, 1, 0, 0)
-    dw = _matmul(cols[0].T, grows.reshape(K, N * OH * OW, O))  # (K, KH*KW*C, O)
+    _to_nhwc(g.reshape(K * N, O, OH, OW), grows, 0, 0, 1, 1, 0, 0)
+    dw = np.matmul(cols[0].T, grows.reshape(K, N * OH * OW, O))  # (K, KH*KW*C, O)
     return np.ascontiguousarray(dw.reshape(K, KH, KW, C, O).transpose(0, 4, 3, 1, 2))

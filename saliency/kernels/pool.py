@@ -2,7 +2,7 @@
 
 Every pooling here is a window per output row [y0, y1) times a window per output column
 [x0, x1), clipped to the image; the wrappers build these tables with NumPy and two kernel
-pairs do the work. Kernels run in parallel over (n, c) planes: each task owns its plane of
+pairs do the work. Kernels loop over (n, c) planes: each iteration owns its plane of
 the output (forward) or of dx (backward, a scatter-add), so writes never overlap.
 """
 import numpy as np
@@ -11,7 +11,7 @@ from numba import njit, prange
 from .conv2d import _fold_seeds, _float_array, _pair, conv_output_size
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True)
 def _max_pool(x, out, idx, y0, y1, x0, x1):
     """out = max over each window, idx = flat index iy*W + ix of the max (PyTorch: the first, NaN wins)."""
     N, C, H, W = x.shape
@@ -33,7 +33,7 @@ def _max_pool(x, out, idx, y0, y1, x0, x1):
                 idx[n, c, oy, ox] = bi
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True)
 def _max_pool_grad(g, idx, dx):
     """dx[m, c, idx] += g[m, c]; g is (M, C, OH, OW) with M = K*N seeds folded in, idx is (N, C, OH, OW)."""
     M, C, OH, OW = g.shape
@@ -48,7 +48,7 @@ def _max_pool_grad(g, idx, dx):
                 plane[idx[m % N, c, oy, ox]] += g[m, c, oy, ox]
 
 
-@njit(cache=True, parallel=True, fastmath={"reassoc", "contract"})
+@njit(cache=True, fastmath={"reassoc", "contract"})
 def _box_pool(x, out, y0, y1, x0, x1, div):
     """out[n, c, oy, ox] = sum of x over the window / div[oy, ox]."""
     N, C = x.shape[0], x.shape[1]
@@ -65,7 +65,7 @@ def _box_pool(x, out, y0, y1, x0, x1, div):
                 out[n, c, oy, ox] = s / div[oy, ox]
 
 
-@njit(cache=True, parallel=True, fastmath={"reassoc", "contract"})
+@njit(cache=True, fastmath={"reassoc", "contract"})
 def _box_pool_grad(g, dx, y0, y1, x0, x1, div):
     """Adjoint of _box_pool: every x in a window gets g / div of that window."""
     M, C, OH, OW = g.shape

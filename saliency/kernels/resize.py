@@ -3,7 +3,7 @@
 PyTorch's conventions: nearest takes source index floor(i / s); bilinear takes source
 coordinate (i + 0.5) / s - 0.5, clamped at 0, between rows y0 = floor and y1 = min(y0 + 1,
 H - 1) with weight l1 = coordinate - y0 on y1 and l0 = 1 - l1 on y0 (likewise for columns).
-The wrappers build these per-row/per-column tables; kernels run in parallel over (n, c)
+The wrappers build these per-row/per-column tables; kernels loop over (n, c)
 planes, each task owning its plane (the VJPs scatter-add within it).
 """
 import numpy as np
@@ -12,7 +12,7 @@ from numba import njit, prange
 from .conv2d import _fold_seeds, _float_array
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True)
 def _nearest(x, out, s):
     N, C, H, W = x.shape
     for t in prange(N * C):
@@ -25,7 +25,7 @@ def _nearest(x, out, s):
                 dst[ox] = src[ox // s]
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True)
 def _nearest_grad(g, dx, s):
     """dx[m, c, iy, ix] = sum of g over the s x s block it was copied to."""
     M, C, H, W = dx.shape
@@ -41,7 +41,7 @@ def _nearest_grad(g, dx, s):
                 dst[ox // s] += src[ox]
 
 
-@njit(cache=True, parallel=True, fastmath={"contract"})
+@njit(cache=True, fastmath={"contract"})
 def _bilinear(x, out, y0, y1, ly0, ly1, x0, x1, lx0, lx1):
     N, C = x.shape[0], x.shape[1]
     OH, OW = out.shape[2], out.shape[3]
@@ -58,7 +58,7 @@ def _bilinear(x, out, y0, y1, ly0, ly1, x0, x1, lx0, lx1):
                                      + ly1[oy] * (lx0[ox] * r1[a] + lx1[ox] * r1[b]))
 
 
-@njit(cache=True, parallel=True, fastmath={"contract"})
+@njit(cache=True, fastmath={"contract"})
 def _bilinear_grad(g, dx, y0, y1, ly0, ly1, x0, x1, lx0, lx1):
     """Adjoint of _bilinear: each g entry goes back to its four source pixels with their weights."""
     M, C = dx.shape[0], dx.shape[1]

@@ -53,10 +53,10 @@ def _patches(x, scale):
     N, C, H, W = x.shape
     bases, _ = phase_matrices(scale)
     xp = np.empty((N, H + 2, W + 2, C), x.dtype)  # bases + t lie in [-1, 1]: pad 1 each side
-    im2col._run(im2col._to_nhwc, x, xp, 0, 0, 1, 1, 1, 1)
+    im2col._to_nhwc(x, xp, 0, 0, 1, 1, 1, 1)
     offs = (bases + 1)[:, None] + np.arange(2)[None, :]
     cols = np.empty((scale * scale, N * H * W, 4 * C), x.dtype)
-    im2col._run(im2col._im2row, xp.reshape(N, H + 2, -1), C, cols, offs, offs, 1, 1, H, W, 0)
+    im2col._im2row(xp.reshape(N, H + 2, -1), C, cols, offs, offs, 1, 1, H, W, 0)
     return cols
 
 
@@ -72,9 +72,9 @@ def upsample_conv2d_forward(x, w, b=None, scale=2):
     if bias.shape[0] != O:
         raise ValueError(f"b must have {O} entries (one per output channel), got shape {np.shape(b)!r}")
     wm = np.ascontiguousarray(phase_weights(w, s).transpose(0, 1, 4, 5, 3, 2)).reshape(s * s, 4 * C, O)
-    res = im2col._matmul(_patches(x, s), wm)  # (s*s, N*H*W, O)
+    res = np.matmul(_patches(x, s), wm)  # (s*s, N*H*W, O)
     y = np.empty((N, O, s * H, s * W), x.dtype)
-    im2col._run(im2col._row2im, res, y, bias, H, W, s, s, 0, 0, s)
+    im2col._row2im(res, y, bias, H, W, s, s, 0, 0, s)
     return y
 
 
@@ -96,14 +96,14 @@ def upsample_conv2d_grad_input(g, w, x_shape, scale=2):
     M = g2.shape[0]
     bases, _ = phase_matrices(s)
     gp = np.empty((M, s * H + 2 * s, s * W + 2 * s, O), g2.dtype)
-    im2col._run(im2col._to_nhwc, g2, gp, 0, 0, 1, 1, s, s)
+    im2col._to_nhwc(g2, gp, 0, 0, 1, 1, s, s)
     # tap (r, t) reads padded row s*i + r - s*(bases[r] + t) + s
     offs = (np.arange(s)[:, None] - s * (bases[:, None] + np.arange(2)[None, :]) + s).reshape(1, 2 * s)
     cols = np.empty((1, M * H * W, 4 * s * s * O), g2.dtype)
-    im2col._run(im2col._im2row, gp.reshape(M, gp.shape[1], -1), O, cols, offs, offs, s, s, H, W, 0)
+    im2col._im2row(gp.reshape(M, gp.shape[1], -1), O, cols, offs, offs, s, s, H, W, 0)
     wm = np.ascontiguousarray(phase_weights(w, s).transpose(0, 4, 1, 5, 2, 3)).reshape(1, 4 * s * s * O, C)
     dx = np.empty((M, C, H, W), g2.dtype)
-    im2col._run(im2col._row2im, im2col._matmul(cols, wm), dx, np.zeros(C, g2.dtype), H, W, 1, 1, 0, 0, 1)
+    im2col._row2im(np.matmul(cols, wm), dx, np.zeros(C, g2.dtype), H, W, 1, 1, 0, 0, 1)
     return dx.reshape(seeds + x_shape)
 
 

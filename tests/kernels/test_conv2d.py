@@ -107,14 +107,6 @@ def test_row_major_paths_match_reference(case, dtype):
         np.testing.assert_allclose(dw[k], ref.conv2d_grad_weight(g[k], x, w.shape, s, p, d), **TOL[dtype])
 
 
-def test_helper_threads_setting_gives_identical_results(monkeypatch):
-    rng = np.random.default_rng(8)
-    x, w, b, (s, p, d, groups) = make(CASES[2], np.float32, rng)
-    y = im2col.conv2d_rows(x, w, b, ref.conv2d(x, w, b, s, p, d).shape, ref.pair(s), ref.pair(p), ref.pair(d))
-    monkeypatch.setattr(im2col, "HELPER_THREADS", 1)
-    np.testing.assert_array_equal(im2col.conv2d_rows(x, w, b, y.shape, ref.pair(s), ref.pair(p), ref.pair(d)), y)
-
-
 @pytest.mark.parametrize("size, kernel, stride, padding, dilation", [
     (9, 3, 2, 1, 1), (8, 3, 2, 1, 1), (7, 5, 3, 2, 1), (10, 3, 2, 0, 2), (6, 2, 4, 0, 1)])
 def test_stride_phases_cover_each_tap_once(size, kernel, stride, padding, dilation):
@@ -210,3 +202,21 @@ def test_nan_propagates_and_inputs_are_made_contiguous():
 def test_bad_arguments_raise_clear_errors(call, message):
     with pytest.raises((ValueError, TypeError), match=message):
         call()
+
+
+def test_kernels_run_on_the_calling_thread():
+    """No kernel is compiled with parallel=True: Numba's worker threads would fight OpenBLAS's
+    (and PyTorch's) spin-waiting threads for the cores (see saliency/kernels/__init__.py)."""
+    import numba
+    from numba.core.registry import CPUDispatcher
+
+    import saliency.kernels as kernels
+
+    if numba.config.DISABLE_JIT:
+        pytest.skip("with NUMBA_DISABLE_JIT the kernels are plain Python functions")
+
+    modules = [getattr(kernels, name) for name in ("batchnorm", "conv2d", "im2col", "pool", "resize", "subpixel")]
+    jitted = [obj for mod in modules for obj in vars(mod).values() if isinstance(obj, CPUDispatcher)]
+    assert len(jitted) >= 15
+    for fn in jitted:
+        assert not fn.targetoptions.get("parallel"), fn.py_func.__qualname__
