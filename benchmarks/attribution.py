@@ -4,6 +4,9 @@
 
 Both engines run on 2 threads, alternately in this process, weights frozen in both (PyTorch
 is also timed with its weights requiring grad and `y.backward(seed)`, as most people run it).
+Between two timed runs the process sleeps --pause seconds: both NumPy's OpenBLAS threads and
+PyTorch's OpenMP threads spin-wait after their work, and would otherwise slow the other engine's
+next run on a 2-core machine.
 Every figure is a median; ratios are ours / PyTorch (lower is better). Then: each conv layer's
 GFLOP/s beside the NumPy GEMM peak measured in the same run; peak memory of a process that
 computes one depth map, per engine; start-up of a fresh process (import, build, one map) with
@@ -113,7 +116,7 @@ def make_runners(job, torch, repeats_check=True):
     return run_ours, run_torch_frozen, run_torch_trainable
 
 
-def time_jobs(torch, repeats):
+def time_jobs(torch, repeats, pause):
     print(f"{'job':18s} {'ours ms':>9s} {'torch ms':>9s} {'ratio':>6s} {'goal':>5s}   torch, weights requiring grad")
     results = {}
     for job in GOALS:
@@ -122,9 +125,9 @@ def time_jobs(torch, repeats):
             ours(), frozen(), trainable()
         t_ours, t_frozen, t_train = [], [], []
         for _ in range(repeats):  # alternate, so that both engines see the same machine load
-            t_ours.append(median_ms(ours, 1))
-            t_frozen.append(median_ms(frozen, 1))
-            t_train.append(median_ms(trainable, 1))
+            for fn, times in ((ours, t_ours), (frozen, t_frozen), (trainable, t_train)):
+                time.sleep(pause)
+                times.append(median_ms(fn, 1))
         o, f, t = (statistics.median(v) for v in (t_ours, t_frozen, t_train))
         results[job] = o / f
         mark = "ok" if o / f <= GOALS[job] else "MISSED"
@@ -150,7 +153,7 @@ def time_layers(repeats):
 
 
 _MAP_SCRIPT = """
-import resource, sys, time
+import sys, time
 t0 = time.perf_counter()
 engine = sys.argv[1]
 sys.path.insert(0, {bench!r})
@@ -170,7 +173,9 @@ else:
     x = torch.tensor(random_input("depth", 1), requires_grad=True)
     y = model(x)
     torch.autograd.grad(y, x, torch.ones_like(y))
-print(time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+# the peak resident set of this process since exec (ru_maxrss would include the parent's before exec)
+hwm = next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM:"))
+print(time.perf_counter() - t0, hwm / 1024)
 """
 
 
@@ -205,6 +210,7 @@ def measure_processes():
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=25)
+    parser.add_argument("--pause", type=float, default=0.15, help="seconds of sleep before each timed run")
     parser.add_argument("--no-subprocess", action="store_true", help="skip the memory and start-up measurements")
     args = parser.parse_args()
     import torch
@@ -215,7 +221,7 @@ def main():
         OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE')} OPENBLAS_THREAD_TIMEOUT={os.environ.get('OPENBLAS_THREAD_TIMEOUT')}
         inputs: classifier {INPUT_SHAPES['classifier']}, depth {INPUT_SHAPES['depth']}; medians of {args.repeats} runs
         """))
-    time_jobs(torch, args.repeats)
+    time_jobs(torch, args.repeats, args.pause)
     time_layers(args.repeats)
     if not args.no_subprocess:
         measure_processes()

@@ -2,7 +2,7 @@
 
 Arguments may be Tensors, arrays or numbers; the result is always a Tensor.
 """
-from .ops.conv import Convolution
+from .ops.conv import Convolution, UpsampleConvolution
 from .ops.elementwise import Maximum, Minimum, Where
 from .ops.loss import MseLoss, NllLoss
 from .ops.norm import BatchNorm
@@ -90,6 +90,15 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     """2-D cross-correlation: input (N, C, H, W), weight (O, C/groups, kh, kw), bias (O,) or None."""
     return Convolution.apply(_tensor(input), _tensor(weight), None if bias is None else _tensor(bias),
                              stride=stride, padding=padding, dilation=dilation, groups=groups)
+
+
+def upsample_conv2d(input, weight, bias=None, scale_factor=2):
+    """conv2d(interpolate(input, scale_factor, 'nearest'), weight, bias, padding=1) for a 3x3 weight,
+    as one sub-pixel convolution (4/9 of the work; the upsampled image is never built)."""
+    if int(scale_factor) != scale_factor or scale_factor < 1:
+        raise ValueError(f"scale_factor must be a positive integer, got {scale_factor!r}")
+    return UpsampleConvolution.apply(_tensor(input), _tensor(weight), None if bias is None else _tensor(bias),
+                                     scale=int(scale_factor))
 
 
 def max_pool2d(input, kernel_size, stride=None, padding=0):

@@ -18,6 +18,7 @@ from .conv2d import (ConvAlgorithm, choose_algorithm, conv2d_forward, conv2d_gra
                      conv2d_grad_weight, conv_output_size)
 from .pool import (adaptive_avg_pool2d_forward, adaptive_avg_pool2d_grad_input, avg_pool2d_forward,
                    avg_pool2d_grad_input, max_pool2d_forward, max_pool2d_grad_input)
+from .subpixel import upsample_conv2d_forward, upsample_conv2d_grad_input, upsample_conv2d_grad_weight
 from .resize import (upsample_bilinear2d_forward, upsample_bilinear2d_grad_input, upsample_nearest2d_forward,
                      upsample_nearest2d_grad_input)
 
@@ -28,5 +29,6 @@ __all__ = [
     "adaptive_avg_pool2d_forward", "adaptive_avg_pool2d_grad_input",
     "upsample_nearest2d_forward", "upsample_nearest2d_grad_input",
     "upsample_bilinear2d_forward", "upsample_bilinear2d_grad_input",
+    "upsample_conv2d_forward", "upsample_conv2d_grad_input", "upsample_conv2d_grad_weight",
     "batch_norm_stats", "batch_norm_forward", "batch_norm_grad_train", "batch_norm_grad_eval",
 ]

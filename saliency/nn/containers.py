@@ -2,7 +2,9 @@
 import collections
 import operator
 
+from . import functional as F
 from .module import Module, _addindent
+from .upsampling import fusable
 
 
 class _Indexed(Module):
@@ -69,7 +71,14 @@ class Sequential(_Indexed):
 
     Children are named "0", "1", ... (so a state-dict key reads "0.weight"); indexing with an int
     gives a child, with a slice a new Sequential of the same child objects.
+
+    An Upsample(nearest) followed by a plain 3x3 Conv2d (padding 1) runs as one sub-pixel
+    convolution (`F.upsample_conv2d`: same result, 4/9 of the work, one UpsampleConvolutionBackward0
+    node instead of two) unless either module has hooks; set `fuse_upsample_conv = False` on the
+    Sequential to keep PyTorch's two nodes.
     """
+
+    fuse_upsample_conv = True
 
     def __init__(self, *args):
         super().__init__()
@@ -81,8 +90,17 @@ class Sequential(_Indexed):
                 self.add_module(str(i), module)
 
     def forward(self, x):
-        for module in self._modules.values():
-            x = module(x)
+        modules = list(self._modules.values())
+        i = 0
+        while i < len(modules):
+            module = modules[i]
+            if self.fuse_upsample_conv and i + 1 < len(modules) and fusable(module, modules[i + 1]):
+                conv = modules[i + 1]
+                x = F.upsample_conv2d(x, conv.weight, conv.bias, module.scale_factor)
+                i += 2
+            else:
+                x = module(x)
+                i += 1
         return x
 
 

@@ -29,9 +29,12 @@ class Module:
         raise NotImplementedError(f'module [{type(self).__name__}] is missing the required "forward" function')
 
     # ---- calling ----------------------------------------------------------------------------
+    def _has_hooks(self):
+        return bool(self._forward_pre_hooks or self._forward_hooks or self._backward_hooks
+                    or self._backward_pre_hooks)
+
     def __call__(self, *args, **kwargs):
-        if not (self._forward_pre_hooks or self._forward_hooks or self._backward_hooks
-                or self._backward_pre_hooks):
+        if not self._has_hooks():
             return self.forward(*args, **kwargs)
         for hook in list(self._forward_pre_hooks.values()):
             out = hook(self, args)

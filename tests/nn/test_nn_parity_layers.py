@@ -96,3 +96,32 @@ def test_full_backward_hook_on_the_first_conv_sees_exactly_x_grad():
     y.backward(sl.ones_like(y))
     assert len(seen) == 1
     np.testing.assert_array_equal(seen[0].numpy(), x.grad.numpy())
+
+
+def test_upsample_then_conv_runs_fused_and_equals_the_two_layers():
+    torch.manual_seed(0)
+    theirs = build("depth", torch.nn).double()
+    fused = copy_weights(theirs, build("depth", nn)).double()
+    plain = copy_weights(theirs, build("depth", nn)).double()
+    plain.fuse_upsample_conv = False
+    x = np.random.default_rng(4).random((2, 3, 32, 32))
+    names = []
+    for model in (fused, plain):
+        xt = sl.tensor(x, requires_grad=True)
+        y = model(xt)
+        y.backward(sl.ones_like(y))
+        names.append(sl.autograd.render_graph(y))
+        model.result = (y.numpy(), xt.grad.numpy(), model[7].weight.grad.numpy())
+    assert names[0].count("UpsampleConvolutionBackward0") == 2 and "UpsampleNearest2DBackward0" not in names[0]
+    assert names[1].count("UpsampleNearest2DBackward0") == 2 and "UpsampleConvolutionBackward0" not in names[1]
+    for a, b in zip(fused.result, plain.result):
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+
+
+def test_a_hook_on_the_conv_keeps_the_two_layers_apart():
+    model = build("depth", nn)
+    seen = []
+    model[7].register_forward_hook(lambda module, args, out: seen.append(args[0].shape))
+    y = model(sl.tensor(np.zeros((1, 3, 32, 32), np.float32)))
+    assert seen == [(1, 64, 16, 16)]  # the conv saw the upsampled image
+    assert y.shape == (1, 1, 32, 32)

@@ -39,3 +39,30 @@ class Convolution(Function):
 
     def name(self):
         return "ConvolutionBackward0"
+
+
+class UpsampleConvolution(Function):
+    """z = conv2d(upsample_nearest(x, scale), w, b, padding=1) for a 3x3 kernel, computed as a
+    sub-pixel convolution: each of the scale x scale output phases is a 2x2 convolution of the
+    low-resolution x (4/9 of the FLOPs, and the upsampled image is never built). PyTorch has no
+    such node; `saliency.nn.Sequential` uses it for an Upsample(nearest) followed by such a Conv2d."""
+
+    __slots__ = ("scale", "x_shape", "w_shape")
+
+    def forward(self, x, w, b=None, *, scale=2):
+        if x.ndim != 4 or w.shape[2:] != (3, 3):
+            raise ValueError(f"upsample_conv2d expects input (N, C, H, W) and a 3x3 weight, got {x.shape} and {w.shape}")
+        if x.dtype != w.dtype:
+            raise TypeError(f"upsample_conv2d input has dtype {x.dtype} but weight has dtype {w.dtype}")
+        needs_x, needs_w = self.needs_input_grad[0], self.needs_input_grad[1]
+        self.scale, self.x_shape, self.w_shape = scale, x.shape, w.shape
+        self.save_for_backward(w if needs_x else None, x if needs_w else None)
+        return kernels.upsample_conv2d_forward(x, w, b, scale)
+
+    def backward(self, g):
+        w, x = self.saved
+        needs = self.needs_input_grad
+        dx = kernels.upsample_conv2d_grad_input(g, w, self.x_shape, self.scale) if needs[0] else None
+        dw = kernels.upsample_conv2d_grad_weight(g, x, self.w_shape, self.scale) if needs[1] else None
+        db = kernels.conv2d_grad_bias(g) if len(needs) > 2 and needs[2] else None
+        return dx, dw, db
