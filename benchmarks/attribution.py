@@ -4,9 +4,9 @@
 
 Both engines run on 2 threads, alternately in this process, weights frozen in both (PyTorch
 is also timed with its weights requiring grad and `y.backward(seed)`, as most people run it).
-Between two timed runs the process sleeps --pause seconds: both NumPy's OpenBLAS threads and
-PyTorch's OpenMP threads spin-wait after their work, and would otherwise slow the other engine's
-next run on a 2-core machine.
+The engines alternate in short blocks of runs, and the first run of each block is not timed:
+both NumPy's OpenBLAS threads and PyTorch's OpenMP threads spin-wait after their work, which
+slows the other engine's first run after a switch on a 2-core machine.
 Every figure is a median; ratios are ours / PyTorch (lower is better). Then: each conv layer's
 GFLOP/s beside the NumPy GEMM peak measured in the same run; peak memory of a process that
 computes one depth map, per engine; start-up of a fresh process (import, build, one map) with
@@ -116,7 +116,7 @@ def make_runners(job, torch, repeats_check=True):
     return run_ours, run_torch_frozen, run_torch_trainable
 
 
-def time_jobs(torch, repeats, pause):
+def time_jobs(torch, repeats, block=3):
     print(f"{'job':18s} {'ours ms':>9s} {'torch ms':>9s} {'ratio':>6s} {'goal':>5s}   torch, weights requiring grad")
     results = {}
     for job in GOALS:
@@ -124,10 +124,10 @@ def time_jobs(torch, repeats, pause):
         for _ in range(3):  # warm-up
             ours(), frozen(), trainable()
         t_ours, t_frozen, t_train = [], [], []
-        for _ in range(repeats):  # alternate, so that both engines see the same machine load
+        for _ in range(max(1, repeats // block)):  # alternate, so that both engines see the same machine load
             for fn, times in ((ours, t_ours), (frozen, t_frozen), (trainable, t_train)):
-                time.sleep(pause)
-                times.append(median_ms(fn, 1))
+                fn()  # the first run after a switch may wait for the other engine's spinning threads
+                times.extend(median_ms(fn, 1) for _ in range(block))
         o, f, t = (statistics.median(v) for v in (t_ours, t_frozen, t_train))
         results[job] = o / f
         mark = "ok" if o / f <= GOALS[job] else "MISSED"
@@ -209,8 +209,7 @@ def measure_processes():
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=25)
-    parser.add_argument("--pause", type=float, default=0.15, help="seconds of sleep before each timed run")
+    parser.add_argument("--repeats", type=int, default=30)
     parser.add_argument("--no-subprocess", action="store_true", help="skip the memory and start-up measurements")
     args = parser.parse_args()
     import torch
@@ -221,7 +220,7 @@ def main():
         OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE')} OPENBLAS_THREAD_TIMEOUT={os.environ.get('OPENBLAS_THREAD_TIMEOUT')}
         inputs: classifier {INPUT_SHAPES['classifier']}, depth {INPUT_SHAPES['depth']}; medians of {args.repeats} runs
         """))
-    time_jobs(torch, args.repeats, args.pause)
+    time_jobs(torch, args.repeats)
     time_layers(args.repeats)
     if not args.no_subprocess:
         measure_processes()
