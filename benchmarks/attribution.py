@@ -31,18 +31,10 @@ import saliency as sl  # noqa: I001  first: it configures OpenBLAS's threads bef
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from saliency import kernels  # noqa: E402
+from timing import median_ms  # noqa: E402
 from reference_models import INPUT_SHAPES, build, conv_layers, copy_weights, flops, random_input  # noqa: E402
 
 GOALS = {"classifier b1": 0.6, "classifier b32": 0.9, "depth b1": 1.0, "depth 64 pixels": 1.0}
-
-
-def median_ms(fn, repeats):
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times) * 1e3
 
 
 def gemm_peak():

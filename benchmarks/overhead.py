@@ -13,9 +13,11 @@ import time
 import numpy as np
 
 import saliency as sl
+from timing import median_ms
 
 
-def chain_ours(x, n):
+def chain(x, n):
+    """n tiny ops on x, then a sum: the same code runs on our tensors and on PyTorch's."""
     y = x
     for i in range(n // 4):
         y = y * 1.0001
@@ -23,25 +25,6 @@ def chain_ours(x, n):
         y = y.tanh()
         y = y - 0.0005
     return y.sum()
-
-
-def chain_torch(torch, x, n):
-    y = x
-    for i in range(n // 4):
-        y = y * 1.0001
-        y = y + 0.001
-        y = y.tanh()
-        y = y - 0.0005
-    return y.sum()
-
-
-def median_ms(fn, repeats):
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times) * 1e3
 
 
 def main():
@@ -53,11 +36,11 @@ def main():
     x = sl.tensor(np.random.default_rng(0).standard_normal(4).astype(np.float32), requires_grad=True)
 
     def ours():
-        chain_ours(x, n).backward()
+        chain(x, n).backward()
 
     def ours_forward():
         with sl.no_grad():
-            chain_ours(x, n)
+            chain(x, n)
 
     try:
         import torch
@@ -68,7 +51,7 @@ def main():
         tx = torch.tensor(x.data, requires_grad=True)
 
         def theirs():
-            chain_torch(torch, tx, n).backward()
+            chain(tx, n).backward()
 
     for _ in range(20):  # warm-up
         ours()

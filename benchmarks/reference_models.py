@@ -41,7 +41,7 @@ def copy_weights(torch_model, our_model):
 
 def conv_layers(name, batch=1):
     """(label, input shape, weight shape, stride, padding, upsampled-before) for each Conv2d of the model."""
-    c, h, w = INPUT_SHAPES[name]
+    _, h, w = INPUT_SHAPES[name]
     out, upsample = [], False
     for layer, args, kwargs in LAYERS[name]:
         if layer == "Conv2d":
@@ -49,7 +49,7 @@ def conv_layers(name, batch=1):
             s, p = kwargs.get("stride", 1), kwargs.get("padding", 0)
             out.append((f"Conv2d({cin},{cout},{k},s={s},p={p}) @{h}x{w}", (batch, cin, h, w), (cout, cin, k, k), s, p,
                         upsample))
-            c, h, w = cout, (h + 2 * p - k) // s + 1, (w + 2 * p - k) // s + 1
+            h, w = (h + 2 * p - k) // s + 1, (w + 2 * p - k) // s + 1
             upsample = False
         elif layer == "MaxPool2d":
             h, w = h // args[0], w // args[0]

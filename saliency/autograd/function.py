@@ -13,7 +13,6 @@ An op subclasses `Function` and writes, side by side:
 and an input requires grad, leaves the node on the graph.
 """
 import itertools
-import weakref
 
 import numpy as np
 

@@ -1,6 +1,4 @@
 """`Conv2d`: 2-D cross-correlation with PyTorch's weight layout (out, in/groups, kh, kw) and initialisation."""
-import math
-
 import numpy as np
 
 from . import functional as F
@@ -58,11 +56,7 @@ class Conv2d(Module):
         self.reset_parameters(generator)
 
     def reset_parameters(self, generator=None):
-        init.kaiming_uniform_(self.weight, a=math.sqrt(5), generator=generator)
-        if self.bias is not None:
-            fan_in = self.in_channels // self.groups * self.kernel_size[0] * self.kernel_size[1]
-            bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
-            init.uniform_(self.bias, -bound, bound, generator)
+        init.default_weight_and_bias_(self.weight, self.bias, generator)
 
     def forward(self, input):
         return F.conv2d(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)

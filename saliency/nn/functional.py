@@ -74,7 +74,7 @@ def dropout(input, p=0.5, training=True, inplace=False, generator=None):
 
 
 # ---- convolution, pooling, upsampling, batch norm (ops in saliency/autograd/ops, kernels in saliency/kernels) --
-from ..autograd.functions import (adaptive_avg_pool2d, avg_pool2d, batch_norm, conv2d, interpolate,  # noqa: E402
+from ..autograd.functions import (adaptive_avg_pool2d, avg_pool2d, batch_norm, conv2d, interpolate,  # noqa: E402,F401
                                   max_pool2d, upsample_conv2d)
 
 upsample = interpolate

@@ -121,3 +121,13 @@ def xavier_normal_(tensor, gain=1.0, generator=None):
     """Glorot & Bengio (2010): N(0, std^2) with std = gain * sqrt(2 / (fan_in + fan_out))."""
     fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
     return normal_(tensor, 0.0, gain * math.sqrt(2.0 / float(fan_in + fan_out)), generator)
+
+
+def default_weight_and_bias_(weight, bias=None, generator=None):
+    """PyTorch's default for Linear and Conv2d: weight by kaiming_uniform_ with a=sqrt(5) (that is,
+    U(-1/sqrt(fan_in), 1/sqrt(fan_in))), bias from the same uniform distribution."""
+    kaiming_uniform_(weight, a=math.sqrt(5), generator=generator)
+    if bias is not None:
+        fan_in = _calculate_fan_in_and_fan_out(weight)[0]
+        bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
+        uniform_(bias, -bound, bound, generator)

@@ -1,6 +1,4 @@
 """`Linear` (y = x W^T + b, PyTorch's layout and initialisation) and `Identity`."""
-import math
-
 import numpy as np
 
 from . import functional as F
@@ -39,11 +37,7 @@ class Linear(Module):
         self.reset_parameters(generator)
 
     def reset_parameters(self, generator=None):
-        init.kaiming_uniform_(self.weight, a=math.sqrt(5), generator=generator)
-        if self.bias is not None:
-            fan_in = self.in_features
-            bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
-            init.uniform_(self.bias, -bound, bound, generator)
+        init.default_weight_and_bias_(self.weight, self.bias, generator)
 
     def forward(self, input):
         return F.linear(input, self.weight, self.bias)
