@@ -1,1 +1,2 @@
 """The model zoo: architectures, data generators and trained weights."""
+from . import data

@@ -1,0 +1,104 @@
+"""Data for the zoo: deterministic generators, nothing downloaded.
+
+* ``shapes(n, seed=0)`` -> images float32 (n, 3, 64, 64) in [0, 1], labels int64 (n,) indexing
+  ``SHAPE_CLASSES``. One anti-aliased shape per image (random position, size, rotation and
+  colour) on a noise, gradient or stripe background with small blobs and lines as clutter.
+* ``scenes(n, seed=0)`` -> images float32 (n, 3, 128, 128) in [0, 1], depths float32
+  (n, 1, 128, 128) in metres, masks bool (n, MAX_OBJECTS, 128, 128). Ray-cast scenes of a
+  checkered ground, a sky and 1 to 5 spheres, boxes and upright cylinders. Depth is *z-depth*
+  (distance along the camera's viewing axis), capped at ``MAX_DEPTH`` = 50 m, which is also the
+  depth of the sky. Mask k holds the pixels where object slot k is the nearest surface (visible
+  pixels only); a slot without an object, or an object hidden behind another, has an empty mask.
+  ``ground_depth(height, pitch)`` is the ground plane's depth in closed form.
+* ``digits(split, seed=0)`` -> images float32 (N, 1, 32, 32) in [0, 1], labels int64: the 1,797
+  handwritten 8x8 digits shipped with scikit-learn, bilinearly upsampled, split 80/20 per class.
+
+The same arguments always give the same arrays (a ``numpy.random.Generator`` seeded with
+``seed``; no global random state). Arrays of n images are drawn as a whole: the first k images of
+``shapes(n)`` are not those of ``shapes(k)``.
+"""
+import gzip
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+
+from ._data_scenes import FOCAL, MAX_DEPTH, MAX_OBJECTS, OBJECT_KINDS, ground_depth
+from ._data_scenes import scenes as _scenes
+from ._data_shapes import SHAPE_CLASSES, _bilinear_matrix
+from ._data_shapes import shapes as _shapes
+
+__all__ = ["shapes", "scenes", "digits", "ground_depth", "SHAPE_CLASSES", "OBJECT_KINDS",
+           "FOCAL", "MAX_DEPTH", "MAX_OBJECTS"]
+
+DIGITS_SIZE = 32
+_TEST_SHARE = 0.2
+
+
+def shapes(n, seed=0, *, return_info=False):
+    """n shape images and their labels (indices into SHAPE_CLASSES).
+
+    With ``return_info=True`` a third value is a dict of what was drawn: ``"mask"`` (n, 64, 64)
+    float32 coverage of the shape, ``"center"`` (n, 2) as (x, y) in pixels (pixel (row, col)
+    has its centre at (col + 0.5, row + 0.5)), ``"radius"`` (n,) the circumradius in pixels,
+    ``"angle"`` (n,) the rotation in radians, ``"color"`` (n, 3) the shape's RGB colour.
+    """
+    return _shapes(n, seed, return_info=return_info)
+
+
+def scenes(n, seed=0, *, objects=(1, MAX_OBJECTS), return_params=False):
+    """n ray-cast scenes: (images, depths, masks); see the module docstring for the conventions.
+
+    ``objects=(lo, hi)`` bounds the number of objects per scene (``(0, 0)`` gives empty
+    ground-and-sky scenes); an object that does not fit beside the others is left out, so a
+    scene can hold fewer than it drew. With ``return_params=True`` a fourth value is a dict:
+    ``"focal"`` (pixels), ``"height"`` (n,) camera height in metres, ``"pitch"`` (n,) downward
+    pitch in radians, ``"light"`` (n, 3) unit direction toward the light, ``"kind"`` (n, K)
+    index into OBJECT_KINDS or -1 for an empty slot, ``"pos"`` (n, K, 2) ground position (x, z),
+    ``"size"`` (n, K, 3) half width in x, height, half depth in z (a sphere's radius is the
+    half width), ``"albedo"`` (n, K, 3).
+    """
+    return _scenes(n, seed, objects=objects, return_params=return_params)
+
+
+def _digits_file():
+    spec = importlib.util.find_spec("sklearn")
+    if spec is None or not spec.submodule_search_locations:
+        raise ModuleNotFoundError(
+            "digits() reads the handwritten digits shipped inside scikit-learn, which is not installed; "
+            "install it with pip install 'saliency-maps[train]'")
+    path = Path(next(iter(spec.submodule_search_locations))) / "datasets" / "data" / "digits.csv.gz"
+    if not path.is_file():
+        raise FileNotFoundError(f"scikit-learn is installed but has no {path}; reinstall it with "
+                                "pip install --force-reinstall scikit-learn")
+    return path
+
+
+def _test_indices(labels, rng):
+    """A stratified 20% of the indices: each class gives floor or ceil of its share, largest remainders first."""
+    counts = np.bincount(labels)
+    share = counts * _TEST_SHARE
+    take = np.floor(share).astype(int)
+    extra = int(round(len(labels) * _TEST_SHARE)) - take.sum()
+    take[np.argsort(-(share - take), kind="stable")[:extra]] += 1
+    return np.sort(np.concatenate([rng.permutation(np.flatnonzero(labels == c))[:k] for c, k in enumerate(take)]))
+
+
+def digits(split, seed=0):
+    """The train (1,438) or test (359) images of scikit-learn's digits, upsampled to 32x32.
+
+    Pixels are the original 0..16 counts divided by 16, then bilinearly upsampled (half-pixel
+    centres, as PyTorch's ``interpolate(mode="bilinear", align_corners=False)``). ``seed`` picks
+    the stratified split; the same seed always gives the same split.
+    """
+    if split not in ("train", "test"):
+        raise ValueError(f"split must be 'train' or 'test', got {split!r}")
+    with gzip.open(_digits_file(), "rt") as f:
+        table = np.loadtxt(f, delimiter=",", dtype=np.float64)
+    pixels, labels = table[:, :64].reshape(-1, 8, 8).astype(np.float32) / 16, table[:, 64].astype(np.int64)
+    test = np.zeros(len(labels), bool)
+    test[_test_indices(labels, np.random.default_rng(seed))] = True
+    keep = test if split == "test" else ~test
+    up = _bilinear_matrix(DIGITS_SIZE, 8)  # half-pixel centres, edges clamped
+    images = np.clip(up @ pixels[keep] @ up.T, 0, 1)[:, None].astype(np.float32)
+    return images, labels[keep]
