@@ -94,7 +94,8 @@ def _hit_object(o, d, p, s, k):
         if j == 0:
             hit = _sphere(oj, dj, cx, size[..., 1] / 2, cz, size[..., 0])
         elif j == 1:
-            hit = _box(oj, dj, (cx - size[..., 0], 0.0, cz - size[..., 2]), (cx + size[..., 0], size[..., 1], cz + size[..., 2]))
+            hit = _box(oj, dj, (cx - size[..., 0], 0.0, cz - size[..., 2]),
+                       (cx + size[..., 0], size[..., 1], cz + size[..., 2]))
         else:
             hit = _cylinder(oj, dj, cx, cz, size[..., 0], size[..., 1])
         t[rows] = hit[0]

@@ -150,7 +150,8 @@ def _background(p, idx, xs, ys):
     up = _bilinear_matrix(SIZE, p["noise_grid"].shape[1])
     noise = up @ p["noise_grid"][idx] @ up.T
     gradient = 0.5 + u / (SIZE * 2 ** 0.5)
-    stripes = 0.5 + 0.5 * np.sin(2 * np.pi * u / p["stripe_period"][idx, None, None] + p["stripe_phase"][idx, None, None])
+    period, phase = p["stripe_period"][idx, None, None], p["stripe_phase"][idx, None, None]
+    stripes = 0.5 + 0.5 * np.sin(2 * np.pi * u / period + phase)
     t = np.where(tex == 0, noise, np.where(tex == 1, gradient, stripes))[:, None]
     b0, b1 = (b[idx, :, None, None] for b in p["background"])
     return b0 + (b1 - b0) * t                           # (n, 3, H, W)
@@ -171,31 +172,33 @@ def _shape_coverage(p, idx, xs, ys):
 
 
 def _draw_clutter(img, p, idx):
-    """Blobs and short lines, each drawn in its own window of a padded canvas."""
+    """Blobs and short lines, each drawn in a window of a padded canvas through flat indices."""
     n, pad = len(idx), _PATCH // 2
-    canvas = np.pad(img, ((0, 0), (0, 0), (pad, pad), (pad, pad)), mode="edge")
+    side = SIZE + 2 * pad
+    canvas = np.zeros((n, 3, side, side), np.float32)
+    canvas[:, :, pad:-pad, pad:-pad] = img
+    flat = canvas.reshape(-1)
     local = np.arange(_PATCH, dtype=np.float32) - pad + 0.5
+    window = np.arange(_PATCH)[:, None] * side + np.arange(_PATCH)          # (P, P) offsets in one channel
     for k in range(p["clutter_pos"].shape[1]):
-        pos = p["clutter_pos"][idx, k]
-        present = ~np.isnan(pos[:, 0])
-        if not present.any():
+        present = np.flatnonzero(~np.isnan(p["clutter_pos"][idx, k, 0]))
+        if not present.size:
             continue
-        rows, cols, pos = np.flatnonzero(present), None, pos[present]
-        corner = np.floor(pos).astype(int)                # window origin in the padded canvas
+        q = idx[present]
+        pos = p["clutter_pos"][q, k]
+        corner = np.floor(pos).astype(np.int64)          # window origin in the padded canvas
         y = (corner[:, 1, None] + local)[:, :, None] - pos[:, 1, None, None]   # offsets from the item's centre
         x = (corner[:, 0, None] + local)[:, None, :] - pos[:, 0, None, None]
-        ang = p["clutter_angle"][idx[rows], k][:, None, None]
-        along = np.clip(x * np.cos(ang) + y * np.sin(ang), -p["clutter_length"][idx[rows], k][:, None, None],
-                        p["clutter_length"][idx[rows], k][:, None, None])
-        line_d = np.hypot(x - along * np.cos(ang), y - along * np.sin(ang)) - 0.7
-        blob_d = np.hypot(x, y) - p["clutter_size"][idx[rows], k][:, None, None]
-        d = np.where(p["clutter_line"][idx[rows], k][:, None, None], line_d, blob_d)
-        alpha = np.clip(0.5 - d, 0, 1)[:, None]                            # (m, 1, P, P)
-        r_idx = corner[:, 1, None] + np.arange(_PATCH)
-        c_idx = corner[:, 0, None] + np.arange(_PATCH)
-        sel = (rows[:, None, None, None], np.arange(3)[None, :, None, None], r_idx[:, None, :, None], c_idx[:, None, None, :])
-        colour = p["clutter_color"][idx[rows], k][:, :, None, None]
-        canvas[sel] = canvas[sel] * (1 - alpha) + colour * alpha
+        cos, sin = (f(p["clutter_angle"][q, k])[:, None, None] for f in (np.cos, np.sin))
+        half = p["clutter_length"][q, k][:, None, None]
+        along = np.clip(x * cos + y * sin, -half, half)
+        line_d = np.hypot(x - along * cos, y - along * sin) - 0.7
+        blob_d = np.hypot(x, y) - p["clutter_size"][q, k][:, None, None]
+        alpha = np.clip(0.5 - np.where(p["clutter_line"][q, k][:, None, None], line_d, blob_d), 0, 1)[:, None]
+        start = (present[:, None] * 3 + np.arange(3)) * side * side + corner[:, 1, None] * side + corner[:, 0, None]
+        at = start[:, :, None, None] + window                                # (m, 3, P, P) flat indices
+        colour = p["clutter_color"][q, k][:, :, None, None]
+        flat[at] = flat[at] * (1 - alpha) + colour * alpha
     img[:] = canvas[:, :, pad:-pad, pad:-pad]
 
 
@@ -206,7 +209,7 @@ def render(p, idx, rng):
     _draw_clutter(img, p, idx)
     cover = _shape_coverage(p, idx, xs, ys)
     img += (p["color"][idx, :, None, None] - img) * cover[:, None]
-    img += rng.standard_normal(img.shape, np.float32) * np.float32(_NOISE)
+    img += (rng.random(img.shape, np.float32) - np.float32(0.5)) * np.float32(_NOISE * 12 ** 0.5)  # uniform, std _NOISE
     return np.clip(img, 0, 1, out=img), cover
 
 
@@ -218,8 +221,8 @@ def shapes(n, seed=0, *, return_info=False):
     images = np.empty((n, 3, SIZE, SIZE), np.float32)
     cover = np.empty((n, SIZE, SIZE), np.float32)
     for start in range(0, n, _CHUNK):
-        idx = np.arange(start, min(start + _CHUNK, n))
-        images[idx], cover[idx] = render(p, idx, rng)
+        stop = min(start + _CHUNK, n)
+        images[start:stop], cover[start:stop] = render(p, np.arange(start, stop), rng)
     labels = p["label"].astype(np.int64)
     if not return_info:
         return images, labels

@@ -79,7 +79,7 @@ def _test_indices(labels, rng):
     counts = np.bincount(labels)
     share = counts * _TEST_SHARE
     take = np.floor(share).astype(int)
-    extra = int(round(len(labels) * _TEST_SHARE)) - take.sum()
+    extra = round(len(labels) * _TEST_SHARE) - take.sum()
     take[np.argsort(-(share - take), kind="stable")[:extra]] += 1
     return np.sort(np.concatenate([rng.permutation(np.flatnonzero(labels == c))[:k] for c, k in enumerate(take)]))
 
