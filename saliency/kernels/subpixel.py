@@ -79,7 +79,7 @@ def upsample_conv2d_forward(x, w, b=None, scale=2):
 
 
 def upsample_conv2d_grad_input(g, w, x_shape, scale=2):
-    """VJP to x: g (*seeds, N, O, sH, sW) -> (*seeds, N, C, H, W), all seeds and phases in one GEMM.
+    """VJP to x: g (*seeds, N, O, sH, sW) -> (*seeds, N, C, H, W), all phases in one GEMM per chunk of images.
 
     dx[i, j] = sum over phases (r, q) and taps (t, u) of Wph[r, q, :, :, t, u]^T g[s*(i - base_r - t) + r,
     s*(j - base_q - u) + q]: the phase planes of g are read in place from one padded channels-last copy.
@@ -95,15 +95,31 @@ def upsample_conv2d_grad_input(g, w, x_shape, scale=2):
     w = w.astype(g2.dtype, copy=False)
     M = g2.shape[0]
     bases, _ = phase_matrices(s)
-    gp = np.empty((M, s * H + 2 * s, s * W + 2 * s, O), g2.dtype)
-    im2col._to_nhwc(g2, gp, 0, 0, 1, 1, s, s)
     # tap (r, t) reads padded row s*i + r - s*(bases[r] + t) + s
-    offs = (np.arange(s)[:, None] - s * (bases[:, None] + np.arange(2)[None, :]) + s).reshape(1, 2 * s)
-    cols = np.empty((1, M * H * W, 4 * s * s * O), g2.dtype)
-    im2col._im2row(gp.reshape(M, gp.shape[1], -1), O, cols, offs, offs, s, s, H, W, 0)
-    wm = np.ascontiguousarray(phase_weights(w, s).transpose(0, 4, 1, 5, 2, 3)).reshape(1, 4 * s * s * O, C)
+    offs = (np.arange(s)[:, None] - s * (bases[:, None] + np.arange(2)[None, :]) + s).reshape(2 * s)
+    # taps in increasing offset order: consecutive offsets are one contiguous run for _im2row
+    # (for s = 2 the 4 taps of a patch row become 1 run of 4*O values instead of 4 runs of O)
+    order = np.argsort(offs, kind="stable")
+    wm = phase_weights(w, s).transpose(0, 4, 1, 5, 2, 3).reshape(2 * s, 2 * s, O, C)[order][:, order]
+    wm = np.ascontiguousarray(wm).reshape(4 * s * s * O, C)
+    offs = offs[order].reshape(1, 2 * s)
     dx = np.empty((M, C, H, W), g2.dtype)
-    im2col._row2im(np.matmul(cols, wm), dx, np.zeros(C, g2.dtype), H, W, 1, 1, 0, 0, 1)
+    zero = np.zeros(C, g2.dtype)
+    # images in cache-sized chunks (im2col.chunks), buffers reused: one call still serves every seed
+    spans = im2col.chunks(M, H * W * 4 * s * s * O * g2.itemsize)
+    mc = max(m1 - m0 for m0, m1 in spans)
+    gp = np.empty((mc, s * H + 2 * s, s * W + 2 * s, O), g2.dtype)
+    cols_buf = np.empty((mc * H * W, 4 * s * s * O), g2.dtype)
+    res_buf = np.empty((mc * H * W, C), g2.dtype)
+    for m0, m1 in spans:
+        mn = m1 - m0
+        R = mn * H * W
+        im2col._to_nhwc(g2[m0:m1], gp[:mn], 0, 0, 1, 1, s, s)
+        cols = cols_buf[:R]
+        im2col._im2row(gp[:mn].reshape(mn, gp.shape[1], -1), O, cols.reshape(1, R, -1), offs, offs, s, s, H, W, 0)
+        res = res_buf[:R]
+        np.matmul(cols, wm, out=res)
+        im2col._row2im(res.reshape(1, R, C), dx[m0:m1], zero, H, W, 1, 1, 0, 0, 1)
     return dx.reshape(seeds + x_shape)
 
 

@@ -220,3 +220,24 @@ def test_kernels_run_on_the_calling_thread():
     assert len(jitted) >= 15
     for fn in jitted:
         assert not fn.targetoptions.get("parallel"), fn.py_func.__qualname__
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_gemm_input_vjps_in_chunks_of_images_equal_per_seed_calls(case, monkeypatch):
+    """GEMM + col2im and the row-major correlation build their patches a few images at a time
+    (im2col.CHUNK_BYTES): with one image per chunk, the seed-batched VJP equals per-seed calls."""
+    rng = np.random.default_rng(8)
+    x, w, b, (s, p, d, groups) = make(case, np.float64, rng)
+    y = K.conv2d_forward(x, w, b, s, p, d, groups)
+    g = rng.standard_normal((3,) + y.shape)
+    sp, pp, dp = ref.pair(s), ref.pair(p), ref.pair(d)
+    x_shape = (3 * x.shape[0],) + x.shape[1:]
+    monkeypatch.setattr(im2col, "CHUNK_BYTES", 1)
+    paths = [lambda gg, xs: im2col.conv2d_grad_input_gemm(gg, w, xs, sp, pp, dp, groups)]
+    if groups == 1:
+        paths.append(lambda gg, xs: im2col.conv2d_grad_input_rows(gg, w, xs, sp, pp, dp))
+    for path in paths:
+        dx = path(g.reshape((-1,) + y.shape[1:]), x_shape).reshape((3,) + x.shape)
+        for k in range(3):
+            np.testing.assert_allclose(dx[k], ref.conv2d_grad_input(g[k], w, x.shape, s, p, d, groups),
+                                       rtol=1e-10, atol=1e-10)

@@ -98,3 +98,18 @@ def test_nan_propagates_only_to_the_pixels_it_reaches():
 def test_bad_arguments_raise_clear_errors(call, message):
     with pytest.raises((ValueError, TypeError), match=message):
         call()
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_input_vjp_in_chunks_of_images_equals_per_seed_calls(case, monkeypatch):
+    """The wrapper builds its patches a few images at a time (im2col.CHUNK_BYTES); with one image
+    per chunk the seed-batched VJP still equals one call per seed."""
+    from saliency.kernels import im2col
+    rng = np.random.default_rng(5)
+    x, w, b, g, s = make(case, np.float64, rng, seeds=(3,))
+    monkeypatch.setattr(im2col, "CHUNK_BYTES", 1)
+    dx = S.upsample_conv2d_grad_input(g, w, x.shape, s)
+    for k in range(3):
+        np.testing.assert_allclose(dx[k], ref.conv2d_grad_input(g[k], w, ref.upsample_nearest(x, s).shape, 1, 1)
+                                   .reshape(x.shape[:2] + (x.shape[2], s, x.shape[3], s)).sum(axis=(3, 5)),
+                                   rtol=1e-10, atol=1e-10)
