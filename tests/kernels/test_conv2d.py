@@ -133,7 +133,7 @@ def test_seed_dimensions_equal_per_seed_calls_in_one_kernel_call(case, algorithm
     y = K.conv2d_forward(x, w, b, *args)
     g = rng.standard_normal((2, 3) + y.shape)
     if algorithm is K.ConvAlgorithm.DIRECT:
-        kernel_module, name = K, "_corr2d"
+        kernel_module, name = K, "_corr2d_3x3" if w.shape[2:] == (3, 3) else "_corr2d"
     else:
         kernel_module, name = im2col, "_col2im"
     kernel = getattr(kernel_module, name)
@@ -241,3 +241,23 @@ def test_gemm_input_vjps_in_chunks_of_images_equal_per_seed_calls(case, monkeypa
         for k in range(3):
             np.testing.assert_allclose(dx[k], ref.conv2d_grad_input(g[k], w, x.shape, s, p, d, groups),
                                        rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if ref.pair(c[5]) == (3, 3)] + [
+    (1, 2, 9, 6, 20, 3, 1, 0, 2, 1), (2, 3, 5, 7, 5, 3, 3, 2, 1, 1), (1, 1, 3, 6, 7, 3, 1, -1, 1, 1)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_3x3_kernel_equals_the_generic_correlation(case, dtype):
+    """_corr2d_3x3 (all 9 taps per pixel from a padded row buffer) against _corr2d, including
+    stride 3, dilation, groups, more output channels than one block, and a crop (negative padding,
+    as in the input VJP)."""
+    N, C, O, H, W, k, s, p, d, groups = case
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal((N, C, H, W)).astype(dtype)
+    w = rng.standard_normal((O, C // groups, 3, 3)).astype(dtype)
+    b = rng.standard_normal(O).astype(dtype)
+    OH, OW = K.conv_output_size(H, 3, s, p, d), K.conv_output_size(W, 3, s, p, d)
+    for ob, rb in [(8, OH), (3, 2), (1, 1)]:
+        got, want = np.full((2, N, O, OH, OW), np.nan, dtype)
+        K._corr2d_3x3(x, w, b, got, s, s, p, p, d, d, groups, ob, rb)
+        K._corr2d(x, w, b, want, s, s, p, p, d, d, groups, ob, rb)
+        np.testing.assert_allclose(got, want, **TOL[dtype])
