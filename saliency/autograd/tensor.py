@@ -10,7 +10,7 @@ from .ops.elementwise import (Abs, Add, Cast, Clamp, Clone, Div, Exp, Log, Maxim
                               Sigmoid, Sqrt, Sub, Tanh)
 from .ops.linalg import Matmul
 from .ops.loss import LogSoftmax, Softmax
-from .ops.reduce import (Amax, Amin, LogSumExp, MaxAll, MaxDim, Mean, MinAll, Norm, Sum, normalize_dims)
+from .ops.reduce import Amax, Amin, LogSumExp, MaxAll, MaxDim, Mean, MinAll, Norm, Sum, arg_index, normalize_dims
 from .ops.shape import Expand, GetItem, Permute, Reshape, Squeeze, Transpose, Unsqueeze
 from .printing import format_data
 
@@ -44,6 +44,10 @@ def as_array(data, dtype=None):
 def _short(obj):
     text = repr(obj)
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+# (values, indices), as returned by max(dim) and min(dim)
+_ValuesIndices = collections.namedtuple("max_min", ["values", "indices"])
 
 
 class Tensor:
@@ -401,17 +405,22 @@ class Tensor:
 
     def max(self, dim=None, keepdim=False):
         """The largest element; with dim, the (values, indices) of each row's first maximum."""
-        return MaxAll.apply(self) if dim is None else _pick(self, dim, keepdim, np.argmax, "Max")
+        return MaxAll.apply(self) if dim is None else self._pick(dim, keepdim, np.argmax, "Max")
 
     def min(self, dim=None, keepdim=False):
         """The smallest element; with dim, the (values, indices) of each row's first minimum."""
-        return MinAll.apply(self) if dim is None else _pick(self, dim, keepdim, np.argmin, "Min")
+        return MinAll.apply(self) if dim is None else self._pick(dim, keepdim, np.argmin, "Min")
+
+    def _pick(self, dim, keepdim, fn, kind):
+        index = arg_index(self.data, dim, True, fn)
+        values = MaxDim.apply(self, index=index, dim=dim, keepdim=keepdim, kind=kind)
+        return _ValuesIndices(values, Tensor._make(arg_index(self.data, dim, keepdim, fn), False, None))
 
     def argmax(self, dim=None, keepdim=False):
-        return _argpick(self, dim, keepdim, np.argmax)
+        return Tensor._make(arg_index(self.data, dim, keepdim, np.argmax), False, None)
 
     def argmin(self, dim=None, keepdim=False):
-        return _argpick(self, dim, keepdim, np.argmin)
+        return Tensor._make(arg_index(self.data, dim, keepdim, np.argmin), False, None)
 
     def norm(self, p=2, dim=None, keepdim=False):
         return Norm.apply(self, p=p, dim=dim, keepdim=keepdim)
@@ -508,22 +517,3 @@ def _index_key(key):
     if isinstance(key, tuple):
         return tuple(k.data if isinstance(k, Tensor) else k for k in key)
     return key
-
-
-def _argpick(t, dim, keepdim, fn):
-    if dim is None:
-        return Tensor._make(np.asarray(fn(t.data)), False, None)
-    (axis,) = normalize_dims(dim, t.ndim) or (0,)
-    out = fn(t.data, axis=axis) if t.ndim else np.asarray(0)
-    return Tensor._make(np.expand_dims(out, axis) if keepdim and t.ndim else np.asarray(out), False, None)
-
-
-def _pick(t, dim, keepdim, fn, kind):
-    index = _argpick(t, dim, True, fn).data
-    values = MaxDim.apply(t, index=index, dim=dim, keepdim=keepdim, kind=kind)
-    indices = index if keepdim or not t.ndim else np.squeeze(index, normalize_dims(dim, t.ndim)[0])
-    return _ValuesIndices(values, Tensor._make(np.asarray(indices), False, None))
-
-
-# (values, indices), as returned by max(dim) and min(dim)
-_ValuesIndices = collections.namedtuple("max_min", ["values", "indices"])

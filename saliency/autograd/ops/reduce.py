@@ -19,6 +19,17 @@ def normalize_dims(dim, ndim, what="dim"):
     return tuple(sorted(a for a in axes if a < ndim))
 
 
+def arg_index(x, dim, keepdim, fn):
+    """np.argmax / np.argmin (`fn`) of x over `dim` (all elements when None), as an int64 array."""
+    if dim is None:
+        return np.asarray(fn(x))
+    (axis,) = normalize_dims(dim, x.ndim) or (0,)
+    if not x.ndim:
+        return np.asarray(0)
+    out = fn(x, axis=axis)
+    return np.expand_dims(out, axis) if keepdim else np.asarray(out)
+
+
 def expand_reduced(g, in_shape, axes, keepdim, nb):
     """Broadcast the gradient of a reduction back over the reduced axes of the input."""
     lead = g.shape[:nb]
