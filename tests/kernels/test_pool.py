@@ -139,3 +139,25 @@ def test_bad_arguments_raise_clear_errors():
         P.avg_pool2d_forward(np.zeros((1, 1, 2, 2)), 3)
     with pytest.raises(ValueError, match="g must have shape"):
         P.avg_pool2d_grad_input(np.zeros((1, 1, 3, 3)), (1, 1, 4, 4), 2)
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 7, 9), (1, 2, 2, 2), (1, 1, 6, 40), (2, 2, 5, 3)])
+def test_max_pool_2x2_kernel_equals_the_generic_kernel(shape):
+    """The 2x2 / stride-2 kernel against the table-driven one: odd sizes (last row/column dropped),
+    rows wider than one vector, ties (zeros, as after a ReLU), NaN and -inf."""
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal(shape)
+    x[..., 1::3, :] = 0.0
+    x[..., ::4, ::3] = np.nan
+    x[..., 2::5, 1::2] = -np.inf
+    for dtype in (np.float32, np.float64):
+        xd = x.astype(dtype)
+        y0, y1 = P._sliding_windows(shape[2], 2, 2, 0, "max_pool2d")
+        x0, x1 = P._sliding_windows(shape[3], 2, 2, 0, "max_pool2d")
+        want, want_idx = np.empty(shape[:2] + (len(y0), len(x0)), dtype), np.empty(shape[:2] + (len(y0), len(x0)), np.int64)
+        P._max_pool(xd, want, want_idx, y0, y1, x0, x1)
+        got, got_idx = P.max_pool2d_forward(xd, 2)
+        np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(got_idx, want_idx)
+        got, got_idx = P.max_pool2d_forward(xd, (2, 2), 2, 0)
+        np.testing.assert_array_equal(got_idx, want_idx)

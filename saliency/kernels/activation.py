@@ -1,0 +1,51 @@
+"""ReLU and its VJP in one pass each (NumPy needs three passes for the forward, and its
+float-times-bool product casts through a buffer).
+
+relu_forward(x) -> (max(x, 0) with NaN kept, mask = not (x <= 0)); relu_grad(g, mask) = g * mask
+with g's optional leading seed dimensions, exactly NumPy's `g * mask` (NaN or inf in g at an
+inactive unit gives NaN, a negative g gives -0.0). Both fall back to NumPy for anything but
+C-contiguous float32/float64 arrays whose trailing shape is the mask's.
+"""
+import numpy as np
+from numba import njit
+
+
+@njit(cache=True)
+def _relu(x, out, mask):
+    for i in range(x.shape[0]):
+        v = x[i]
+        on = not (v <= 0)  # True for NaN: NaN passes through, as np.maximum
+        mask[i] = on
+        out[i] = v if on else 0
+
+
+@njit(cache=True)
+def _relu_grad(g, mask, out):
+    """out[k, i] = g[k, i] * mask[i] (seeds in k)."""
+    n = mask.shape[0]
+    for k in range(g.shape[0]):
+        gr = g[k]
+        orow = out[k]
+        for i in range(n):
+            orow[i] = gr[i] * mask[i]
+
+
+def relu_forward(x):
+    """(max(x, 0), boolean mask of not (x <= 0)); NaN stays NaN and its mask is True."""
+    if type(x) is np.ndarray and x.dtype in (np.float32, np.float64) and x.flags.c_contiguous and x.size >= 1024:
+        out = np.empty_like(x)
+        mask = np.empty(x.shape, np.bool_)
+        _relu(x.reshape(-1), out.reshape(-1), mask.reshape(-1).view(np.uint8))
+        return out, mask
+    out = np.maximum(x, 0)
+    return out, ~(out <= 0)
+
+
+def relu_grad(g, mask):
+    """g * mask, g of shape (*seeds, *mask.shape)."""
+    if (type(g) is np.ndarray and g.dtype in (np.float32, np.float64) and g.flags.c_contiguous
+            and mask.flags.c_contiguous and mask.size >= 1024 and g.shape[g.ndim - mask.ndim:] == mask.shape):
+        out = np.empty_like(g)
+        _relu_grad(g.reshape(-1, mask.size), mask.reshape(-1).view(np.uint8), out.reshape(-1, mask.size))
+        return out
+    return g * mask
