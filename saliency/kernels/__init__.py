@@ -1,10 +1,12 @@
-"""Numba kernels on plain C-contiguous float32/float64 arrays: convolution and its VJPs, pooling, resizing, batch norm.
+"""Numba kernels on plain C-contiguous float32/float64 arrays: convolution and its VJPs, pooling, resizing, batch norm,
+ReLU (`activation`, used by the autograd op directly).
 
 Conventions for the whole package: arrays are NCHW; the public functions are plain Python
 wrappers (arrays and ints in, arrays out, inputs made contiguous) around `@njit` kernels that
 write into preallocated outputs. Every VJP takes a cotangent `g` with optional extra leading
 seed dimensions (K seeds through one pass) and returns gradients with the same leading
-dimensions; the seeds are folded into the batch so that K*N gradients are one kernel call.
+dimensions; the seeds are folded into the batch so that K*N gradients are one wrapper call (the
+GEMM-based conv VJPs then run the images through in cache-sized chunks, `im2col.chunks`).
 
 Threads: the kernels run on the calling thread (compiled without `parallel=True`), and the
 matrix products inside the convolutions use NumPy's multi-threaded BLAS. Measured on 2 cores
