@@ -4,9 +4,11 @@
 
 Both engines run on 2 threads, alternately in this process, weights frozen in both (PyTorch
 is also timed with its weights requiring grad and `y.backward(seed)`, as most people run it).
-The engines alternate in short blocks of runs, and the first run of each block is not timed:
-both NumPy's OpenBLAS threads and PyTorch's OpenMP threads spin-wait after their work, which
-slows the other engine's first run after a switch on a 2-core machine.
+The engines alternate in short blocks of runs. Before each block the process sleeps 0.15 s and
+makes one untimed run: NumPy's OpenBLAS workers spin-wait for about 0.1 s after their last
+matrix product, and PyTorch's OpenMP workers briefly too, which on a 2-core machine slows
+whichever engine runs next; the pause lets the other engine's threads go idle, the untimed run
+wakes this engine's own.
 Every figure is a median; ratios are ours / PyTorch (lower is better). Then: each conv layer's
 GFLOP/s beside the NumPy GEMM peak measured in the same run; peak memory of a process that
 computes one depth map, per engine; start-up of a fresh process (import, build, one map) with
@@ -27,7 +29,7 @@ import time
 
 import numpy as np
 
-import saliency as sl  # noqa: I001  first: it configures OpenBLAS's threads before NumPy loads it
+import saliency as sl
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from saliency import kernels  # noqa: E402
@@ -119,7 +121,8 @@ def time_jobs(torch, repeats, block=3):
         t_ours, t_frozen, t_train = [], [], []
         for _ in range(max(1, repeats // block)):  # alternate, so that both engines see the same machine load
             for fn, times in ((ours, t_ours), (frozen, t_frozen), (trainable, t_train)):
-                fn()  # the first run after a switch may wait for the other engine's spinning threads
+                time.sleep(0.15)  # the other engine's threads stop spinning
+                fn()  # and this engine's wake up
                 times.extend(median_ms(fn, 1) for _ in range(block))
         o, f, t = (statistics.median(v) for v in (t_ours, t_frozen, t_train))
         results[job] = o / f
@@ -151,7 +154,6 @@ t0 = time.perf_counter()
 engine = sys.argv[1]
 sys.path.insert(0, {bench!r})
 import numpy as np
-from saliency import kernels  # noqa: E402
 from reference_models import build, random_input
 if engine == "saliency":
     import saliency as sl
