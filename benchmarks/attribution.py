@@ -133,19 +133,27 @@ def time_jobs(torch, repeats, block=3):
 
 def time_layers(repeats):
     peak = gemm_peak()
-    print(f"\nconv layers, batch 1 (NumPy float32 GEMM peak in this run: {peak:.0f} GFLOP/s)")
-    print(f"{'layer':34s} {'forward ms':>10s} {'GFLOP/s':>8s} {'input VJP ms':>12s} {'GFLOP/s':>8s}")
+    print(f"\nconv layers, batch 1, as the models run them (NumPy float32 GEMM peak in this run: {peak:.0f} GFLOP/s)")
+    print(f"{'layer':44s} {'forward ms':>10s} {'GFLOP/s':>8s} {'input VJP ms':>12s} {'GFLOP/s':>8s}")
     rng = np.random.default_rng(0)
     for name in ("classifier", "depth"):
-        for label, xs, ws, s, p, _ in conv_layers(name):
-            x = rng.random(xs, dtype=np.float32)
+        for label, xs, ws, s, p, upsampled in conv_layers(name):
             w = rng.standard_normal(ws).astype(np.float32)
-            y = kernels.conv2d_forward(x, w, None, s, p)
-            g = np.ones_like(y)
-            fw = median_ms(lambda: kernels.conv2d_forward(x, w, None, s, p), repeats)
-            bw = median_ms(lambda: kernels.conv2d_grad_input(g, w, xs, s, p), repeats)
-            n = flops(xs, ws, s, p) / 1e6
-            print(f"{name[:5]} {label:28s} {fw:10.3f} {n / fw:8.1f} {bw:12.3f} {n / bw:8.1f}")
+            if upsampled:  # Upsample(nearest, 2) + this conv run fused, as a sub-pixel convolution
+                x = rng.random(xs[:2] + (xs[2] // 2, xs[3] // 2), dtype=np.float32)
+                y = kernels.upsample_conv2d_forward(x, w, None, 2)
+                g = np.ones_like(y)
+                fw = median_ms(lambda: kernels.upsample_conv2d_forward(x, w, None, 2), repeats)
+                bw = median_ms(lambda: kernels.upsample_conv2d_grad_input(g, w, x.shape, 2), repeats)
+                label = "Up+" + label.replace("s=1,p=1) ", ") ") + " fused"
+            else:
+                x = rng.random(xs, dtype=np.float32)
+                y = kernels.conv2d_forward(x, w, None, s, p)
+                g = np.ones_like(y)
+                fw = median_ms(lambda: kernels.conv2d_forward(x, w, None, s, p), repeats)
+                bw = median_ms(lambda: kernels.conv2d_grad_input(g, w, xs, s, p), repeats)
+            n = flops(xs, ws, s, p) / 1e6  # FLOPs of the plain conv (the sub-pixel one does 4/9 of them)
+            print(f"{name[:5]} {label:38s} {fw:10.3f} {n / fw:8.1f} {bw:12.3f} {n / bw:8.1f}")
 
 
 _MAP_SCRIPT = """
