@@ -145,7 +145,7 @@ def time_layers(repeats):
                 g = np.ones_like(y)
                 fw = median_ms(lambda: kernels.upsample_conv2d_forward(x, w, None, 2), repeats)
                 bw = median_ms(lambda: kernels.upsample_conv2d_grad_input(g, w, x.shape, 2), repeats)
-                label = "Up+" + label.replace("s=1,p=1) ", ") ") + " fused"
+                label = "Up+" + label.replace("s=1,", "") + " fused"
             else:
                 x = rng.random(xs, dtype=np.float32)
                 y = kernels.conv2d_forward(x, w, None, s, p)
