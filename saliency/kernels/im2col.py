@@ -8,6 +8,8 @@ Arguments are already checked and normalized by the wrappers in `conv2d.py`.
 import numpy as np
 from numba import njit, prange
 
+from . import blas
+
 _FASTMATH = {"reassoc", "contract"}
 
 @njit(cache=True, fastmath=_FASTMATH)
@@ -87,7 +89,7 @@ def conv2d_gemm(x, w, b, out_shape, s, p, d, groups):
     L = out_shape[2] * out_shape[3]
     cols = np.empty((C * KH * KW, N, L), x.dtype)
     _im2col(x, cols, KH, KW, s[0], s[1], p[0], p[1], d[0], d[1])
-    y = np.matmul(w.reshape(groups, O // groups, Cg * KH * KW), cols.reshape(groups, Cg * KH * KW, N * L))
+    y = blas.matmul(w.reshape(groups, O // groups, Cg * KH * KW), cols.reshape(groups, Cg * KH * KW, N * L))
     y = np.ascontiguousarray(y.reshape(O, N, L).transpose(1, 0, 2)).reshape(out_shape)
     if b.any():
         y += b.reshape(1, O, 1, 1)
@@ -110,7 +112,7 @@ def conv2d_grad_input_gemm(g, w, x_shape, s, p, d, groups):
     for m0, m1 in spans:
         mn = m1 - m0
         cols = buf[:groups * mn * Cg * KH * KW * L].reshape(groups, mn, Cg * KH * KW, L)
-        np.matmul(wt, g[m0:m1].reshape(mn, groups, Og, L).transpose(1, 0, 2, 3), out=cols)
+        blas.matmul(wt, g[m0:m1].reshape(mn, groups, Og, L).transpose(1, 0, 2, 3), out=cols)
         _col2im(cols, dx[m0:m1], KH, KW, s[0], s[1], p[0], p[1], d[0], d[1])
     return dx
 
@@ -123,7 +125,7 @@ def conv2d_grad_weight_gemm(g, x, w_shape, s, p, d, groups):
     cols = np.empty((x.shape[1] * KH * KW, N, L), x.dtype)
     _im2col(x, cols, KH, KW, s[0], s[1], p[0], p[1], d[0], d[1])
     gt = g.reshape(K, N, groups, O // groups, L).transpose(0, 2, 3, 1, 4).reshape(K, groups, O // groups, N * L)
-    dw = np.matmul(gt, cols.reshape(groups, Cg * KH * KW, N * L).transpose(0, 2, 1))
+    dw = blas.matmul(gt, cols.reshape(groups, Cg * KH * KW, N * L).transpose(0, 2, 1))
     return dw.reshape((K,) + tuple(w_shape))
 
 
@@ -278,7 +280,7 @@ def conv2d_rows(x, w, b, out_shape, s, p, d):
     cols = np.empty((1, N * OH * OW, KH * KW * C), x.dtype)
     _im2row(xp.reshape(N, xp.shape[1], -1), C, cols, offy, offx, s[0], s[1], OH, OW, 0)
     wm = np.ascontiguousarray(w.transpose(2, 3, 1, 0)).reshape(1, KH * KW * C, O)
-    res = np.matmul(cols, wm)
+    res = blas.matmul(cols, wm)
     y = np.empty(out_shape, x.dtype)
     _row2im(res, y, b, OH, OW, 1, 1, 0, 0, 1)
     return y
@@ -352,7 +354,7 @@ def conv2d_grad_input_rows(g, w, x_shape, s, p, d):
             cols = cols_buf[:R * Kp].reshape(1, R, Kp)
             _im2row(gpc.reshape(mn, Hg, -1), O, cols, np.array([oys]) - y_lo, np.array([oxs]) - x_lo, 1, 1, Ha, Wa, 0)
             res = res_buf[:R * C].reshape(1, R, C)
-            np.matmul(cols[0], wm, out=res[0])
+            blas.matmul(cols[0], wm, out=res[0])
             _row2im(res, dx[m0:m1], zero, Ha, Wa, s[0], s[1], ry, rx, 1)
     return dx
 
@@ -369,5 +371,5 @@ def conv2d_grad_weight_rows(g, x, w_shape, s, p, d):
             (np.arange(KW) * d[1]).reshape(1, KW), s[0], s[1], OH, OW, 0)
     grows = np.empty((K * N, OH, OW, O), g.dtype)
     _to_nhwc(g.reshape(K * N, O, OH, OW), grows, 0, 0, 1, 1, 0, 0)
-    dw = np.matmul(cols[0].T, grows.reshape(K, N * OH * OW, O))  # (K, KH*KW*C, O)
+    dw = blas.matmul(cols[0].T, grows.reshape(K, N * OH * OW, O))  # (K, KH*KW*C, O)
     return np.ascontiguousarray(dw.reshape(K, KH, KW, C, O).transpose(0, 4, 3, 1, 2))

@@ -15,7 +15,7 @@ All GEMMs run on row-major patches gathered by the kernels of `im2col.py`.
 """
 import numpy as np
 
-from . import im2col
+from . import blas, im2col
 from .conv2d import _fold_seeds, _float_array
 
 
@@ -72,7 +72,7 @@ def upsample_conv2d_forward(x, w, b=None, scale=2):
     if bias.shape[0] != O:
         raise ValueError(f"b must have {O} entries (one per output channel), got shape {np.shape(b)!r}")
     wm = np.ascontiguousarray(phase_weights(w, s).transpose(0, 1, 4, 5, 3, 2)).reshape(s * s, 4 * C, O)
-    res = np.matmul(_patches(x, s), wm)  # (s*s, N*H*W, O)
+    res = blas.matmul(_patches(x, s), wm)  # (s*s, N*H*W, O)
     y = np.empty((N, O, s * H, s * W), x.dtype)
     im2col._row2im(res, y, bias, H, W, s, s, 0, 0, s)
     return y
@@ -118,7 +118,7 @@ def upsample_conv2d_grad_input(g, w, x_shape, scale=2):
         cols = cols_buf[:R]
         im2col._im2row(gp[:mn].reshape(mn, gp.shape[1], -1), O, cols.reshape(1, R, -1), offs, offs, s, s, H, W, 0)
         res = res_buf[:R]
-        np.matmul(cols, wm, out=res)
+        blas.matmul(cols, wm, out=res)
         im2col._row2im(res.reshape(1, R, C), dx[m0:m1], zero, H, W, 1, 1, 0, 0, 1)
     return dx.reshape(seeds + x_shape)
 
@@ -142,7 +142,7 @@ def upsample_conv2d_grad_weight(g, x, w_shape, scale=2):
     cols = _patches(x, s)  # (P, N*H*W, 4C)
     # g rows per phase: (P, K, N*H*W, O)
     grows = g2.reshape(Kn, N, O, H, s, W, s).transpose(4, 6, 0, 1, 3, 5, 2).reshape(s * s, Kn, N * H * W, O)
-    dwph = np.matmul(cols.transpose(0, 2, 1)[:, None], grows)  # (P, K, 4C, O), rows (ty, tx, c)
+    dwph = blas.matmul(cols.transpose(0, 2, 1)[:, None], grows)  # (P, K, 4C, O), rows (ty, tx, c)
     dwph = dwph.reshape(s, s, Kn, 2, 2, C, O)
     _, A = phase_matrices(s)
     dw = np.einsum("rak,qbl,rqnabco->nockl", A.astype(g2.dtype), A.astype(g2.dtype), dwph, optimize=True)

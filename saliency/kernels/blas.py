@@ -1,0 +1,51 @@
+"""Matrix products for the convolution kernels, on one BLAS thread when the product is small.
+
+NumPy's OpenBLAS splits every product over all cores. For the small products of a batch-1
+attribution map (tens of microseconds of work) waking its other threads costs more than they
+save, so below `SMALL_FLOPS` the product runs on the calling thread alone. This uses
+OpenBLAS's thread-local `openblas_set_num_threads_local` (OpenBLAS >= 0.3.27, which NumPy's
+wheels bundle); where that is not found, every product runs as NumPy would run it.
+"""
+import ctypes
+import glob
+import os
+
+import numpy as np
+
+# Below this many floating-point operations a product runs on one thread. Measured on 2 cores,
+# maps computed back to back (benchmarks/thread_pools.py): the classifier's products (3-9 MFLOP)
+# on one thread took a batch-1 map from 1.96 to 1.06 ms; the depth model's first layer (14 MFLOP)
+# was faster on two.
+SMALL_FLOPS = 1e7
+
+
+def _thread_setter():
+    """OpenBLAS's thread-local thread-count setter from the library NumPy loaded, or None."""
+    here = os.path.dirname(np.__file__)
+    for path in glob.glob(os.path.join(here, os.pardir, "numpy.libs", "*openblas*")) + \
+            glob.glob(os.path.join(here, ".dylibs", "*openblas*")):
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError:
+            continue
+        setter = getattr(lib, "openblas_set_num_threads_local", None)
+        if setter is not None:
+            setter.argtypes, setter.restype = [ctypes.c_int], ctypes.c_int
+            return setter
+    return None
+
+
+_set_threads = _thread_setter()
+
+
+def matmul(a, b, out=None):
+    """np.matmul(a, b, out=out), on one BLAS thread when it is small."""
+    batch = np.prod(np.broadcast_shapes(a.shape[:-2], b.shape[:-2]), dtype=float)
+    flops = 2.0 * batch * a.shape[-2] * a.shape[-1] * b.shape[-1]
+    if _set_threads is None or flops >= SMALL_FLOPS:
+        return np.matmul(a, b) if out is None else np.matmul(a, b, out=out)
+    previous = _set_threads(1)
+    try:
+        return np.matmul(a, b) if out is None else np.matmul(a, b, out=out)
+    finally:
+        _set_threads(previous)
