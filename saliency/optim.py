@@ -12,6 +12,7 @@ import numpy as np
 
 from .autograd.grad_mode import enable_grad, no_grad
 from .autograd.tensor import Tensor
+from .nn.module import reset_grads
 
 
 class Optimizer:
@@ -50,13 +51,7 @@ class Optimizer:
     def zero_grad(self, set_to_none=True):
         """Reset every parameter's gradient: to None (default) or to zeros in place."""
         for group in self.param_groups:
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                if set_to_none:
-                    p.grad = None
-                else:
-                    p.grad.data[...] = 0
+            reset_grads(group["params"], set_to_none)
 
     def step(self, closure=None):
         """One update of every parameter that has a gradient; `closure` re-evaluates the loss first."""

@@ -270,13 +270,7 @@ class Module:
 
     def zero_grad(self, set_to_none=True):
         """Reset the gradients of every parameter: to None (default) or to zeros in place."""
-        for p in self.parameters():
-            if p.grad is None:
-                continue
-            if set_to_none:
-                p.grad = None
-            else:
-                p.grad.data[...] = 0
+        reset_grads(self.parameters(), set_to_none)
 
     def to(self, dtype=None, *, device=None):
         """Cast every floating-point parameter, gradient and buffer to `dtype`, in place: the
@@ -349,3 +343,14 @@ def _addindent(text, spaces):
     if not rest:
         return text
     return first + "\n" + "\n".join(" " * spaces + line for line in rest)
+
+
+def reset_grads(params, set_to_none=True):
+    """Set each parameter's .grad to None, or fill it with zeros in place (Module and optimizers)."""
+    for p in params:
+        if p.grad is None:
+            continue
+        if set_to_none:
+            p.grad = None
+        else:
+            p.grad.data[...] = 0
