@@ -4,7 +4,6 @@ import numpy as np
 from . import functional as F
 from . import init
 from .module import Module
-from .parameter import Parameter
 
 
 def _pair(v, name):
@@ -46,13 +45,8 @@ class Conv2d(Module):
             padding = tuple(t // 2 for t in total)
         self.padding = _pair(padding, "padding")
         self.padding_mode = padding_mode
-        dtype = np.dtype(dtype or np.float32)
         shape = (self.out_channels, self.in_channels // self.groups) + self.kernel_size
-        self.weight = Parameter(np.empty(shape, dtype=dtype))
-        if bias:
-            self.bias = Parameter(np.empty(self.out_channels, dtype=dtype))
-        else:
-            self.register_parameter("bias", None)
+        init.register_weight_and_bias(self, shape, bias, dtype)
         self.reset_parameters(generator)
 
     def reset_parameters(self, generator=None):

@@ -131,3 +131,16 @@ def default_weight_and_bias_(weight, bias=None, generator=None):
         fan_in = _calculate_fan_in_and_fan_out(weight)[0]
         bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
         uniform_(bias, -bound, bound, generator)
+
+
+def register_weight_and_bias(module, weight_shape, bias=True, dtype=None):
+    """Give a Linear- or Conv2d-like `module` an uninitialised `weight` of `weight_shape` and a `bias`
+    (one per output, weight_shape[0], or None); `reset_parameters` fills them."""
+    from .parameter import Parameter
+
+    dtype = np.dtype(dtype or np.float32)
+    module.weight = Parameter(np.empty(weight_shape, dtype=dtype))
+    if bias:
+        module.bias = Parameter(np.empty(weight_shape[0], dtype=dtype))
+    else:
+        module.register_parameter("bias", None)

@@ -1,10 +1,8 @@
 """`Linear` (y = x W^T + b, PyTorch's layout and initialisation) and `Identity`."""
-import numpy as np
 
 from . import functional as F
 from . import init
 from .module import Module
-from .parameter import Parameter
 
 
 class Identity(Module):
@@ -28,12 +26,7 @@ class Linear(Module):
         super().__init__()
         self.in_features = int(in_features)
         self.out_features = int(out_features)
-        dtype = np.dtype(dtype or np.float32)
-        self.weight = Parameter(np.empty((self.out_features, self.in_features), dtype=dtype))
-        if bias:
-            self.bias = Parameter(np.empty(self.out_features, dtype=dtype))
-        else:
-            self.register_parameter("bias", None)
+        init.register_weight_and_bias(self, (self.out_features, self.in_features), bias, dtype)
         self.reset_parameters(generator)
 
     def reset_parameters(self, generator=None):
