@@ -12,6 +12,7 @@ from . import blas
 
 _FASTMATH = {"reassoc", "contract"}
 
+
 @njit(cache=True, fastmath=_FASTMATH)
 def _im2col(x, cols, KH, KW, sh, sw, ph, pw, dh, dw):
     """cols[(c*KH + ky)*KW + kx, n, oy*OW + ox] = x[n, c, oy*sh - ph + ky*dh, ox*sw - pw + kx*dw] (0 outside).
