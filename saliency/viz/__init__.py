@@ -1,0 +1,1 @@
+"""Pictures of attribution maps: heatmaps, overlays, panels, PNG I/O (matplotlib, Pillow)."""
