@@ -3,9 +3,10 @@ from .backward import backward, grad
 from .function import AccumulateGrad, Function, unbroadcast
 from .grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from .gradcheck import GradcheckError, gradcheck, jacobian
+from .rules import relu_rule
 from .tensor import Tensor
 from .trace import Trace, render_graph, trace
 
 __all__ = ["AccumulateGrad", "Function", "GradcheckError", "Tensor", "Trace", "backward", "enable_grad", "grad",
-           "gradcheck", "is_grad_enabled", "jacobian", "no_grad", "render_graph", "set_grad_enabled", "trace",
-           "unbroadcast"]
+           "gradcheck", "is_grad_enabled", "jacobian", "no_grad", "relu_rule", "render_graph", "set_grad_enabled",
+           "trace", "unbroadcast"]

@@ -2,6 +2,7 @@
 import numpy as np
 
 from ...kernels.activation import relu_forward, relu_grad
+from .. import rules
 from ..function import Function, shape_of, unbroadcast
 
 
@@ -283,6 +284,8 @@ class Relu(Function):
     def backward(self, g):
         # a product with the mask is about 15x faster than np.where here; a NaN or inf arriving at an
         # inactive unit stays NaN (PyTorch's where() would give 0 there)
+        if rules.relu == "guided":  # guided backprop: negative incoming gradients stop here too
+            g = np.maximum(g, 0)
         return (relu_grad(g, self.saved[0]),)
 
 
