@@ -1,1 +1,21 @@
-"""Attribution: seeds (which v goes into backward(v)) and the methods built on them."""
+"""Attribution: seeds (which v goes into backward(v)) and the methods built on them.
+
+Every method is `method(model, x, seed=None, *, options)`: `model` is any callable from a Tensor
+(N, C, H, W) to a Tensor (N, ...) (a saliency.nn.Module or a function), `x` an ndarray or Tensor
+of shape (N, C, H, W) or (C, H, W), `seed` an object from `seeds` (default: `seeds.predicted()`
+for an output (N, K), `seeds.ones()` otherwise). Each returns an `Attribution` whose `.map` has
+the input's shape (with a leading K for K batched seeds; Grad-CAM: one channel). Methods leave
+no trace: `.grad` of the parameters and x stay as they were, and the model's mode is not
+changed (call `model.eval()` yourself; the copies a method batches assume images independent).
+"""
+from . import seeds
+from .gradcam import gradcam
+from .gradient import gradient, guided_backprop, input_x_gradient
+from .integrated_gradients import integrated_gradients
+from .occlusion import occlusion
+from .result import Attribution
+from .seeds import SeedError
+from .smoothgrad import smoothgrad
+
+__all__ = ["Attribution", "SeedError", "gradcam", "gradient", "guided_backprop", "input_x_gradient",
+           "integrated_gradients", "occlusion", "seeds", "smoothgrad"]

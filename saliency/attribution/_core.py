@@ -1,0 +1,161 @@
+"""What every method shares: input checks, the forward pass, the VJP of a seed, the result.
+
+Every gradient goes through `autograd.grad` (never `.backward()`), so no `.grad` is touched.
+During a call the model's parameters are set not to require grad (and restored afterwards):
+the backward pass then computes no weight gradients it would throw away.
+"""
+import contextlib
+import time
+
+import numpy as np
+
+from .. import autograd
+from ..autograd.grad_mode import enable_grad, no_grad
+from ..autograd.tensor import Tensor
+from . import seeds as _seeds
+from .result import Attribution
+
+# Input elements per forward pass when a method runs many copies of x (noisy copies, path points,
+# occluded images) and no batch size is given: about 4 MB of float32 input per pass.
+DEFAULT_BUDGET = 1 << 20
+
+
+class Call:
+    """One method call: the input as (N, C, H, W), whether it had a batch dimension, the clock."""
+
+    def __init__(self, model, x):
+        if not callable(model):
+            raise TypeError(f"model must be callable (a saliency.nn.Module or a function of a Tensor), "
+                            f"got {type(model).__name__}")
+        self.model = model
+        self.t0 = time.perf_counter()
+        arr = x.data if isinstance(x, Tensor) else np.asarray(x)
+        if arr.dtype.kind not in "biuf":
+            raise TypeError(f"x must be a numeric array or Tensor, got dtype {arr.dtype}")
+        if arr.ndim not in (3, 4):
+            raise ValueError(f"x must have shape (N, C, H, W) or (C, H, W), got shape {arr.shape}")
+        if arr.dtype.kind != "f":
+            arr = arr.astype(np.float32)
+        self.unbatched = arr.ndim == 3
+        self.x = arr[None] if self.unbatched else arr  # never written to
+
+    @property
+    def n(self):
+        return self.x.shape[0]
+
+    def chunk(self, batch, copies):
+        """How many copies of the N images go through one forward pass."""
+        if batch is None:
+            per = max(1, DEFAULT_BUDGET // self.x.size)
+        else:
+            if isinstance(batch, bool) or not isinstance(batch, (int, np.integer)) or batch < 1:
+                raise ValueError(f"batch must be a positive int (images per forward pass), got {batch!r}")
+            per = max(1, int(batch) // self.n)
+        return min(per, copies)
+
+    def forward(self, x, grad=False):
+        """The model output Tensor at x (an ndarray); x is a fresh leaf requiring grad when grad=True."""
+        xt = Tensor(x, requires_grad=grad)
+        with (enable_grad() if grad else no_grad()), frozen(self.model):
+            y = self.model(xt)
+        if not isinstance(y, Tensor):
+            raise TypeError(f"model must return a Tensor, got {type(y).__name__}")
+        if y.ndim < 1 or y.shape[0] != x.shape[0]:
+            raise ValueError(f"model output of shape {y.shape} has no batch dimension matching the input's "
+                             f"{x.shape[0]} images; the model must map (N, C, H, W) to (N, ...)")
+        return (xt, y) if grad else y.data
+
+    def vjp(self, x, v, batched):
+        """v^T dy/dx at x: ([K,] x.shape) ndarray; v has the output's shape ([K,] first)."""
+        xt, y = self.forward(x, grad=True)
+        return self.grad(y, xt, v, batched)
+
+    def grad(self, y, xt, v, batched, rule="gradient"):
+        """v^T dy/dxt with Relu's VJP following `rule` ("gradient" or "guided")."""
+        g = None
+        if y.requires_grad:
+            with autograd.relu_rule(rule):
+                g = autograd.grad(y, xt, v, batched=batched, allow_unused=True)[0]
+        if g is None:
+            raise RuntimeError("the model output does not depend on x through recorded operations; the model "
+                               "must compute its output from the Tensor it is given with saliency ops")
+        return g.data
+
+    def finish(self, method, amap, seed, output, extras=None):
+        """The Attribution; drops the batch dimension (axis 0, or 1 after K seeds) when x had none."""
+        if self.unbatched:
+            amap = amap[:, 0] if seed.count is not None else amap[0]
+            output = output[0]
+        return Attribution(map=np.ascontiguousarray(amap, dtype=self.x.dtype), seed=seed, method=method,
+                           output=output, seconds=time.perf_counter() - self.t0, extras=extras or {})
+
+    def unbatch(self, a, seed):
+        """A per-image value ([K,] N) without its batch dimension when x had none."""
+        if not self.unbatched:
+            return a
+        return a[:, 0] if seed.count is not None else a[0]
+
+
+def default_seed(seed, y):
+    """predicted() for a classification output (N, K), ones() otherwise; checks the type."""
+    if seed is None:
+        return _seeds.predicted() if y.ndim == 2 else _seeds.ones()
+    if isinstance(seed, str):
+        raise TypeError(f"seed must be a seed object, got the string {seed!r}; use seeds.parse({seed!r})")
+    if not isinstance(seed, _seeds.Seed):
+        raise TypeError(f"seed must be a seed object from saliency.attribution.seeds, got {type(seed).__name__}")
+    return seed
+
+
+def resolve(seed, y):
+    """(the resolved seed, its v) for the output array y."""
+    seed = default_seed(seed, y).resolve(y)
+    return seed, seed.vector(y)
+
+
+def baseline_like(baseline, xs):
+    """The baseline as an array of x's shape and dtype: None is zeros, a number fills, an array broadcasts."""
+    if baseline is None:
+        return np.zeros_like(xs)
+    b = baseline.data if isinstance(baseline, Tensor) else baseline
+    try:
+        return np.ascontiguousarray(np.broadcast_to(np.asarray(b, dtype=xs.dtype), xs.shape))
+    except ValueError:
+        raise ValueError(f"baseline of shape {np.shape(b)} does not broadcast to the input shape {xs.shape}; "
+                         f"pass a number, an array of shape {xs.shape[1:]} or one of the input's shape") from None
+
+
+def weighted(y, v, batched):
+    """The seed-weighted output sum(v * y) per image: shape (N,), or (K, N) for K seeds."""
+    lead = 1 + batched
+    prod = v * y
+    return prod.reshape(prod.shape[:lead] + (-1,)).sum(axis=-1, dtype=np.float64)
+
+
+def tile(v, copies, batched):
+    """v repeated for `copies` stacked copies of the batch (copy-major: image i of copy j at j*N + i)."""
+    axis = 1 if batched else 0
+    reps = [1] * v.ndim
+    reps[axis] = copies
+    return np.tile(v, reps)
+
+
+def fold(g, copies, batched):
+    """([K,] copies*N, ...) -> ([K,] copies, N, ...): the inverse of `tile`'s layout."""
+    lead = g.shape[:1] if batched else ()
+    rest = g.shape[len(lead):]
+    return g.reshape(lead + (copies, rest[0] // copies) + rest[1:])
+
+
+@contextlib.contextmanager
+def frozen(model):
+    """Parameters of `model` (if it has any) do not require grad inside the block; restored after."""
+    params = getattr(model, "parameters", None)
+    changed = [p for p in params() if p.requires_grad] if callable(params) else []
+    for p in changed:
+        p.requires_grad = False
+    try:
+        yield
+    finally:
+        for p in changed:
+            p.requires_grad = True

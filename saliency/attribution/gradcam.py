@@ -1,0 +1,65 @@
+"""Grad-CAM (Selvaraju et al., arXiv:1610.02391) on any layer with a (N, C, h, w) output."""
+import numpy as np
+
+from ..autograd.tensor import Tensor
+from ._core import Call, resolve
+
+
+def resize_bilinear(a, size):
+    """Resize the last two dimensions of `a` to `size` = (H, W), bilinear with align_corners=False
+    (PyTorch's F.interpolate(size=...)): source coordinate (i + 0.5) * in / out - 0.5, clamped at 0."""
+    out = a
+    for axis, n_out in ((-2, size[0]), (-1, size[1])):
+        n_in = out.shape[axis]
+        if n_in == n_out:
+            continue
+        src = np.maximum((np.arange(n_out) + 0.5) * (n_in / n_out) - 0.5, 0)
+        i0 = np.minimum(np.floor(src).astype(np.intp), n_in - 1)
+        i1 = np.minimum(i0 + 1, n_in - 1)
+        l1 = src - i0
+        r = np.zeros((n_out, n_in))
+        np.add.at(r, (np.arange(n_out), i0), 1 - l1)
+        np.add.at(r, (np.arange(n_out), i1), l1)
+        out = np.moveaxis(np.tensordot(r, np.moveaxis(out, axis, 0), axes=1), 0, axis)
+    return out
+
+
+def gradcam(model, x, seed=None, *, layer):
+    """relu(sum_c w_c A_c) upsampled to the input's size, where A = the output of `layer` (a module
+    called once in the forward pass, output (N, C, h, w)) and w_c = the spatial mean of
+    d(sum(v * y))/dA_c.
+
+    The map has one channel: (N, 1, H, W) for x of shape (N, C, H, W), (1, H, W) for (C, H, W),
+    with a leading K for K batched seeds; upsampling is bilinear with align_corners=False.
+    `extras["cam"]` holds the map at the layer's resolution (h, w), before upsampling.
+    """
+    register = getattr(layer, "register_forward_hook", None)
+    if not callable(register):
+        raise TypeError(f"layer must be a module of the model (with register_forward_hook), "
+                        f"got {type(layer).__name__}")
+    call = Call(model, x)
+    seen = []
+
+    def keep(module, args, out):
+        seen.append(out)
+
+    handle = register(keep)
+    try:
+        _, y = call.forward(call.x, grad=True)
+    finally:
+        handle.remove()
+    if len(seen) != 1:
+        raise RuntimeError(f"the layer ran {len(seen)} times in one forward pass; gradcam needs a layer the "
+                           f"model calls exactly once")
+    act = seen[0]
+    if not isinstance(act, Tensor) or act.ndim != 4:
+        shape = act.shape if isinstance(act, Tensor) else type(act).__name__
+        raise ValueError(f"gradcam needs a layer whose output is a Tensor (N, C, h, w), this layer gives {shape}; "
+                         f"pick a convolutional layer")
+    seed, v = resolve(seed, y.data)
+    batched = seed.count is not None
+    g = call.grad(y, act, v, batched)
+    w = g.mean(axis=(-2, -1), keepdims=True)  # ([K,] N, C, 1, 1)
+    cam = np.maximum((w * act.data).sum(axis=-3, keepdims=True), 0)  # ([K,] N, 1, h, w)
+    amap = resize_bilinear(cam, call.x.shape[-2:])
+    return call.finish("gradcam", amap, seed, y.data, {"cam": call.unbatch(cam, seed), "layer": type(layer).__name__})

@@ -1,0 +1,329 @@
+"""Seeds: which `v` goes into `backward(v)`, built from (and checked against) the model output.
+
+A seed's `vector(y)` takes the model output `y` (an ndarray of shape (N, ...)) and returns `v`
+of the same shape: the map is then the gradient of sum(v * y). A batched seed (`pixels`,
+`classes`) has `count = K` and returns v of shape (K, N, ...): K maps from one backward pass.
+Classification outputs are (N, K); dense outputs are (N, C, H, W) (or (N, H, W)), and pixel and
+region seeds address their last two dimensions, over all channels unless `channel` is given.
+A seed that does not fit the output raises `SeedError`.
+"""
+import numpy as np
+
+__all__ = ["Seed", "SeedError", "classes", "one_hot", "ones", "parse", "pixel", "pixels", "predicted", "region",
+           "target", "weights"]
+
+
+class SeedError(ValueError):
+    """A seed that does not fit the model output, or a seed string that cannot be read."""
+
+
+def _index(value, what):
+    """A non-negative Python int, or SeedError naming `what`."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise SeedError(f"{what} must be a non-negative integer, got {value!r}")
+    if value < 0:
+        raise SeedError(f"{what} must be a non-negative integer, got {value}")
+    return int(value)
+
+
+def _classes_of(y, seed):
+    """The number of classes of a classification output (N, K), or SeedError."""
+    if y.ndim != 2:
+        raise SeedError(f"{seed} needs a classification output of shape (N, K), but the output has shape "
+                        f"{y.shape}; use ones(), pixel(), region() or weights() for a dense output")
+    return y.shape[1]
+
+
+def _map_of(y, seed):
+    """(H, W) of a dense output (N, C, H, W) or (N, H, W), or SeedError."""
+    if y.ndim < 3:
+        raise SeedError(f"{seed} needs a dense output of shape (N, C, H, W), but the output has shape {y.shape}; "
+                        f"use one_hot(), predicted(), classes() or ones() for a classification output")
+    return y.shape[-2:]
+
+
+def _check_channel(channel, y, seed):
+    if channel is not None and (y.ndim < 4 or channel >= y.shape[1]):
+        have = f"{y.shape[1]} channels (valid: 0..{y.shape[1] - 1})" if y.ndim >= 4 else f"shape {y.shape}"
+        raise SeedError(f"channel {channel} of {seed} is out of range for an output with {have}")
+
+
+def _fill(v, channel, rows, cols):
+    """Set v[..., channel or all, rows, cols] = 1 on a dense v (seed dimensions first)."""
+    if channel is None:
+        v[..., rows, cols] = 1
+    else:
+        v[..., channel, rows, cols] = 1
+    return v
+
+
+class Seed:
+    """Base class: `vector(y)` builds v from the output `y`; `describe()` says what v is."""
+
+    count = None  # K for a batched seed (v has a leading K dimension), None for one seed
+
+    def vector(self, y):
+        raise NotImplementedError
+
+    def resolve(self, y):
+        """The seed with everything that depends on the output fixed (predicted() -> one_hot(argmax))."""
+        return self
+
+    def describe(self, classes=None):
+        """A short caption, e.g. 'class 3' or 'pixel (10, 20)'; `classes` are optional class names."""
+        raise NotImplementedError
+
+    def __str__(self):
+        return self.describe()
+
+    def __repr__(self):
+        return f"<seed: {self.describe()}>"
+
+
+class _Ones(Seed):
+    def vector(self, y):
+        return np.ones(y.shape, dtype=y.dtype)
+
+    def describe(self, classes=None):
+        return "all ones"
+
+
+class _OneHot(Seed):
+    def __init__(self, k, chosen_by_argmax=False):
+        if np.ndim(k) == 0:
+            self.k = _index(k, "class")
+        else:
+            self.k = tuple(_index(c, "class") for c in k)
+            if not self.k:
+                raise SeedError("one_hot() needs a class index or one class index per image, got an empty list")
+        self.chosen_by_argmax = chosen_by_argmax
+
+    def vector(self, y):
+        n, n_classes = y.shape[0], _classes_of(y, self)
+        ks = self.k if isinstance(self.k, tuple) else (self.k,) * n
+        if len(ks) != n:
+            raise SeedError(f"one_hot() got {len(ks)} class indices for a batch of {n} images; pass one per image "
+                            f"or a single int")
+        for k in ks:
+            if k >= n_classes:
+                raise SeedError(f"class {k} is out of range for an output with {n_classes} classes "
+                                f"(valid: 0..{n_classes - 1})")
+        v = np.zeros(y.shape, dtype=y.dtype)
+        v[np.arange(n), list(ks)] = 1
+        return v
+
+    def describe(self, classes=None):
+        def name(k):
+            return f"{k} ({classes[k]})" if classes is not None and k < len(classes) else str(k)
+        lead = "predicted class" if self.chosen_by_argmax else "class"
+        if isinstance(self.k, tuple):
+            if len(set(self.k)) == 1:
+                return f"{lead} {name(self.k[0])}"
+            return f"{lead}es " + ", ".join(name(k) for k in self.k)
+        return f"{lead} {name(self.k)}"
+
+
+class _Predicted(Seed):
+    def resolve(self, y):
+        _classes_of(y, self)
+        return _OneHot(tuple(int(k) for k in np.argmax(y, axis=1)), chosen_by_argmax=True)
+
+    def vector(self, y):
+        return self.resolve(y).vector(y)
+
+    def describe(self, classes=None):
+        return "predicted class"
+
+
+class _Pixel(Seed):
+    def __init__(self, row, col, channel=None):
+        self.row, self.col = _index(row, "pixel row"), _index(col, "pixel column")
+        self.channel = None if channel is None else _index(channel, "channel")
+
+    def check(self, y):
+        h, w = _map_of(y, self)
+        if self.row >= h or self.col >= w:
+            raise SeedError(f"pixel ({self.row}, {self.col}) is outside the {h}x{w} output map "
+                            f"(rows 0..{h - 1}, cols 0..{w - 1})")
+        _check_channel(self.channel, y, self)
+
+    def vector(self, y):
+        self.check(y)
+        return _fill(np.zeros(y.shape, dtype=y.dtype), self.channel, self.row, self.col)
+
+    def describe(self, classes=None):
+        return f"pixel ({self.row}, {self.col})" + ("" if self.channel is None else f" channel {self.channel}")
+
+
+class _Region(Seed):
+    def __init__(self, mask_or_box, channel=None):
+        self.channel = None if channel is None else _index(channel, "channel")
+        arr = np.asarray(mask_or_box)
+        if arr.dtype == np.bool_ and arr.ndim == 2:
+            if not arr.any():
+                raise SeedError("region mask selects no pixels; pass a mask with at least one True pixel")
+            self.mask, self.box = arr.copy(), None
+        elif arr.shape == (4,) and arr.dtype.kind in "iu":
+            r0, c0, r1, c1 = (_index(int(b), "box corner") for b in arr)
+            if r1 <= r0 or c1 <= c0:
+                raise SeedError(f"region box {(r0, c0, r1, c1)} is empty; a box is (r0, c0, r1, c1) with r0 < r1 "
+                                f"and c0 < c1, end-exclusive")
+            self.mask, self.box = None, (r0, c0, r1, c1)
+        else:
+            raise SeedError(f"region() takes a boolean mask of shape (H, W) or a box (r0, c0, r1, c1) of ints, "
+                            f"got {arr.dtype} of shape {arr.shape}")
+
+    def vector(self, y):
+        h, w = _map_of(y, self)
+        _check_channel(self.channel, y, self)
+        v = np.zeros(y.shape, dtype=y.dtype)
+        if self.box is not None:
+            r0, c0, r1, c1 = self.box
+            if r1 > h or c1 > w:
+                raise SeedError(f"region box {self.box} does not fit the {h}x{w} output map (need r1 <= {h} "
+                                f"and c1 <= {w}; the box is end-exclusive)")
+            return _fill(v, self.channel, slice(r0, r1), slice(c0, c1))
+        if self.mask.shape != (h, w):
+            raise SeedError(f"region mask of shape {self.mask.shape} does not fit the {h}x{w} output map; "
+                            f"pass a mask of shape ({h}, {w})")
+        return _fill(v, self.channel, *np.nonzero(self.mask))
+
+    def describe(self, classes=None):
+        tail = "" if self.channel is None else f" channel {self.channel}"
+        if self.box is not None:
+            r0, c0, r1, c1 = self.box
+            return f"region rows {r0}..{r1 - 1}, cols {c0}..{c1 - 1}{tail}"
+        return f"region of {int(self.mask.sum())} pixels{tail}"
+
+
+class _Weights(Seed):
+    label = "weights"
+
+    def __init__(self, v):
+        self.v = np.array(v.numpy() if hasattr(v, "numpy") else v, copy=True)
+        if self.v.dtype.kind not in "biuf":
+            raise SeedError(f"{self.label}() needs a numeric array, got dtype {self.v.dtype}")
+
+    def vector(self, y):
+        try:
+            return np.broadcast_to(self.v, y.shape).astype(y.dtype)
+        except ValueError:
+            raise SeedError(f"{self.label} of shape {self.v.shape} do not broadcast to the output shape {y.shape}; "
+                            f"pass an array of shape {y.shape} or one that broadcasts to it") from None
+
+    def describe(self, classes=None):
+        return f"{self.label} of shape {self.v.shape}"
+
+
+class _Target(_Weights):
+    label = "target"
+
+
+class _Pixels(Seed):
+    def __init__(self, points, channel=None):
+        try:
+            self.items = [_Pixel(*p, channel=channel) for p in points]
+        except TypeError:
+            raise SeedError(f"pixels() takes a list of (row, col) pairs, got {points!r}") from None
+        if not self.items:
+            raise SeedError("pixels() needs at least one (row, col) pair")
+        self.count = len(self.items)
+
+    def vector(self, y):
+        v = np.zeros((self.count,) + y.shape, dtype=y.dtype)
+        for j, p in enumerate(self.items):
+            p.check(y)
+            _fill(v[j], p.channel, p.row, p.col)
+        return v
+
+    def describe(self, classes=None):
+        shown = ", ".join(f"({p.row}, {p.col})" for p in self.items[:4])
+        return f"{self.count} pixels {shown}" + (", ..." if self.count > 4 else "")
+
+
+class _Classes(Seed):
+    def __init__(self, ks):
+        if np.ndim(ks) != 1 or len(ks) == 0:
+            raise SeedError(f"classes() takes a non-empty list of class indices, got {ks!r}")
+        self.items = [_OneHot(k) for k in ks]
+        self.count = len(self.items)
+
+    def vector(self, y):
+        return np.stack([s.vector(y) for s in self.items])
+
+    def describe(self, classes=None):
+        return "classes " + ", ".join(s.describe(classes)[len("class "):] for s in self.items)
+
+
+def ones():
+    """v = all ones: the gradient of the sum of the output."""
+    return _Ones()
+
+
+def one_hot(k):
+    """v = 1 at class k of a classification output (N, K); `k` an int, or one int per image."""
+    return _OneHot(k)
+
+
+def predicted():
+    """v = 1 at each image's highest-scoring class (argmax of the output (N, K))."""
+    return _Predicted()
+
+
+def pixel(row, col, *, channel=None):
+    """v = 1 at output pixel (row, col) of a dense output, in every channel (or only `channel`)."""
+    return _Pixel(row, col, channel)
+
+
+def region(mask_or_box, *, channel=None):
+    """v = 1 inside a region of a dense output: a boolean mask (H, W), or a box (r0, c0, r1, c1)
+    with end-exclusive r1 and c1 (rows r0..r1-1, cols c0..c1-1), in every channel (or only `channel`)."""
+    return _Region(mask_or_box, channel)
+
+
+def weights(v):
+    """v = the given array, broadcast to the output shape: the gradient of sum(v * y)."""
+    return _Weights(v)
+
+
+def target(t):
+    """v = a target array (e.g. ground truth), broadcast to the output shape: the gradient of sum(t * y)."""
+    return _Target(t)
+
+
+def pixels(points, *, channel=None):
+    """K pixel seeds [(row, col), ...] in one backward pass: v of shape (K, *output shape)."""
+    return _Pixels(points, channel)
+
+
+def classes(ks):
+    """K class seeds [k, ...] in one backward pass: v of shape (K, N, n_classes)."""
+    return _Classes(ks)
+
+
+_FORMS = "predicted, ones, class:K, pixel:ROW,COL, region:R0,C0,R1,C1"
+
+
+def parse(text):
+    """A seed from its command-line form: 'predicted', 'ones', 'class:K', 'pixel:ROW,COL' or
+    'region:R0,C0,R1,C1' (box end-exclusive)."""
+    if not isinstance(text, str):
+        raise SeedError(f"a seed string is one of {_FORMS}, got {type(text).__name__} {text!r}")
+    name, _, args = text.strip().partition(":")
+    name = name.strip().lower()
+    try:
+        nums = [int(a) for a in args.split(",")] if args.strip() else []
+    except ValueError:
+        nums = None
+    arity = {"predicted": 0, "ones": 0, "class": 1, "pixel": 2, "region": 4}
+    if name not in arity or nums is None or len(nums) != arity[name] or (not args.strip() and ":" in text):
+        raise SeedError(f"cannot read seed {text!r}; use one of: {_FORMS}")
+    if name == "predicted":
+        return predicted()
+    if name == "ones":
+        return ones()
+    if name == "class":
+        return one_hot(nums[0])
+    if name == "pixel":
+        return pixel(*nums)
+    return region(tuple(nums))

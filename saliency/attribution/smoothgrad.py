@@ -1,0 +1,68 @@
+"""SmoothGrad (Smilkov et al., arXiv:1706.03825) and its squared and VarGrad variants."""
+import numpy as np
+
+from ._core import Call, fold, resolve, tile
+
+_VARIANTS = ("mean", "squared", "vargrad")
+_DEFAULT_RNG_SEED = 0
+
+
+def smoothgrad(model, x, seed=None, *, noise=0.15, n=25, rng=None, variant="mean", batch=None):
+    """The gradient averaged over `n` noisy copies of x.
+
+    Args:
+      noise: standard deviation of the Gaussian noise as a fraction of each image's range
+        (max - min over the image); 0 gives exactly the gradient (every copy is x).
+      n: number of noisy copies.
+      rng: np.random.Generator for the noise; default np.random.default_rng(0), so that
+        repeated calls give the same map.
+      variant: "mean" (mean of g), "squared" (mean of g**2) or "vargrad" (variance of g).
+      batch: most images per forward pass (the n*N copies are run in chunks); default from
+        a memory budget of about 2**20 input elements per pass.
+    The seed is resolved on the clean x (predicted() is the class predicted for x) and applied
+    unchanged to every copy. The copies of a batch run through one pass, so the model must treat
+    images independently (no BatchNorm in training mode).
+    """
+    if variant not in _VARIANTS:
+        raise ValueError(f"variant must be one of {', '.join(map(repr, _VARIANTS))}, got {variant!r}")
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+        raise ValueError(f"n must be a positive int (number of noisy copies), got {n!r}")
+    if not np.isfinite(noise) or noise < 0:
+        raise ValueError(f"noise must be a finite number >= 0 (a fraction of the input range), got {noise!r}")
+    rng = np.random.default_rng(_DEFAULT_RNG_SEED) if rng is None else rng
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(f"rng must be an np.random.Generator (np.random.default_rng(seed)), got {type(rng).__name__}")
+
+    call = Call(model, x)
+    y = call.forward(call.x)
+    seed, v = resolve(seed, y)
+    batched = seed.count is not None
+    xs = call.x
+    lo = xs.reshape(call.n, -1).min(axis=1)
+    hi = xs.reshape(call.n, -1).max(axis=1)
+    sigma = (noise * (hi - lo)).reshape((call.n,) + (1,) * (xs.ndim - 1))
+
+    per = call.chunk(batch, n)
+    axis = 1 if batched else 0
+    mean = m2 = sq = None
+    done = 0
+    while done < n:
+        m = min(per, n - done)
+        eps = rng.standard_normal((m,) + xs.shape)
+        noisy = (xs[None] + sigma * eps).astype(xs.dtype).reshape((m * call.n,) + xs.shape[1:])
+        g = fold(call.vjp(noisy, tile(v, m, batched), batched), m, batched).astype(np.float64)
+        # running mean and sum of squared deviations, merged chunk by chunk (Chan et al.): no
+        # cancellation in the variance as E[g^2] - E[g]^2 would have
+        cmean = g.mean(axis=axis)
+        cm2 = ((g - np.expand_dims(cmean, axis)) ** 2).sum(axis=axis)
+        csq = (g * g).sum(axis=axis)
+        if mean is None:
+            mean, m2, sq = cmean, cm2, csq
+        else:
+            delta = cmean - mean
+            mean = mean + delta * (m / (done + m))
+            m2 = m2 + cm2 + delta * delta * (done * m / (done + m))
+            sq = sq + csq
+        done += m
+    amap = {"mean": mean, "squared": sq / n, "vargrad": m2 / n}[variant]
+    return call.finish("smoothgrad", amap, seed, y, {"noise": noise, "n": n, "variant": variant})
