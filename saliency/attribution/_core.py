@@ -21,7 +21,11 @@ DEFAULT_BUDGET = 1 << 20
 
 
 class Call:
-    """One method call: the input as (N, C, H, W), whether it had a batch dimension, the clock."""
+    """One method call: the input as (N, C, H, W), whether it had a batch dimension, the clock.
+
+    x is cast to the dtype of the model's parameters when it has any (a float64 image for a
+    float32 model), else kept if floating point, else float32; the map has that dtype.
+    """
 
     def __init__(self, model, x):
         if not callable(model):
@@ -34,8 +38,9 @@ class Call:
             raise TypeError(f"x must be a numeric array or Tensor, got dtype {arr.dtype}")
         if arr.ndim not in (3, 4):
             raise ValueError(f"x must have shape (N, C, H, W) or (C, H, W), got shape {arr.shape}")
-        if arr.dtype.kind != "f":
-            arr = arr.astype(np.float32)
+        dtype = _param_dtype(model) or (arr.dtype if arr.dtype.kind == "f" else np.float32)
+        if arr.dtype != dtype:
+            arr = arr.astype(dtype)
         self.unbatched = arr.ndim == 3
         self.x = arr[None] if self.unbatched else arr  # never written to
 
@@ -145,6 +150,16 @@ def fold(g, copies, batched):
     lead = g.shape[:1] if batched else ()
     rest = g.shape[len(lead):]
     return g.reshape(lead + (copies, rest[0] // copies) + rest[1:])
+
+
+def _param_dtype(model):
+    """The dtype of the model's first floating-point parameter, or None (a function, or no parameters)."""
+    params = getattr(model, "parameters", None)
+    if callable(params):
+        for p in params():
+            if p.dtype.kind == "f":
+                return p.dtype
+    return None
 
 
 @contextlib.contextmanager

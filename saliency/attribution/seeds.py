@@ -42,10 +42,10 @@ def _map_of(y, seed):
     return y.shape[-2:]
 
 
-def _check_channel(channel, y, seed):
+def _check_channel(channel, y):
     if channel is not None and (y.ndim < 4 or channel >= y.shape[1]):
         have = f"{y.shape[1]} channels (valid: 0..{y.shape[1] - 1})" if y.ndim >= 4 else f"shape {y.shape}"
-        raise SeedError(f"channel {channel} of {seed} is out of range for an output with {have}")
+        raise SeedError(f"channel {channel} is out of range for an output with {have}")
 
 
 def _fill(v, channel, rows, cols):
@@ -145,7 +145,7 @@ class _Pixel(Seed):
         if self.row >= h or self.col >= w:
             raise SeedError(f"pixel ({self.row}, {self.col}) is outside the {h}x{w} output map "
                             f"(rows 0..{h - 1}, cols 0..{w - 1})")
-        _check_channel(self.channel, y, self)
+        _check_channel(self.channel, y)
 
     def vector(self, y):
         self.check(y)
@@ -175,7 +175,7 @@ class _Region(Seed):
 
     def vector(self, y):
         h, w = _map_of(y, self)
-        _check_channel(self.channel, y, self)
+        _check_channel(self.channel, y)
         v = np.zeros(y.shape, dtype=y.dtype)
         if self.box is not None:
             r0, c0, r1, c1 = self.box
