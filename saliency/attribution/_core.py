@@ -48,10 +48,11 @@ class Call:
     def n(self):
         return self.x.shape[0]
 
-    def chunk(self, batch, copies):
-        """How many copies of the N images go through one forward pass."""
+    def chunk(self, batch, copies, seeds=1):
+        """How many copies of the N images go through one forward pass (`seeds`: K, which multiplies
+        the memory of the backward pass, counts against the default budget, not against `batch`)."""
         if batch is None:
-            per = max(1, DEFAULT_BUDGET // self.x.size)
+            per = max(1, DEFAULT_BUDGET // (self.x.size * seeds))
         else:
             if isinstance(batch, bool) or not isinstance(batch, (int, np.integer)) or batch < 1:
                 raise ValueError(f"batch must be a positive int (images per forward pass), got {batch!r}")

@@ -28,7 +28,7 @@ def integrated_gradients(model, x, seed=None, *, baseline=None, steps=64, batch=
       baseline: None (zeros), a number, or an array broadcastable to x.
       steps: number of points on the path where the gradient is taken.
       batch: most images per forward pass (path points of all N images run in chunks); default
-        from a memory budget of about 2**20 input elements per pass.
+        from a budget of about 2**20 input elements (times K seeds) per pass.
       rule: the quadrature over the path: "gauss-legendre" (default: `steps` Gauss-Legendre
         nodes), "midpoint" (the Riemann midpoint sum) or "trapezoid" (`steps` equally spaced
         points, both ends included). Measured on a small random ReLU CNN at 64 steps, the
@@ -51,7 +51,7 @@ def integrated_gradients(model, x, seed=None, *, baseline=None, steps=64, batch=
     batched = seed.count is not None
     b = baseline_like(baseline, xs)
     diff = xs.astype(np.float64) - b
-    per = call.chunk(batch, len(alphas))
+    per = call.chunk(batch, len(alphas), seed.count or 1)
     acc = 0.0
     for start in range(0, len(alphas), per):
         a = alphas[start:start + per]
