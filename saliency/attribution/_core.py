@@ -60,7 +60,8 @@ class Call:
         return min(per, copies)
 
     def forward(self, x, grad=False):
-        """The model output Tensor at x (an ndarray); x is a fresh leaf requiring grad when grad=True."""
+        """The model output at x (an ndarray): its array (no graph recorded), or with grad=True the pair
+        (x as a fresh leaf requiring grad, output Tensor)."""
         xt = Tensor(x, requires_grad=grad)
         with (enable_grad() if grad else no_grad()), frozen(self.model):
             y = self.model(xt)
