@@ -1,0 +1,82 @@
+"""The shipped models: what each one is, and loading it with its weights and its measured quality.
+
+A model's weights are ``weights/<name>.npz`` (its state dict) beside a ``weights/<name>.json``
+card: the metrics measured on held-out data, the command that trained it, its training time.
+"""
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from saliency import nn
+
+from . import architectures, data
+
+WEIGHTS_DIR = Path(__file__).resolve().parent / "weights"
+
+
+class ZooError(LookupError):
+    """An unknown model name, or a weights file that is missing or does not fit the architecture."""
+
+
+@dataclass(frozen=True)
+class Spec:
+    name: str
+    task: str                   # "classification" or "depth"
+    input_shape: tuple          # (C, H, W)
+    build: object               # () -> nn.Module, freshly initialised
+    classes: tuple = ()
+    summary: str = ""
+
+
+SPECS = {
+    "shapes": Spec("shapes", "classification", (3, 64, 64), architectures.shapes_net, tuple(data.SHAPE_CLASSES),
+                   "8 shape classes on textured, cluttered backgrounds (RGB 64x64)"),
+    "digits": Spec("digits", "classification", (1, 32, 32), architectures.digits_net, tuple(str(d) for d in range(10)),
+                   "scikit-learn's handwritten digits, upsampled to 32x32 (grey)"),
+    "depth": Spec("depth", "depth", (3, 128, 128), architectures.depth_net, (),
+                  "per-pixel metric depth of ray-cast scenes (RGB 128x128 -> metres)"),
+}
+DEFAULT = {"classification": "shapes", "depth": "depth"}
+
+
+def spec(name):
+    try:
+        return SPECS[name]
+    except KeyError:
+        raise ZooError(f"unknown model {name!r}; the zoo has: {', '.join(SPECS)}") from None
+
+
+def available():
+    """Names of the models whose weights are shipped (and can be loaded)."""
+    return [name for name in SPECS if (WEIGHTS_DIR / f"{name}.npz").is_file()]
+
+
+def card(name):
+    """The model's card: metrics, training command and time (an empty dict if it has none)."""
+    path = WEIGHTS_DIR / f"{spec(name).name}.json"
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
+def build(name):
+    """A freshly initialised model of this architecture, with the zoo's attributes set (metrics empty)."""
+    s = spec(name)
+    model = s.build()
+    model.name, model.task, model.input_shape, model.classes, model.metrics = (
+        s.name, s.task, s.input_shape, list(s.classes), {})
+    return model
+
+
+def load(name, weights=None):
+    """The shipped model `name` in eval mode with its weights, `.task`, `.input_shape`, `.classes`
+    and `.metrics`; `weights` loads another ``.npz``/``.safetensors`` file into the same architecture."""
+    model = build(name)
+    path = Path(weights) if weights is not None else WEIGHTS_DIR / f"{model.name}.npz"
+    if not path.is_file():
+        hint = "" if weights is not None else f"; train it with: saliency train {name}"
+        raise ZooError(f"no weights file {path}{hint}")
+    try:
+        model.load_state_dict(nn.load(path))
+    except (KeyError, RuntimeError, ValueError) as err:
+        raise ZooError(f"{path} does not fit the {name!r} model: {err}") from None
+    model.metrics = dict(card(name).get("metrics", {})) if weights is None else {}
+    return model.eval()
