@@ -32,6 +32,32 @@ def explain(example: int = typer.Option(None, "--example", "-e", help="Show only
     typer.echo(text)
 
 
+@app.command()
+def models(measure: bool = typer.Option(False, "--measure", help="Re-measure each model on fresh held-out data.")):
+    """The zoo: each model's task, input, size and held-out quality, and how that was measured."""
+    from .zoo import models_table
+
+    typer.echo(models_table(measure))
+
+
+@app.command()
+def train(name: str = typer.Argument(..., help="Which zoo model: shapes, digits or depth."),
+          epochs: int = typer.Option(None, "--epochs", min=1, help="Epochs (default: the recipe's)."),
+          seed: int = typer.Option(0, "--seed", help="Seed of every random draw; the same seed gives the same weights."),
+          out: str = typer.Option(None, "--out", help="Weights file to write (default: NAME.npz here); "
+                                  "a .json card goes beside it.")):
+    """Train a zoo model from scratch with saliency's own engine (Adam), with a progress bar."""
+    from saliency.models.zoo import ZooError
+
+    from .zoo import train as run
+
+    try:
+        lines = run(name, epochs, seed, out)
+    except (ZooError, ModuleNotFoundError, OSError) as exc:
+        raise UserError(str(exc)) from None
+    typer.echo("\n".join(lines))
+
+
 def main(argv=None):
     """Console entry point: every failure is one clear line and a non-zero exit, never a traceback."""
     try:

@@ -77,6 +77,7 @@ def load(name, weights=None):
     try:
         model.load_state_dict(nn.load(path))
     except (KeyError, RuntimeError, ValueError) as err:
-        raise ZooError(f"{path} does not fit the {name!r} model: {err}") from None
+        detail = " ".join(str(err).split())        # the state-dict report spans lines; keep one
+        raise ZooError(f"{path} does not fit the {name!r} model: {detail}") from None
     model.metrics = dict(card(name).get("metrics", {})) if weights is None else {}
     return model.eval()

@@ -1,0 +1,43 @@
+"""`saliency models` (the zoo and its measured quality) and `saliency train NAME`."""
+from saliency.models import train as training
+from saliency.models import zoo
+from saliency.models.architectures import n_parameters
+
+
+def _metrics_text(task, metrics):
+    if not metrics:
+        return "not measured"
+    if task == "classification":
+        return f"accuracy {100 * metrics['accuracy']:.1f}% (n={metrics['n']})"
+    return (f"AbsRel {metrics['abs_rel']:.3f}, delta<1.25 {100 * metrics['delta1']:.1f}%, "
+            f"row-mean baseline AbsRel {metrics['baseline_abs_rel']:.3f} (n={metrics['n']})")
+
+
+def models_table(measure=False):
+    """The table `saliency models` prints; with `measure`, metrics re-measured on fresh held-out data."""
+    rows = [("name", "task", "input", "parameters", "held-out quality", "measured by")]
+    for name, spec in zoo.SPECS.items():
+        shipped = name in zoo.available()
+        card = zoo.card(name)
+        metrics = card.get("metrics", {})
+        how = card.get("train_command", "") + " (at the end of training)" if card else ""
+        if measure and shipped:
+            metrics = training.evaluate(zoo.load(name), name)
+            how = "saliency models --measure (just now)"
+        params = card.get("parameters") or n_parameters(zoo.build(name))
+        quality = _metrics_text(spec.task, metrics) if shipped else "no weights shipped"
+        rows.append((name, spec.task, "x".join(map(str, spec.input_shape)), f"{params:,}", quality, how))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def train(name, epochs, seed, out):
+    """Train `name` and write its weights and card; returns the lines to print."""
+    zoo.spec(name)                           # an unknown name fails before any work
+    out = out if out is not None else f"{name}.npz"
+    model, card = training.train(name, epochs=epochs, seed=seed)
+    path = training.save(model, card, out)
+    return [f"trained {name} in {card['train_seconds']:.0f} s: {_metrics_text(card['task'], card['metrics'])}",
+            f"weights: {path}", f"card:    {path.with_suffix('.json')}"]
