@@ -32,6 +32,33 @@ def explain(example: int = typer.Option(None, "--example", "-e", help="Show only
     typer.echo(text)
 
 
+@app.command("map")
+def map_(image: str = typer.Argument(..., help="Image file (PNG, JPEG, ...; grey, RGB or RGBA, any size)."),
+         model: str = typer.Option("shapes", "--model", "-m", help="Zoo model name, or path/to/file.py:build_fn."),
+         weights: str = typer.Option(None, "--weights", "-w", help="Weights (.npz or .safetensors) to load into it."),
+         method: str = typer.Option("gradient", "--method", help="gradient, input_x_gradient, smoothgrad, "
+                                    "integrated_gradients, guided_backprop, gradcam or occlusion."),
+         seed: str = typer.Option(None, "--seed", "-s", help="predicted, ones, class:K, pixel:ROW,COL or "
+                                  "region:R0,C0,R1,C1 (default: predicted for a classifier, ones for a dense output)."),
+         sign: str = typer.Option("abs", "--sign", help="abs, positive, negative or all."),
+         reduce: str = typer.Option("sum", "--reduce", help="Channels to one map: sum, max_abs, or rgb (3 panels)."),
+         overlay: bool = typer.Option(False, "--overlay", help="Draw the map over the image."),
+         layer: str = typer.Option(None, "--layer", help="Grad-CAM layer, by name as print(model) shows it."),
+         out: str = typer.Option(None, "--out", "-o", help="PNG to write (default: IMAGE-STEM_METHOD.png here).")):
+    """An attention map dy/dx of IMAGE as a heatmap PNG; prints the prediction, seed, method and time."""
+    from saliency.attribution import SeedError
+    from saliency.models.zoo import ZooError
+    from saliency.viz import ImageError, VizError
+
+    from .mapping import MapError, run
+
+    try:
+        lines = run(image, model, weights, method, seed, sign, reduce, overlay, out, layer)
+    except (MapError, SeedError, ZooError, ImageError, VizError, OSError) as exc:
+        raise UserError(str(exc)) from None
+    typer.echo("\n".join(lines))
+
+
 @app.command()
 def models(measure: bool = typer.Option(False, "--measure", help="Re-measure each model on fresh held-out data.")):
     """The zoo: each model's task, input, size and held-out quality, and how that was measured."""

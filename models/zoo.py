@@ -81,3 +81,43 @@ def load(name, weights=None):
         raise ZooError(f"{path} does not fit the {name!r} model: {detail}") from None
     model.metrics = dict(card(name).get("metrics", {})) if weights is None else {}
     return model.eval()
+
+
+def load_user(spec, weights=None):
+    """A user's model from ``path/to/file.py:build_fn`` (build_fn() returns a Module or a callable),
+    with `weights` (``.npz``/``.safetensors``) loaded into it, in eval mode when it has one."""
+    import importlib.util
+
+    path, sep, fn = str(spec).rpartition(":")
+    if not sep or not path.endswith(".py") or not fn.isidentifier():
+        raise ZooError(f"cannot read model {spec!r}: give a zoo name ({', '.join(SPECS)}) or path/to/file.py:build_fn")
+    if not Path(path).is_file():
+        raise ZooError(f"model file {path} does not exist")
+    module_spec = importlib.util.spec_from_file_location(f"_saliency_user_model_{Path(path).stem}", path)
+    module = importlib.util.module_from_spec(module_spec)
+    try:
+        module_spec.loader.exec_module(module)
+    except Exception as err:
+        raise ZooError(f"importing {path} failed: {type(err).__name__}: {err}") from None
+    build_fn = getattr(module, fn, None)
+    if not callable(build_fn):
+        raise ZooError(f"{path} has no function {fn}()")
+    model = build_fn()
+    if weights is not None:
+        if not isinstance(model, nn.Module):
+            raise ZooError(f"{fn}() returned a {type(model).__name__}, not a saliency.nn.Module; "
+                           "weights load only into a Module")
+        if not Path(weights).is_file():
+            raise ZooError(f"no weights file {weights}")
+        try:
+            model.load_state_dict(nn.load(weights))
+        except (KeyError, RuntimeError, ValueError) as err:
+            raise ZooError(f"{weights} does not fit the model from {spec}: {' '.join(str(err).split())}") from None
+    return model.eval() if isinstance(model, nn.Module) else model
+
+
+def resolve(name_or_path, weights=None):
+    """A zoo model by name (with other `weights` if given) or a user's model by path:fn."""
+    if name_or_path in SPECS:
+        return load(name_or_path, weights)
+    return load_user(name_or_path, weights)

@@ -1,0 +1,107 @@
+"""`saliency map` and `saliency batch`: an image in, a heatmap PNG out."""
+import time
+from pathlib import Path
+
+import numpy as np
+
+from saliency import attribution, viz
+from saliency.attribution import seeds
+from saliency.models import zoo
+
+METHODS = {
+    "gradient": attribution.gradient,
+    "input_x_gradient": attribution.input_x_gradient,
+    "smoothgrad": attribution.smoothgrad,
+    "integrated_gradients": attribution.integrated_gradients,
+    "guided_backprop": attribution.guided_backprop,
+    "gradcam": attribution.gradcam,
+    "occlusion": attribution.occlusion,
+}
+SIGNS = ("abs", "positive", "negative", "all")
+REDUCES = ("sum", "max_abs", "rgb")
+IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".ppm"}
+
+
+class MapError(ValueError):
+    """A request `saliency map` cannot carry out (bad option, image, seed or model)."""
+
+
+def _choice(value, allowed, what):
+    if value not in allowed:
+        raise MapError(f"unknown {what} {value!r}; choose one of: {', '.join(allowed)}")
+    return value
+
+
+def gradcam_layer(model):
+    """The layer Grad-CAM uses by default: the last Conv2d with more than one output channel."""
+    from saliency import nn
+
+    convs = [(name, m) for name, m in getattr(model, "named_modules", lambda: [])()
+             if isinstance(m, nn.Conv2d) and m.out_channels > 1]
+    if not convs:
+        raise MapError("gradcam needs a model with Conv2d layers (a saliency.nn.Module)")
+    return convs[-1]
+
+
+def prediction_text(model, output):
+    """Top classes with softmax probabilities, or the depth range of a dense output."""
+    out = np.asarray(output, dtype=np.float64)
+    out = out[0] if out.ndim in (2, 4) else out
+    if out.ndim == 1:
+        p = np.exp(out - out.max())
+        p /= p.sum()
+        names = getattr(model, "classes", None) or [str(k) for k in range(len(out))]
+        top = np.argsort(-p)[:3]
+        return "prediction: " + ", ".join(f"{names[k]} {100 * p[k]:.1f}%" for k in top)
+    unit = " m" if getattr(model, "task", None) == "depth" else ""
+    return (f"prediction: a {'x'.join(map(str, out.shape[-2:]))} map, "
+            f"min {out.min():.3g}{unit}, median {np.median(out):.3g}{unit}, max {out.max():.3g}{unit}")
+
+
+def compute(model, image_path, method="gradient", seed=None, layer=None):
+    """(image array (C, H, W), Attribution, notes) for one image file."""
+    fn = METHODS[_choice(method, tuple(METHODS), "method")]
+    seed_obj = seeds.parse(seed) if seed else None
+    shape = getattr(model, "input_shape", None)
+    if shape is not None:
+        x, note = viz.load_image(image_path, size=tuple(shape[1:]), channels=shape[0])
+    else:
+        x, note = viz.load_image(image_path)
+    options = {}
+    if method == "gradcam":
+        options["layer"] = layer or gradcam_layer(model)[1]
+    attr = fn(model, x, seed_obj, **options)
+    return x, attr, [note] if note else []
+
+
+def figure(model, x, attr, sign="abs", reduce="sum", overlay=False):
+    """image | [predicted depth |] map, with colour bars and a title naming the prediction."""
+    classes = getattr(model, "classes", None) or None
+    title = f"{getattr(attr.method, '__name__', attr.method)} · {attr.seed.describe(classes)}"
+    maps, titles = [attr.map], [title]
+    reduce = "sum" if attr.map.shape[-3] == 1 and reduce == "rgb" else reduce
+    if np.ndim(attr.output) >= 2:        # a dense output: show it beside its map
+        maps.insert(0, np.asarray(attr.output).reshape(-1, *np.shape(attr.output)[-2:])[:1])
+        titles.insert(0, "model output")
+    return viz.panels(maps, image=x, titles=titles, sign=sign, reduce=reduce, alpha=0.5 if overlay else None)
+
+
+def run(image, model="shapes", weights=None, method="gradient", seed=None, sign="abs", reduce="sum",
+        overlay=False, out=None, layer=None):
+    """Compute and write one heatmap; returns the lines to print."""
+    _choice(sign, SIGNS, "sign")
+    _choice(reduce, REDUCES, "reduce")
+    path = Path(image)
+    if not path.is_file():
+        raise MapError(f"image file {image} does not exist")
+    net = zoo.resolve(model, weights)
+    started = time.perf_counter()
+    x, attr, notes = compute(net, path, method, seed, layer)
+    seconds = time.perf_counter() - started
+    out = Path(out) if out is not None else Path(f"{path.stem}_{method}.png")
+    fig = figure(net, x, attr, sign, reduce, overlay)
+    viz.save(fig, out)
+    classes = getattr(net, "classes", None) or None
+    return notes + [prediction_text(net, attr.output),
+                    f"seed: {attr.seed.describe(classes)}   method: {method}   time: {1000 * seconds:.0f} ms",
+                    f"wrote {out}"]
