@@ -60,6 +60,44 @@ def map_(image: str = typer.Argument(..., help="Image file (PNG, JPEG, ...; grey
 
 
 @app.command()
+def batch(folder: str = typer.Argument(..., help="Folder of images (its files, not subfolders)."),
+          out: str = typer.Option(..., "--out", "-o", help="Folder to write one PNG per image into."),
+          model: str = typer.Option("shapes", "--model", "-m", help="Zoo model name, or path/to/file.py:build_fn."),
+          weights: str = typer.Option(None, "--weights", "-w", help="Weights (.npz or .safetensors) to load into it."),
+          method: str = typer.Option("gradient", "--method", help="As for saliency map."),
+          seed: str = typer.Option(None, "--seed", "-s", help="As for saliency map."),
+          sign: str = typer.Option("abs", "--sign", help="abs, positive, negative or all."),
+          reduce: str = typer.Option("sum", "--reduce", help="sum, max_abs or rgb."),
+          overlay: bool = typer.Option(False, "--overlay", help="Draw each map over its image."),
+          layer: str = typer.Option(None, "--layer", help="Grad-CAM layer name.")):
+    """A heatmap for every image in FOLDER; a file that fails is reported and the rest still run."""
+    from saliency.attribution import SeedError, seeds
+    from saliency.models.zoo import ZooError, resolve
+
+    from .mapping import MapError, _check_options, batch_files, run_batch
+
+    try:
+        _check_options(method, sign, reduce)
+        if seed:
+            seeds.parse(seed)
+        files = batch_files(folder)
+        net = resolve(model, weights)
+    except (MapError, SeedError, ZooError, OSError) as exc:
+        raise UserError(str(exc)) from None
+
+    def bar(items):
+        with typer.progressbar(items, label=f"{method} maps", file=sys.stderr) as wrapped:
+            yield from wrapped
+
+    written, failed = run_batch(files, out, net, method, seed, sign, reduce, overlay, layer, bar)
+    for path, reason in failed:
+        typer.echo(f"skipped {path.name}: {reason}", err=True)
+    typer.echo(f"wrote {len(written)} of {len(files)} maps to {out}")
+    if not written:
+        raise UserError(f"no map could be made from the {len(files)} files in {folder}")
+
+
+@app.command()
 def models(measure: bool = typer.Option(False, "--measure", help="Re-measure each model on fresh held-out data.")):
     """The zoo: each model's task, input, size and held-out quality, and how that was measured."""
     from .zoo import models_table

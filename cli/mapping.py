@@ -86,22 +86,62 @@ def figure(model, x, attr, sign="abs", reduce="sum", overlay=False):
     return viz.panels(maps, image=x, titles=titles, sign=sign, reduce=reduce, alpha=0.5 if overlay else None)
 
 
-def run(image, model="shapes", weights=None, method="gradient", seed=None, sign="abs", reduce="sum",
-        overlay=False, out=None, layer=None):
-    """Compute and write one heatmap; returns the lines to print."""
-    _choice(sign, SIGNS, "sign")
-    _choice(reduce, REDUCES, "reduce")
-    path = Path(image)
-    if not path.is_file():
-        raise MapError(f"image file {image} does not exist")
-    net = zoo.resolve(model, weights)
+def render_one(net, path, method="gradient", seed=None, sign="abs", reduce="sum", overlay=False, out=None,
+               layer=None):
+    """Compute one image's map with a loaded model and write its PNG; returns the lines to print."""
     started = time.perf_counter()
     x, attr, notes = compute(net, path, method, seed, layer)
     seconds = time.perf_counter() - started
-    out = Path(out) if out is not None else Path(f"{path.stem}_{method}.png")
-    fig = figure(net, x, attr, sign, reduce, overlay)
-    viz.save(fig, out)
+    out = Path(out) if out is not None else Path(f"{Path(path).stem}_{method}.png")
+    viz.save(figure(net, x, attr, sign, reduce, overlay), out)
     classes = getattr(net, "classes", None) or None
     return notes + [prediction_text(net, attr.output),
                     f"seed: {attr.seed.describe(classes)}   method: {method}   time: {1000 * seconds:.0f} ms",
                     f"wrote {out}"]
+
+
+def _check_options(method, sign, reduce):
+    _choice(method, tuple(METHODS), "method")
+    _choice(sign, SIGNS, "sign")
+    _choice(reduce, REDUCES, "reduce")
+
+
+def run(image, model="shapes", weights=None, method="gradient", seed=None, sign="abs", reduce="sum",
+        overlay=False, out=None, layer=None):
+    """Load the model, compute and write one heatmap; returns the lines to print."""
+    _check_options(method, sign, reduce)
+    if seed:
+        seeds.parse(seed)
+    path = Path(image)
+    if not path.is_file():
+        raise MapError(f"image file {image} does not exist")
+    return render_one(zoo.resolve(model, weights), path, method, seed, sign, reduce, overlay, out, layer)
+
+
+def batch_files(folder):
+    """The image files (by suffix) directly inside `folder`, sorted."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise MapError(f"{folder} is not a folder")
+    files = sorted(p for p in folder.iterdir() if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES)
+    if not files:
+        raise MapError(f"{folder} holds no image files ({', '.join(sorted(IMAGE_SUFFIXES))})")
+    return files
+
+
+def run_batch(files, out_dir, net, method, seed, sign, reduce, overlay, layer, progress=iter):
+    """Maps for every file into `out_dir`; a file that fails is reported and skipped.
+
+    Returns (written paths, [(file, reason)] failures). `progress` wraps the file list (a bar).
+    """
+    out_dir = Path(out_dir)
+    written, failed = [], []
+    for path in progress(files):
+        target = out_dir / f"{path.stem}_{method}.png"
+        try:
+            render_one(net, path, method, seed, sign, reduce, overlay, target, layer)
+        except (viz.ImageError, seeds.SeedError, MapError, OSError) as exc:
+            failed.append((path, str(exc)))
+            continue
+        written.append(target)
+    return written, failed

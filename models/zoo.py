@@ -90,7 +90,7 @@ def load_user(spec, weights=None):
 
     path, sep, fn = str(spec).rpartition(":")
     if not sep or not path.endswith(".py") or not fn.isidentifier():
-        raise ZooError(f"cannot read model {spec!r}: give a zoo name ({', '.join(SPECS)}) or path/to/file.py:build_fn")
+        raise ZooError(f"unknown model {spec!r}: give a zoo name ({', '.join(SPECS)}) or path/to/file.py:build_fn")
     if not Path(path).is_file():
         raise ZooError(f"model file {path} does not exist")
     module_spec = importlib.util.spec_from_file_location(f"_saliency_user_model_{Path(path).stem}", path)

@@ -1,0 +1,153 @@
+"""`saliency map` and `saliency batch` through typer's CliRunner and as a real subprocess."""
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from PIL import Image
+from typer.testing import CliRunner
+
+import saliency as sl
+from saliency.cli.main import app, main
+from saliency.models import data, zoo
+
+runner = CliRunner()
+
+
+def _png(path, chw):
+    Image.fromarray((np.moveaxis(chw, 0, -1) * 255).round().astype(np.uint8).squeeze()).save(path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def star(tmp_path_factory):
+    images, labels = data.shapes(40, seed=31)
+    i = int(np.flatnonzero(labels == data.SHAPE_CLASSES.index("star"))[0])
+    return _png(tmp_path_factory.mktemp("img") / "star.png", images[i])
+
+
+@pytest.fixture(scope="module")
+def scene(tmp_path_factory):
+    images, _, _ = data.scenes(1, seed=32)
+    return _png(tmp_path_factory.mktemp("img") / "scene.png", images[0])
+
+
+def test_default_map_names_the_shape_and_writes_a_png(star, tmp_path):
+    out = tmp_path / "m.png"
+    result = runner.invoke(app, ["map", str(star), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "prediction: star" in result.output
+    assert "seed: predicted class 3 (star)" in result.output and "method: gradient" in result.output
+    picture = np.asarray(Image.open(out))
+    assert picture.ndim == 3 and picture.shape[0] > 100 and picture.std() > 10
+
+
+@pytest.mark.parametrize("method", ["input_x_gradient", "smoothgrad", "integrated_gradients", "guided_backprop",
+                                    "gradcam", "occlusion"])
+def test_every_method_runs_from_the_command_line(star, tmp_path, method):
+    out = tmp_path / f"{method}.png"
+    result = runner.invoke(app, ["map", str(star), "--method", method, "--seed", "class:0", "--sign", "all",
+                                 "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert f"method: {method}" in result.output and "class 0 (circle)" in result.output
+    assert out.is_file()
+
+
+def test_the_map_is_the_gradient_the_api_computes(star, tmp_path):
+    """What the PNG shows comes from the same numbers as the Python API (checked on the map itself)."""
+    from saliency.cli.mapping import compute
+
+    model = zoo.load("shapes")
+    x, attr, _ = compute(model, star, "gradient", "class:5")
+    xt = sl.tensor(x[None], requires_grad=True)
+    model(xt)[0, 5].backward()
+    np.testing.assert_allclose(attr.map, xt.grad.numpy()[0], rtol=1e-5, atol=1e-7)
+
+
+def test_depth_map_with_a_pixel_seed(scene, tmp_path):
+    out = tmp_path / "d.png"
+    result = runner.invoke(app, ["map", str(scene), "--model", "depth", "--seed", "pixel:100,64", "--overlay",
+                                 "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "prediction: a 128x128 map" in result.output and " m," in result.output
+    assert "pixel (100, 64)" in result.output and out.is_file()
+
+
+def test_any_image_is_resized_with_a_note(tmp_path):
+    rgba = np.zeros((90, 120, 4), np.uint8)
+    rgba[20:60, 30:90] = (255, 0, 0, 255)
+    Image.fromarray(rgba).save(tmp_path / "big.png")
+    Image.fromarray(rgba[..., 0]).save(tmp_path / "grey.png")
+    for name in ("big.png", "grey.png"):
+        result = runner.invoke(app, ["map", str(tmp_path / name), "--out", str(tmp_path / "o.png")])
+        assert result.exit_code == 0, result.output
+        assert "resized 120x90 -> 64x64" in result.output
+
+
+@pytest.mark.parametrize("args, message", [
+    (["map", "/no/such.png"], "image file /no/such.png does not exist"),
+    (["map", "{text}"], "not an image"),
+    (["map", "{star}", "--model", "resnet"], "unknown model 'resnet'"),
+    (["map", "{star}", "--seed", "klass:3"], "klass:3"),
+    (["map", "{star}", "--seed", "class:12"], "class 12 is out of range for an output with 8 classes (valid: 0..7)"),
+    (["map", "{star}", "--seed", "pixel:3,4"], "needs a dense output"),
+    (["map", "{scene}", "--model", "depth", "--seed", "pixel:300,4"], "outside"),
+    (["map", "{star}", "--method", "lime"], "unknown method 'lime'"),
+    (["map", "{star}", "--sign", "both"], "unknown sign 'both'"),
+    (["map", "{star}", "--weights", "{weights}"], "does not fit the 'shapes' model"),
+    (["map", "{star}", "--out", "{tmp}/x.jpg"], "ending in .png"),
+    (["batch", "/no/such/dir", "--out", "{tmp}"], "is not a folder"),
+])
+def test_bad_input_is_one_clear_line(star, scene, tmp_path, capsys, args, message):
+    text = tmp_path / "t.png"
+    text.write_text("hello")
+    weights = tmp_path / "w.npz"
+    sl.nn.save({"fc.weight": np.zeros((3, 3), np.float32)}, weights)
+    args = [a.format(star=star, scene=scene, text=text, weights=weights, tmp=tmp_path) for a in args]
+    with pytest.raises(SystemExit) as info:
+        main(args)
+    assert info.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and message in err and "\n" not in err, err
+
+
+def test_a_users_own_model_from_a_file(star, tmp_path):
+    (tmp_path / "mine.py").write_text(
+        "import saliency as sl\n"
+        "def build():\n"
+        "    return sl.nn.Sequential(sl.nn.Conv2d(3, 4, 3, padding=1), sl.nn.ReLU(), sl.nn.AdaptiveAvgPool2d(1),\n"
+        "                            sl.nn.Flatten(), sl.nn.Linear(4, 2))\n")
+    sl.manual_seed(0)
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("mine", tmp_path / "mine.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    sl.nn.save(mod.build().state_dict(), tmp_path / "mine.npz")
+    result = runner.invoke(app, ["map", str(star), "--model", f"{tmp_path / 'mine.py'}:build",
+                                 "--weights", str(tmp_path / "mine.npz"), "--out", str(tmp_path / "o.png")])
+    assert result.exit_code == 0, result.output
+    assert "prediction: " in result.output and (tmp_path / "o.png").is_file()
+    with pytest.raises(SystemExit) as info:
+        main(["map", str(star), "--model", f"{tmp_path / 'mine.py'}:nothing"])
+    assert info.value.code == 2
+
+
+def test_batch_skips_a_bad_file_and_does_the_rest(star, tmp_path):
+    folder = tmp_path / "in"
+    folder.mkdir()
+    images, _ = data.shapes(2, seed=33)
+    _png(folder / "a.png", images[0])
+    _png(folder / "c.png", images[1])
+    (folder / "b.png").write_text("not a picture")
+    (folder / "notes.txt").write_text("ignored")
+    result = runner.invoke(app, ["batch", str(folder), "--out", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    assert "skipped b.png" in result.output and "wrote 2 of 3 maps" in result.output
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["a_gradient.png", "c_gradient.png"]
+
+
+def test_real_subprocess_error_has_no_traceback(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "saliency.cli.main", "map", str(tmp_path / "missing.png")],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().startswith("error: image file") and "Traceback" not in proc.stderr
