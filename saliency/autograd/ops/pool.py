@@ -11,12 +11,13 @@ def _check_nchw(x, op):
 class MaxPool2d(Function):
     """z = max over each window; the gradient goes to the first maximum of the window, as in PyTorch."""
 
-    __slots__ = ("x_shape",)
+    __slots__ = ("x_shape", "config")
 
     def forward(self, x, *, kernel_size, stride=None, padding=0):
         _check_nchw(x, "max_pool2d")
         out, indices = kernels.max_pool2d_forward(x, kernel_size, stride, padding)
-        self.x_shape = x.shape
+        # the VJP reads only the indices; the window geometry is kept for saliency.autograd.windows
+        self.x_shape, self.config = x.shape, (kernel_size, stride, padding)
         self.save_for_backward(indices)
         return out
 
