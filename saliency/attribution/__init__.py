@@ -17,6 +17,8 @@ from .occlusion import occlusion
 from .result import Attribution
 from .seeds import SeedError
 from .smoothgrad import smoothgrad
+from .receptive import receptive_field
 
 __all__ = ["Attribution", "SeedError", "gradcam", "gradient", "guided_backprop", "input_x_gradient",
            "integrated_gradients", "occlusion", "seeds", "smoothgrad"]
+__all__ += ["receptive_field"]
