@@ -18,7 +18,9 @@ from .result import Attribution
 from .seeds import SeedError
 from .smoothgrad import smoothgrad
 from .receptive import receptive_field
+from .evaluation import DeletionInsertion, RandomisationCheck, deletion_insertion, randomisation_check
 
 __all__ = ["Attribution", "SeedError", "gradcam", "gradient", "guided_backprop", "input_x_gradient",
            "integrated_gradients", "occlusion", "seeds", "smoothgrad"]
 __all__ += ["receptive_field"]
+__all__ += ["DeletionInsertion", "RandomisationCheck", "deletion_insertion", "randomisation_check"]

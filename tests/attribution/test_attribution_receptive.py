@@ -1,14 +1,13 @@
 """receptive_field: the map against the theoretical box and against closed forms of box filters."""
 import numpy as np
 import pytest
+from _attribution_models import randomize
 
 import saliency as sl
 from saliency import nn
 from saliency.attribution import SeedError, receptive_field, seeds
 from saliency.attribution.receptive import mass_radius
 from saliency.autograd.windows import Box, receptive_box
-
-from _attribution_models import randomize
 
 
 def box_filters(n, channels=1):

@@ -3,7 +3,6 @@
 With positive weights and positive seeds nothing cancels, so the support of a VJP is exactly the
 set of input positions some path reaches: its bounding box must equal the rule's box.
 """
-from collections import OrderedDict
 
 import numpy as np
 import pytest
@@ -168,7 +167,7 @@ def test_batch_norm_eval_keeps_the_box_and_training_takes_the_whole_map():
     rng = np.random.default_rng(11)
     mean, var, g, b = np.zeros(3), np.ones(3), positive(rng, 3), positive(rng, 3)
     for training in (False, True):
-        check_op(lambda x: F.batch_norm(x, mean.copy(), var.copy(), g, b, training=training), [leaf(rng)], rng)
+        check_op(lambda x, t=training: F.batch_norm(x, mean.copy(), var.copy(), g, b, training=t), [leaf(rng)], rng)
     y = F.batch_norm(leaf(rng), mean, var, g, b, training=True)
     assert input_boxes(y.grad_fn, Box(3, 3, 4, 4))[0] == Box(0, 0, H, W)
 
