@@ -124,22 +124,23 @@ def randomisation_check(model, x, method, seed=None, *, rng=None):
     Layers are the modules holding parameters of their own, ordered by when their forward finishes
     in one pass over x (last = top); modules the pass does not call are left alone. The seed is
     fixed at the original model's (e.g. its predicted class). `rng`: np.random.Generator (default
-    np.random.default_rng(0)). The original weights are put back afterwards, also when `method`
-    raises; buffers (batch-norm statistics) are not touched.
+    np.random.default_rng(0)). The original weights, and the buffers (batch-norm statistics, which a
+    model in training mode updates), are put back afterwards, also when `method` raises.
     """
     if not callable(getattr(model, "named_modules", None)):
         raise TypeError(f"model must be a saliency.nn.Module (its layers are randomised), got {type(model).__name__}")
     rng = np.random.default_rng(0) if rng is None else rng
     if not isinstance(rng, np.random.Generator):
         raise TypeError(f"rng must be an np.random.Generator (np.random.default_rng(seed)), got {type(rng).__name__}")
-    layers = _layers_top_down(model, x)
-    if not layers:
-        raise ValueError("model has no layer with parameters that its forward pass calls; nothing to randomise")
-    original = _run(method, model, x, seed)
-    reference = _reduce(original.map)
     saved = [(p, p.data) for p in model.parameters()]
+    stats = [(b, b.data.copy()) for b in model.buffers()]  # a model in training mode updates them
     maps, correlations = [], []
     try:
+        layers = _layers_top_down(model, x)
+        if not layers:
+            raise ValueError("model has no layer with parameters that its forward pass calls; nothing to randomise")
+        original = _run(method, model, x, seed)
+        reference = _reduce(original.map)
         for _, layer in layers:
             for p in layer.parameters(recurse=False):
                 rms = np.sqrt(np.mean(np.square(p.data, dtype=np.float64)))
@@ -150,6 +151,8 @@ def randomisation_check(model, x, method, seed=None, *, rng=None):
     finally:
         for p, data in saved:
             p.data = data
+        for b, data in stats:
+            b.data[...] = data
     return RandomisationCheck([name for name, _ in layers], np.array(correlations), original, maps)
 
 

@@ -164,6 +164,17 @@ def test_weights_are_restored_when_the_method_fails():
     assert_same_state(model, before, params)
 
 
+def test_batch_norm_statistics_are_restored_for_a_model_in_training_mode():
+    model = randomize(nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(),
+                                    nn.Conv2d(4, 2, 3, padding=1)), seed=8)
+    model.train()
+    x = np.random.default_rng(8).standard_normal((2, 3, 8, 8))
+    before, params = snapshot(model), [(p, p.data) for p in model.parameters()]
+    res = randomisation_check(model, x, gradient, seeds.ones())
+    assert res.layers == ["3", "1", "0"]
+    assert_same_state(model, before, params)
+
+
 def test_randomisation_errors():
     x = np.zeros((1, 3, 12, 12))
     with pytest.raises(TypeError, match="must be a saliency.nn.Module"):
