@@ -59,6 +59,26 @@ def map_(image: str = typer.Argument(..., help="Image file (PNG, JPEG, ...; grey
     typer.echo("\n".join(lines))
 
 
+@app.command("receptive-field")
+def receptive_field(image: str = typer.Argument(..., help="Image file."),
+                    pixel: str = typer.Option(..., "--pixel", "-p", help="Output pixel ROW,COL."),
+                    model: str = typer.Option("depth", "--model", "-m", help="A model with a dense output."),
+                    weights: str = typer.Option(None, "--weights", "-w", help="Weights to load into it."),
+                    out: str = typer.Option(None, "--out", "-o", help="PNG to write (default: IMAGE-STEM_rf_ROW_COL.png).")):
+    """Which input pixels one output pixel depends on: its gradient map, 50%/90% radii, theoretical box."""
+    from saliency.attribution import SeedError
+    from saliency.models.zoo import ZooError
+    from saliency.viz import ImageError, VizError
+
+    from .mapping import MapError, run_receptive_field
+
+    try:
+        lines = run_receptive_field(image, pixel, model, weights, out)
+    except (MapError, SeedError, ZooError, ImageError, VizError, OSError) as exc:
+        raise UserError(str(exc)) from None
+    typer.echo("\n".join(lines))
+
+
 @app.command()
 def batch(folder: str = typer.Argument(..., help="Folder of images (its files, not subfolders)."),
           out: str = typer.Option(..., "--out", "-o", help="Folder to write one PNG per image into."),

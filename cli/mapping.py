@@ -145,3 +145,50 @@ def run_batch(files, out_dir, net, method, seed, sign, reduce, overlay, layer, p
             continue
         written.append(target)
     return written, failed
+
+
+def _pair(text, what):
+    try:
+        a, b = (int(v) for v in text.split(","))
+    except ValueError:
+        raise MapError(f"{what} must be two integers ROW,COL, got {text!r}") from None
+    return a, b
+
+
+def run_receptive_field(image, pixel, model="depth", weights=None, out=None):
+    """The receptive field of one output pixel, drawn with its 50%/90% mass circles; the lines to print."""
+    from matplotlib.patches import Circle, Rectangle
+
+    row, col = _pair(pixel, "--pixel")
+    path = Path(image)
+    if not path.is_file():
+        raise MapError(f"image file {image} does not exist")
+    net = zoo.resolve(model, weights)
+    shape = getattr(net, "input_shape", None)
+    x, note = viz.load_image(path, size=None if shape is None else tuple(shape[1:]),
+                             channels=3 if shape is None else shape[0])
+    started = time.perf_counter()
+    attr = attribution.receptive_field(net, x, (row, col))
+    seconds = time.perf_counter() - started
+    ex = attr.extras
+    box = ex["box"]
+    fig = viz.panels([attr.map], image=x, titles=[f"d y[{row}, {col}] / d x"], sign="abs")
+    (cy, cx), image_ax, map_ax = ex["centre"], fig.axes[0], fig.axes[1]
+    for ax in (image_ax, map_ax):
+        ax.plot([cx], [cy], marker="+", color="cyan", markersize=10)
+        for r, style in ((ex["radius50"], "-"), (ex["radius90"], "--")):
+            ax.add_patch(Circle((cx, cy), r, fill=False, color="cyan", linestyle=style, linewidth=1))
+        if box is not None:
+            ax.add_patch(Rectangle((box.c0 - 0.5, box.r0 - 0.5), box.c1 - box.c0, box.r1 - box.r0, fill=False,
+                                   color="white", linestyle=":", linewidth=1))
+        ax.set_xlim(-0.5, x.shape[-1] - 0.5)           # circles must not widen the picture
+        ax.set_ylim(x.shape[-2] - 0.5, -0.5)
+    out = Path(out) if out is not None else Path(f"{path.stem}_rf_{row}_{col}.png")
+    viz.save(fig, out)
+    rows, cols = ex["theoretical_size"]
+    return ([note] if note else []) + [
+        f"output pixel ({row}, {col}): 50% of the gradient mass lies within {ex['radius50']:.1f} px, "
+        f"90% within {ex['radius90']:.1f} px (circles)",
+        f"theoretical receptive field: {rows}x{cols} px, rows {box.r0}..{box.r1 - 1}, cols {box.c0}..{box.c1 - 1} "
+        f"(dotted box); time {1000 * seconds:.0f} ms",
+        f"wrote {out}"]

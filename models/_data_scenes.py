@@ -14,6 +14,8 @@ SIZE = 128
 FOCAL = (SIZE / 2) / np.tan(np.radians(30.0))
 MAX_DEPTH = 50.0           # metres: the depth of the sky, and the cap on every depth
 MAX_OBJECTS = 5
+TILE = 1.0                 # metres: the ground's checker tiles are squares of a known size, which fixes
+                           # the scale of a scene (one image cannot tell a near small scene from a far big one)
 OBJECT_KINDS = ("sphere", "box", "cylinder")
 
 _CHUNK = 8                 # scenes ray-cast at once
@@ -125,7 +127,7 @@ def _params(n, rng, objects):
     p["light"] = np.stack([np.cos(el) * np.sin(az), np.sin(el), np.cos(el) * np.cos(az)], axis=1)
     p["sky"] = np.stack([rng.uniform(0.65, 0.9, (n, 3)), rng.uniform(0.15, 0.6, (n, 3))], axis=1)  # horizon, zenith
     p["sky"][:, 1, 2] = rng.uniform(0.7, 1.0, n)                                                    # a blue zenith
-    p["tile"] = rng.uniform(0.4, 1.5, n)
+    p["tile"] = np.full(n, TILE)
     p["ground"] = rng.uniform(0.15, 0.75, (n, 2, 3))
     p["kind"] = rng.integers(0, 3, (n, MAX_OBJECTS))
     # half widths (x, -, z) and full height (y); a sphere uses x as its radius and y = 2 x

@@ -5,7 +5,8 @@
   colour) on a noise, gradient or stripe background with small blobs and lines as clutter.
 * ``scenes(n, seed=0)`` -> images float32 (n, 3, 128, 128) in [0, 1], depths float32
   (n, 1, 128, 128) in metres, masks bool (n, MAX_OBJECTS, 128, 128). Ray-cast scenes of a
-  checkered ground, a sky and 1 to 5 spheres, boxes and upright cylinders. Depth is *z-depth*
+  checkered ground (square tiles of ``TILE`` = 1 m: the cue to scale), a sky and 1 to 5
+  spheres, boxes and upright cylinders. Depth is *z-depth*
   (distance along the camera's viewing axis), capped at ``MAX_DEPTH`` = 50 m, which is also the
   depth of the sky. Mask k holds the pixels where object slot k is the nearest surface (visible
   pixels only); a slot without an object, or an object hidden behind another, has an empty mask.
@@ -23,13 +24,13 @@ from pathlib import Path
 
 import numpy as np
 
-from ._data_scenes import FOCAL, MAX_DEPTH, MAX_OBJECTS, OBJECT_KINDS, ground_depth
+from ._data_scenes import FOCAL, MAX_DEPTH, MAX_OBJECTS, OBJECT_KINDS, TILE, ground_depth
 from ._data_scenes import scenes as _scenes
 from ._data_shapes import SHAPE_CLASSES, _bilinear_matrix
 from ._data_shapes import shapes as _shapes
 
 __all__ = ["shapes", "scenes", "digits", "ground_depth", "SHAPE_CLASSES", "OBJECT_KINDS",
-           "FOCAL", "MAX_DEPTH", "MAX_OBJECTS"]
+           "FOCAL", "MAX_DEPTH", "MAX_OBJECTS", "TILE"]
 
 DIGITS_SIZE = 32
 _TEST_SHARE = 0.2
