@@ -1,0 +1,154 @@
+"""The shipped models: loading, attributes, quality reproduced on fresh held-out data, training.
+
+Held-out sets here are drawn with seeds that neither training nor the recorded measurement used,
+so a model that only memorised its evaluation set would fail.
+"""
+import importlib.util
+import io
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+import saliency as sl
+from saliency.cli.main import app
+from saliency.models import data, train, zoo
+from saliency.models.architectures import n_parameters
+
+HAS_SKLEARN = importlib.util.find_spec("sklearn") is not None
+FRESH_SEED = 424242
+
+
+def test_every_model_is_shipped_small_and_loads_in_eval_mode():
+    assert zoo.available() == ["shapes", "digits", "depth"]
+    for name in zoo.available():
+        model = zoo.load(name)
+        assert not model.training and all(not m.training for m in model.modules())
+        assert model.task in ("classification", "depth") and model.input_shape == zoo.SPECS[name].input_shape
+        assert n_parameters(model) < 1_000_000
+        assert (zoo.WEIGHTS_DIR / f"{name}.npz").stat().st_size < 2 * 1024 ** 2
+        assert model.metrics == zoo.card(name)["metrics"]
+    assert zoo.load("shapes").classes == list(data.SHAPE_CLASSES)
+    assert zoo.load("digits").classes == [str(d) for d in range(10)]
+
+
+def test_layers_are_named_for_grad_cam():
+    model = zoo.load("shapes")
+    names = dict(model.named_modules())
+    assert names["features.block3.conv"] is model.features.block3.conv
+    assert "features.block1.conv.weight" in model.state_dict()
+    depth = zoo.load("depth")
+    assert {"enc1", "enc5", "dec1", "head"} <= set(dict(depth.named_children()))
+
+
+def test_shapes_accuracy_reproduces_on_fresh_images():
+    recorded = zoo.card("shapes")["metrics"]["accuracy"]
+    got = train.evaluate(zoo.load("shapes"), "shapes", n=600, seed=FRESH_SEED)["accuracy"]
+    assert recorded >= 0.97
+    assert got >= recorded - 0.015          # 600 images: one standard error is about 0.3%
+
+
+@pytest.mark.skipif(not HAS_SKLEARN, reason="scikit-learn (the 'train' extra) holds the digits")
+def test_digits_accuracy_reproduces_on_the_test_split():
+    recorded = zoo.card("digits")["metrics"]["accuracy"]
+    got = train.evaluate(zoo.load("digits"), "digits")["accuracy"]
+    assert recorded >= 0.97
+    assert abs(got - recorded) <= 1 / 359 + 1e-12   # the same 359 images: at most one flips on rounding
+
+
+def test_depth_quality_reproduces_on_fresh_scenes():
+    recorded = zoo.card("depth")["metrics"]
+    assert recorded["abs_rel"] <= 0.10 and recorded["delta1"] >= 0.90
+    assert recorded["abs_rel"] <= recorded["baseline_abs_rel"] / 2
+    got = train.evaluate(zoo.load("depth"), "depth", n=24, seed=FRESH_SEED)
+    assert got["abs_rel"] <= recorded["abs_rel"] + 0.02
+    assert got["delta1"] >= recorded["delta1"] - 0.03
+    assert got["abs_rel"] <= got["baseline_abs_rel"] / 2
+
+
+def test_depth_output_is_metres_and_positive():
+    images, depths, _ = data.scenes(2, seed=FRESH_SEED + 1)
+    with sl.no_grad():
+        pred = zoo.load("depth")(sl.tensor(images)).numpy()
+    assert pred.shape == depths.shape and (pred > 0).all() and np.isfinite(pred).all()
+    assert 0.5 < np.median(pred / depths) < 2
+
+
+@pytest.mark.parametrize("name", ["shapes", "depth"] + (["digits"] if HAS_SKLEARN else []))
+def test_a_few_adam_steps_lower_the_loss(name):
+    images, targets = train.held_out(name, n=8, seed=FRESH_SEED + 2)
+    sl.manual_seed(0)
+    model = zoo.build(name).train()
+    opt = sl.optim.Adam(model.parameters(), lr=3e-3)
+    x = sl.tensor(images[:8])
+    losses = []
+    for _ in range(6):
+        loss = train._loss(model, model.task, x, targets[:8])
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    assert losses[-1] < 0.8 * losses[0]
+
+
+def test_training_is_deterministic_per_seed():
+    def weights(seed):
+        model, _ = train.train("shapes", epochs=1, per_epoch=48, seed=seed, stream=io.StringIO())
+        return model.state_dict()
+
+    a, b, c = weights(3), weights(3), weights(4)
+    assert a.keys() == b.keys()
+    for k in a:
+        np.testing.assert_array_equal(a[k], b[k])
+    assert not np.array_equal(a["fc.weight"], c["fc.weight"])
+
+
+def test_loading_mismatched_weights_names_the_arrays(tmp_path):
+    state = {k: np.asarray(v) for k, v in zoo.load("digits").state_dict().items()}
+    del state["fc.bias"]
+    state["extra.weight"] = np.zeros(3, np.float32)
+    state["features.block1.conv.weight"] = np.zeros((2, 1, 3, 3), np.float32)
+    path = tmp_path / "bad.npz"
+    sl.nn.save(state, path)
+    with pytest.raises(zoo.ZooError) as info:
+        zoo.load("digits", weights=path)
+    msg = str(info.value)
+    assert "fc.bias" in msg and "extra.weight" in msg and "features.block1.conv.weight" in msg
+    assert "\n" not in msg
+
+
+def test_unknown_model_and_missing_file_are_clear():
+    with pytest.raises(zoo.ZooError, match="unknown model 'resnet'; the zoo has: shapes, digits, depth"):
+        zoo.load("resnet")
+    with pytest.raises(zoo.ZooError, match="no weights file"):
+        zoo.load("shapes", weights="/nonexistent/w.npz")
+
+
+runner = CliRunner()
+
+
+def test_models_command_prints_the_table():
+    result = runner.invoke(app, ["models"])
+    assert result.exit_code == 0, result.output
+    for name in ("shapes", "digits", "depth"):
+        assert name in result.output
+    assert "accuracy 99" in result.output or "accuracy 98" in result.output
+    assert "AbsRel" in result.output and "saliency train depth" in result.output
+
+
+@pytest.mark.skipif(not HAS_SKLEARN, reason="scikit-learn (the 'train' extra) holds the digits")
+def test_train_command_writes_weights_and_card(tmp_path):
+    out = tmp_path / "w" / "d.npz"
+    result = runner.invoke(app, ["train", "digits", "--epochs", "1", "--out", str(out)], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert "trained digits" in result.output and "accuracy" in result.output
+    assert out.is_file() and out.with_suffix(".json").is_file()
+    assert zoo.load("digits", weights=out).task == "classification"
+
+
+def test_train_command_rejects_an_unknown_model():
+    from saliency.cli.main import main
+
+    with pytest.raises(SystemExit) as info:
+        main(["train", "resnet"])
+    assert info.value.code == 2
