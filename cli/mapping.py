@@ -173,7 +173,7 @@ def run_receptive_field(image, pixel, model="depth", weights=None, out=None):
     ex = attr.extras
     box = ex["box"]
     fig = viz.panels([attr.map], image=x, titles=[f"d y[{row}, {col}] / d x"], sign="abs")
-    (cy, cx), image_ax, map_ax = ex["centre"], fig.axes[0], fig.axes[1]
+    (cy, cx), (image_ax, map_ax) = ex["centre"], fig.panel_axes[0]
     for ax in (image_ax, map_ax):
         ax.plot([cx], [cy], marker="+", color="cyan", markersize=10)
         for r, style in ((ex["radius50"], "-"), (ex["radius90"], "--")):

@@ -13,7 +13,10 @@ three steps, each with its option:
   several maps comparable. An all-zero map renders as zero, a constant one as full scale.
 
 Pictures are RGB uint8 (H, W, 3) arrays; Figures are matplotlib Figures on the Agg canvas
-(no pyplot). Errors are VizError (a ValueError), ImageError for unreadable image files.
+(no pyplot). Each Figure of grid, panels, heatmap_figure and channel_panels carries
+`fig.panel_axes`, a list of lists of Axes matching its panels ([row][column], image panel
+first), to draw on a panel without relying on the order of fig.axes. Panels with one scale
+(shared_scale, or a single vmax) share one colour bar; others each have their own. Errors are VizError (a ValueError), ImageError for unreadable image files.
 """
 from .errors import ImageError, VizError
 from .figures import channel_panels, default_title, grid, heatmap_figure, panels, render

@@ -4,6 +4,8 @@ Only the object-oriented API is used (Figure + the Agg canvas), never pyplot, so
 headless and leaves matplotlib's global state alone. Colour bars are labelled in the units of
 the map: 0..vmax for abs/positive/negative (negative shows magnitudes), -vmax..vmax for "all".
 """
+import numbers
+
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.cm import ScalarMappable
@@ -15,6 +17,14 @@ from .heatmap import colorize, get_cmap, overlay, resize_values, to_rgb
 from .normalize import as_map, common_scale, normalize_with_scale
 
 CHANNEL_NAMES = ("R", "G", "B")
+TITLE_FONTSIZE = 9
+# heights and widths in inches reserved around the panels, so that panels keep panel_size
+TITLE_LINE = 0.18          # per line of a panel title (9 pt text with matplotlib's 1.2 line spacing, + pad)
+SUPTITLE_LINE = 0.26       # per line of the figure title (12 pt)
+ROW_TITLE_LINE = 0.22      # per line of a row title (a y label)
+MARGIN = 0.15
+SHARED_BAR_WIDTH = 0.8     # a colour bar shared by several panels, with its tick labels
+SHARED_BAR_FRACTION = 0.15  # the shared bar's own width
 
 
 def default_title(attr):
@@ -27,16 +37,19 @@ def default_title(attr):
     return " · ".join(parts) or None
 
 
-def _cell(values, scale, title, sign, image=None, alpha=None):
-    return {"values": values, "scale": scale, "title": title, "sign": sign, "image": image, "alpha": alpha}
+def _cell(values, scale, title, sign, image=None, alpha=None, bar=None):
+    """One panel: normalized values (None for an image panel), the scale that maps to 1, and `bar`,
+    the key of the colour bar it shares with the other cells of that key (None: a bar of its own)."""
+    return {"values": values, "scale": scale, "title": title, "sign": sign, "image": image, "alpha": alpha,
+            "bar": bar}
 
 
-def _map_cells(attr, title, sign, reduce, clip_percentile, vmax, image, alpha):
+def _map_cells(attr, title, sign, reduce, clip_percentile, vmax, image, alpha, bar):
     """The cells one map fills: one, or three (R, G, B) for reduce="rgb"."""
     values, scale = normalize_with_scale(attr, sign, reduce, clip_percentile, vmax)
     if reduce != "rgb":
-        return [_cell(values, scale, title, sign, image, alpha)]
-    return [_cell(values[c], scale, f"{title} {name}" if title else name, sign, image, alpha)
+        return [_cell(values, scale, title, sign, image, alpha, bar)]
+    return [_cell(values[c], scale, f"{title} {name}" if title else name, sign, image, alpha, bar)
             for c, name in enumerate(CHANNEL_NAMES)]
 
 
@@ -52,47 +65,100 @@ def _row_images(images, n_rows):
     return [to_rgb(images)] * n_rows
 
 
-def _draw_cell(fig, ax, cell, cmap, colorbar):
+def _is_number(value):
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def _map_vmaxes(vmax, rows):
+    """vmax as one entry (a number or None) per map, nested like rows; None if vmax is None or one number."""
+    if vmax is None or _is_number(vmax):
+        return None
+    nested = vmax.tolist() if isinstance(vmax, np.ndarray) else vmax
+    ok = (isinstance(nested, (list, tuple)) and len(nested) == len(rows)
+          and all(isinstance(v, (list, tuple)) and len(v) == len(r) for v, r in zip(nested, rows)))
+    if not ok:
+        raise VizError(f"vmax must be a number, None, or a list of lists nested like rows (one entry per map), "
+                       f"got {vmax!r}")
+    for r, line in enumerate(nested):
+        for c, value in enumerate(line):
+            if value is not None and not (_is_number(value) and np.isfinite(value) and value > 0):
+                raise VizError(f"vmax[{r}][{c}] must be a finite number > 0 or None, got {value!r}")
+    return [list(line) for line in nested]
+
+
+def _draw_cell(ax, cell, cmap):
     ax.set_xticks([])
     ax.set_yticks([])
     if cell["title"]:
-        ax.set_title(cell["title"], fontsize=9)
+        ax.set_title(cell["title"], fontsize=TITLE_FONTSIZE)
     if cell["values"] is None:
         ax.imshow(cell["image"], interpolation="nearest")
         return
-    sign, scale = cell["sign"], cell["scale"]
     if cell["alpha"] is not None and cell["image"] is not None:
         # the values are normalized already: "abs" keeps them as they are (>= 0), "all" keeps the sign
-        picture = overlay(cell["image"], cell["values"], alpha=cell["alpha"], sign="all" if sign == "all" else "abs",
-                          clip_percentile=None, cmap=cmap, vmax=1.0)
+        picture = overlay(cell["image"], cell["values"], alpha=cell["alpha"],
+                          sign="all" if cell["sign"] == "all" else "abs", clip_percentile=None, cmap=cmap, vmax=1.0)
     else:
-        picture = colorize(cell["values"], sign, cmap)
+        picture = colorize(cell["values"], cell["sign"], cmap)
     ax.imshow(picture, interpolation="nearest")
-    if colorbar:
-        top = scale if scale > 0 else 1.0
-        norm = Normalize(-top if sign == "all" else 0.0, top)
-        bar = fig.colorbar(ScalarMappable(norm, get_cmap(cmap, sign)), ax=ax, fraction=0.046, pad=0.03)
-        bar.ax.tick_params(labelsize=7)
-        bar.formatter.set_powerlimits((-2, 3))
 
 
-def _figure(rows, row_titles, cmap, colorbar, panel_size):
-    """A Figure with one axes per cell; rows is a list of lists of cells (None leaves a gap)."""
+def _draw_colorbar(fig, axes, cell, cmap, fraction):
+    """A colour bar in the map's units (0..vmax, or -vmax..vmax for sign="all") beside `axes` (one or a list)."""
+    sign, top = cell["sign"], cell["scale"] if cell["scale"] > 0 else 1.0
+    norm = Normalize(-top if sign == "all" else 0.0, top)
+    bar = fig.colorbar(ScalarMappable(norm, get_cmap(cmap, sign)), ax=axes, fraction=fraction, pad=0.03)
+    bar.ax.tick_params(labelsize=7)
+    bar.formatter.set_powerlimits((-2, 3))
+    return bar
+
+
+def _lines(text):
+    return 0 if not text else str(text).count("\n") + 1
+
+
+def _figure(rows, row_titles, cmap, colorbar, panel_size, title=None):
+    """A Figure with one axes per cell; rows is a list of lists of cells, shorter rows leave gaps.
+
+    The figure is sized so that panels keep panel_size inches whatever the titles: each row gets
+    TITLE_LINE inches per line of its longest title, the figure title SUPTITLE_LINE per line. Cells
+    with the same "bar" key share one colour bar, drawn beside all of them; fig.panel_axes[r][c] is
+    the Axes of cell (r, c).
+    """
     n_rows, n_cols = len(rows), max(len(r) for r in rows)
-    width = panel_size * n_cols * (1.25 if colorbar else 1.0)
-    fig = Figure(figsize=(width, panel_size * n_rows + 0.3), layout="constrained")
+    cells = [cell for row in rows for cell in row if cell is not None and cell["values"] is not None]
+    groups = {cell["bar"] for cell in cells if cell["bar"] is not None}
+    groups = {key for key in groups if sum(cell["bar"] == key for cell in cells) > 1} if colorbar else set()
+    own_bars = colorbar and any(cell["bar"] not in groups for cell in cells)
+    width = panel_size * n_cols * (1.25 if own_bars else 1.0) + SHARED_BAR_WIDTH * len(groups)
+    if row_titles is not None:
+        width += ROW_TITLE_LINE * max(_lines(t) for t in row_titles)
+    title_lines = [max([_lines(c["title"]) for c in row if c is not None] or [0]) for row in rows]
+    height = (panel_size * n_rows + TITLE_LINE * sum(title_lines) + SUPTITLE_LINE * _lines(title) + MARGIN)
+    fig = Figure(figsize=(width, height), layout="constrained")
     FigureCanvasAgg(fig)
     axes = fig.subplots(n_rows, n_cols, squeeze=False)
+    fig.panel_axes = [[axes[r][c] for c in range(len(row))] for r, row in enumerate(rows)]
+    shared = {}
     for r, row in enumerate(rows):
         for c in range(n_cols):
-            ax = axes[r][c]
             cell = row[c] if c < len(row) else None
             if cell is None:
-                ax.set_axis_off()
+                axes[r][c].set_axis_off()
                 continue
-            _draw_cell(fig, ax, cell, cmap, colorbar)
+            _draw_cell(axes[r][c], cell, cmap)
+            if colorbar and cell["values"] is not None:
+                if cell["bar"] in groups:
+                    shared.setdefault(cell["bar"], (cell, []))[1].append(axes[r][c])
+                else:
+                    _draw_colorbar(fig, axes[r][c], cell, cmap, 0.046)
         if row_titles is not None and row_titles[r]:
             axes[r][0].set_ylabel(str(row_titles[r]))
+    for cell, group_axes in shared.values():
+        span = len({ax.get_subplotspec().colspan.start for ax in group_axes}) * panel_size
+        _draw_colorbar(fig, group_axes, cell, cmap, min(0.15, SHARED_BAR_FRACTION / span))
+    if title:
+        fig.suptitle(str(title))
     return fig
 
 
@@ -103,8 +169,14 @@ def grid(rows, *, images=None, titles=None, row_titles=None, sign="abs", reduce=
     images: None, one image for every row, or one per row (a list, or an (N, C, H, W) array),
     shown in a first column. titles: a list of lists like `rows` (default: from each map's
     .method/.seed). shared_scale: one vmax for every map (common_scale), so colours compare across
-    panels; vmax: an explicit one. alpha: draw each map as an overlay on its row's image. A map
-    with reduce="rgb" fills three panels on one scale.
+    panels. vmax: one number for every map, or a list of lists nested like `rows` with one
+    number (or None: the map's own clip_percentile scale) per map; not together with shared_scale.
+    When every map has the same scale (shared_scale, or a single vmax) one colour bar is drawn for
+    the figure, else each map has its own. alpha: draw each map as an overlay on its row's image.
+    A map with reduce="rgb" fills three panels on one scale.
+
+    fig.panel_axes[r][c] is the Axes of panel c of row r, counting the image panel first (when
+    the row has an image) and three panels for each map with reduce="rgb"; use it to draw on a panel.
     """
     rows = [list(r) for r in rows]
     if not rows or not any(rows):
@@ -113,23 +185,35 @@ def grid(rows, *, images=None, titles=None, row_titles=None, sign="abs", reduce=
         raise VizError("titles must have the same nesting as rows: one list of titles per row, one per map")
     if row_titles is not None and len(row_titles) != len(rows):
         raise VizError(f"row_titles has {len(row_titles)} entries for {len(rows)} rows")
+    vmaxes = _map_vmaxes(vmax, rows)
+    if vmaxes is not None and shared_scale:
+        raise VizError("shared_scale=True computes one vmax for all maps; pass a list vmax or shared_scale, not both")
     if vmax is None and shared_scale:
         vmax = common_scale([m for r in rows for m in r], sign, reduce, clip_percentile)
+    bar = "shared" if vmaxes is None and vmax is not None else None
     row_images = _row_images(images, len(rows))
     cells = []
     for r, row in enumerate(rows):
         line = [] if row_images[r] is None else [_cell(None, 0.0, "image", sign, row_images[r])]
         for c, attr in enumerate(row):
             title = titles[r][c] if titles is not None else default_title(attr)
-            line += _map_cells(attr, title, sign, reduce, clip_percentile, vmax, row_images[r], alpha)
+            top = vmax if vmaxes is None else vmaxes[r][c]
+            line += _map_cells(attr, title, sign, reduce, clip_percentile, top, row_images[r], alpha, bar)
         cells.append(line)
     return _figure(cells, row_titles, cmap, colorbar, panel_size)
 
 
 def panels(maps, *, image=None, titles=None, sign="abs", reduce="sum", clip_percentile=99, cmap=None, vmax=None,
            shared_scale=False, colorbar=True, alpha=None, panel_size=2.5):
-    """A one-row `grid`: the optional image, then one panel per map (three for reduce="rgb")."""
-    return grid([list(maps)], images=None if image is None else [image],
+    """A one-row `grid`: the optional image, then one panel per map (three for reduce="rgb").
+
+    vmax: one number for every map, or a list with one number (or None) per map; fig.panel_axes[0]
+    holds the panels' Axes, the image's first.
+    """
+    maps = list(maps)
+    if vmax is not None and not _is_number(vmax):
+        vmax = [vmax.tolist() if isinstance(vmax, np.ndarray) else vmax]
+    return grid([maps], images=None if image is None else [image],
                 titles=None if titles is None else [list(titles)], sign=sign, reduce=reduce,
                 clip_percentile=clip_percentile, cmap=cmap, vmax=vmax, shared_scale=shared_scale,
                 colorbar=colorbar, alpha=alpha, panel_size=panel_size)
@@ -147,8 +231,9 @@ def channel_panels(image, attr, *, sign="abs", clip_percentile=99, cmap=None, sh
                    title=None, panel_size=2.5):
     """A Figure: the image, the map of each input channel (R, G, B for 3 channels), and their sum.
 
-    With shared_scale the channel panels share one scale, so they compare; the sum has its own.
-    A map of another size than the image is resized to it (bilinear).
+    With shared_scale the channel panels share one scale (and one colour bar), so they compare;
+    the sum has its own. A map of another size than the image is resized to it (bilinear).
+    fig.panel_axes[0] holds the panels' Axes in that order.
     """
     rgb = to_rgb(image)
     arr = as_map(attr)
@@ -160,13 +245,11 @@ def channel_panels(image, attr, *, sign="abs", clip_percentile=99, cmap=None, sh
     cells = [_cell(None, 0.0, "image", sign, rgb)]
     for c, name in enumerate(names):
         values, scale = normalize_with_scale(arr[c], sign, "sum", clip_percentile, vmax)
-        cells.append(_cell(resize_values(values, rgb.shape[:2]), scale, name, sign))
+        cells.append(_cell(resize_values(values, rgb.shape[:2]), scale, name, sign,
+                           bar="channels" if shared_scale else None))
     values, scale = normalize_with_scale(arr, sign, "sum", clip_percentile)
     cells.append(_cell(resize_values(values, rgb.shape[:2]), scale, "sum", sign))
-    fig = _figure([cells], None, cmap, colorbar, panel_size)
-    if title:
-        fig.suptitle(str(title))
-    return fig
+    return _figure([cells], None, cmap, colorbar, panel_size, title)
 
 
 def render(fig):

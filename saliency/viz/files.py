@@ -42,7 +42,9 @@ def _pixels(img):
         return np.clip(np.nan_to_num(np.asarray(img, dtype=np.float32)), 0.0, 1.0)[..., None], None
     if mode == "P":
         img = img.convert("RGBA" if "transparency" in img.info else "RGB")
-    elif mode in ("PA", "La"):
+    elif mode == "PA":                  # a palette of colours: converting to "LA" would drop them
+        img = img.convert("RGBA")
+    elif mode == "La":
         img = img.convert("LA")
     elif mode == "RGBa":
         img = img.convert("RGBA")

@@ -7,7 +7,7 @@ from matplotlib.colors import Colormap
 from PIL import Image
 
 from .errors import VizError
-from .normalize import normalize
+from .normalize import SIGNS, _check_choice, normalize
 
 SEQUENTIAL_CMAP = "inferno"
 DIVERGING_CMAP = "RdBu_r"
@@ -27,6 +27,7 @@ def get_cmap(cmap, sign="abs"):
 
 def colorize(values, sign="abs", cmap=None):
     """Normalized values ([0, 1], or [-1, 1] for sign="all") -> RGB uint8 of shape values.shape + (3,)."""
+    _check_choice("sign", sign, SIGNS)
     values = np.asarray(values, dtype=np.float64)
     position = (values + 1.0) / 2.0 if sign == "all" else values
     return np.ascontiguousarray(get_cmap(cmap, sign)(np.clip(position, 0.0, 1.0), bytes=True)[..., :3])
