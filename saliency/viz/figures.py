@@ -49,6 +49,7 @@ def _map_cells(attr, title, sign, reduce, clip_percentile, vmax, image, alpha, b
     values, scale = normalize_with_scale(attr, sign, reduce, clip_percentile, vmax)
     if reduce != "rgb":
         return [_cell(values, scale, title, sign, image, alpha, bar)]
+    bar = object() if bar is None else bar          # the three channels share a scale, hence a bar
     return [_cell(values[c], scale, f"{title} {name}" if title else name, sign, image, alpha, bar)
             for c, name in enumerate(CHANNEL_NAMES)]
 
@@ -130,7 +131,8 @@ def _figure(rows, row_titles, cmap, colorbar, panel_size, title=None):
     groups = {cell["bar"] for cell in cells if cell["bar"] is not None}
     groups = {key for key in groups if sum(cell["bar"] == key for cell in cells) > 1} if colorbar else set()
     own_bars = colorbar and any(cell["bar"] not in groups for cell in cells)
-    width = panel_size * n_cols * (1.25 if own_bars else 1.0) + SHARED_BAR_WIDTH * len(groups)
+    bars_per_row = max(len({c["bar"] for c in row if c is not None and c["bar"] in groups}) for row in rows)
+    width = panel_size * n_cols * (1.25 if own_bars else 1.0) + SHARED_BAR_WIDTH * bars_per_row
     if row_titles is not None:
         width += ROW_TITLE_LINE * max(_lines(t) for t in row_titles)
     title_lines = [max([_lines(c["title"]) for c in row if c is not None] or [0]) for row in rows]
