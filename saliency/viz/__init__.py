@@ -22,7 +22,14 @@ from .errors import ImageError, VizError
 from .figures import channel_panels, default_title, grid, heatmap_figure, panels, render
 from .files import load_image, save
 from .heatmap import colorize, get_cmap, heatmap, overlay, resize_values, to_rgb
-from .normalize import apply_sign, common_scale, normalize, normalize_with_scale, reduce_channels, signed_values
+from .normalize import (
+    apply_sign,
+    common_scale,
+    normalize,
+    normalize_with_scale,
+    reduce_channels,
+    signed_values,
+)
 
 __all__ = [
     "ImageError",

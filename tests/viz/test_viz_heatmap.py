@@ -5,7 +5,15 @@ import numpy as np
 import pytest
 from matplotlib import colormaps
 
-from saliency.viz import VizError, colorize, get_cmap, heatmap, overlay, resize_values, to_rgb
+from saliency.viz import (
+    VizError,
+    colorize,
+    get_cmap,
+    heatmap,
+    overlay,
+    resize_values,
+    to_rgb,
+)
 
 RNG = np.random.default_rng(0)
 MAP = RNG.normal(size=(3, 8, 8))

@@ -4,7 +4,14 @@ import warnings
 import numpy as np
 import pytest
 
-from saliency.viz import VizError, apply_sign, common_scale, normalize, normalize_with_scale, reduce_channels
+from saliency.viz import (
+    VizError,
+    apply_sign,
+    common_scale,
+    normalize,
+    normalize_with_scale,
+    reduce_channels,
+)
 
 SIGNED = np.array([[-4.0, -1.0], [0.0, 2.0]])
 
