@@ -84,6 +84,14 @@ def test_grid_panel_axes_match_the_cells():
     assert fig.panel_axes[1][0].get_subplotspec().rowspan.start == 1
 
 
+def test_panel_axes_come_first_in_fig_axes():
+    # samples/gallery.py still slices fig.axes[r * n_cols:(r + 1) * n_cols]; colour bars must come after
+    fig = grid([[A, B], [B, A]], images=IMAGE, shared_scale=True)
+    assert fig.axes[:6] == [ax for row in fig.panel_axes for ax in row]
+    fig = channel_panels(IMAGE, A)
+    assert fig.axes[:5] == fig.panel_axes[0]
+
+
 def test_grid_takes_a_batch_of_images_one_per_row():
     images = RNG.random((2, 3, 8, 8))
     fig = grid([[A], [B]], images=images)
