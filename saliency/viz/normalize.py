@@ -48,7 +48,12 @@ def reduce_channels(attr, reduce="sum"):
     _check_choice("reduce", reduce, REDUCTIONS)
     arr = as_map(attr)
     if reduce == "sum":
-        return arr.sum(axis=0)
+        with np.errstate(over="ignore"):
+            total = arr.sum(axis=0)
+        if not np.isfinite(total).all():
+            raise VizError("the channel sum of attr overflows float64; divide the map by a constant, "
+                           "or use reduce='max_abs'")
+        return total
     if reduce == "max_abs":
         pick = np.argmax(np.abs(arr), axis=0)
         return np.take_along_axis(arr, pick[None], axis=0)[0]

@@ -132,6 +132,15 @@ def test_non_finite_and_non_numeric_maps_are_refused():
         normalize(np.ones((3, 3), dtype=complex))
 
 
+def test_extreme_values_render_or_fail_clearly_without_warnings():
+    huge = np.full((3, 2, 2), 1e308)                       # finite channels whose sum is not
+    with pytest.raises(VizError, match="channel sum of attr overflows float64"):
+        normalize(huge)
+    np.testing.assert_array_equal(normalize(huge, reduce="max_abs"), np.ones((2, 2)))
+    np.testing.assert_array_equal(normalize(np.array([[1e-300, 1e300]]), clip_percentile=None), [[0.0, 1.0]])
+    np.testing.assert_array_equal(normalize(np.full((1, 1), 5e-324), sign="all"), [[1.0]])
+
+
 # --- constant and zero maps -------------------------------------------------------------------
 
 @pytest.mark.parametrize("sign", ["abs", "positive", "negative", "all"])
