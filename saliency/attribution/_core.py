@@ -16,8 +16,11 @@ from . import seeds as _seeds
 from .result import Attribution
 
 # Input elements per forward pass when a method runs many copies of x (noisy copies, path points,
-# occluded images) and no batch size is given: about 4 MB of float32 input per pass.
-DEFAULT_BUDGET = 1 << 20
+# occluded images) and no batch size is given: 512 KB of float32 input per pass. Bigger passes
+# are slower per image, not faster: smoothgrad n=24 on the zoo depth model took 630-680 ms in
+# passes of 2-4 copies and 2,080 ms in passes of 21 (benchmarks/methods.py; the activations of
+# a big pass leave the caches).
+DEFAULT_BUDGET = 1 << 17
 
 
 class Call:
