@@ -54,7 +54,7 @@ class RandomisationCheck:
         return f"RandomisationCheck({steps})"
 
 
-def deletion_insertion(model, x, attribution, seed=None, *, steps=32, baseline=0.0, batch=64):
+def deletion_insertion(model, x, attribution, seed=None, *, steps=32, baseline=0.0, batch=None):
     """Remove (deletion) or insert (insertion) pixels in order of importance and follow the output.
 
     A pixel's importance is the sum over channels of the attribution map (signed: pass
@@ -62,7 +62,8 @@ def deletion_insertion(model, x, attribution, seed=None, *, steps=32, baseline=0
     removed pixel takes the baseline's values in all channels (a number, or an array broadcasting
     to x); deletion starts at x, insertion at the baseline. At fraction j/steps, round(j*H*W/steps)
     pixels are changed. The score is sum(v * model(x')) with v the seed resolved at x (default:
-    the attribution's seed, else predicted() / ones()). `batch`: images per forward pass.
+    the attribution's seed, else predicted() / ones()). `batch`: images per forward pass (default: the
+    methods' input budget).
     """
     call = Call(model, x)
     if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 1:

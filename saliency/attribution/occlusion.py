@@ -19,7 +19,7 @@ def _starts(size, window, stride):
     return starts
 
 
-def occlusion(model, x, seed=None, *, window=8, stride=4, baseline=0.0, batch=64, progress=None):
+def occlusion(model, x, seed=None, *, window=8, stride=4, baseline=0.0, batch=None, progress=None):
     """For each window position, F(x) - F(x with the window replaced by `baseline`), where F is
     the seed-weighted output sum(v * y) of each image; each pixel gets the mean of that change
     over the windows that cover it.
@@ -30,13 +30,12 @@ def occlusion(model, x, seed=None, *, window=8, stride=4, baseline=0.0, batch=64
       stride: step between windows, an int or (rows, cols); a last window flush with the bottom
         and right edges is added where the stride would leave pixels uncovered.
       baseline: a number, or an array broadcastable to x, that fills the occluded window.
-      batch: most images per forward pass (occluded copies of all N images run in chunks).
+      batch: most images per forward pass (occluded copies of all N images run in chunks);
+        default from the same input budget as smoothgrad.
       progress: optional callable(done, total) called after each chunk, counting windows.
     """
     wh, ww = _pair(window, "window")
     sh, sw = _pair(stride, "stride")
-    if isinstance(batch, bool) or not isinstance(batch, (int, np.integer)) or batch < 1:
-        raise ValueError(f"batch must be a positive int (images per forward pass), got {batch!r}")
     call = Call(model, x)
     xs = call.x
     n, h, w = call.n, xs.shape[-2], xs.shape[-1]
