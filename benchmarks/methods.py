@@ -13,12 +13,12 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import numpy as np  # noqa: E402
+import saliency.models as zoo  # noqa: E402
+from saliency.models import data  # noqa: E402
 from timing import median_ms  # noqa: E402
 
-import saliency.models as zoo  # noqa: E402
 from saliency import attribution as A  # noqa: E402
 from saliency.attribution import seeds  # noqa: E402
-from saliency.models import data  # noqa: E402
 
 
 def cases(model, x, dense):

@@ -46,8 +46,9 @@ def map_(image: str = typer.Argument(..., help="Image file (PNG, JPEG, ...; grey
          layer: str = typer.Option(None, "--layer", help="Grad-CAM layer, by name as print(model) shows it."),
          out: str = typer.Option(None, "--out", "-o", help="PNG to write (default: IMAGE-STEM_METHOD.png here).")):
     """An attention map dy/dx of IMAGE as a heatmap PNG; prints the prediction, seed, method and time."""
-    from saliency.attribution import SeedError
     from saliency.models.zoo import ZooError
+
+    from saliency.attribution import SeedError
     from saliency.viz import ImageError, VizError
 
     from .mapping import MapError, run
@@ -66,8 +67,9 @@ def receptive_field(image: str = typer.Argument(..., help="Image file."),
                     weights: str = typer.Option(None, "--weights", "-w", help="Weights to load into it."),
                     out: str = typer.Option(None, "--out", "-o", help="PNG to write (default: IMAGE-STEM_rf_ROW_COL.png).")):
     """Which input pixels one output pixel depends on: its gradient map, 50%/90% radii, theoretical box."""
-    from saliency.attribution import SeedError
     from saliency.models.zoo import ZooError
+
+    from saliency.attribution import SeedError
     from saliency.viz import ImageError, VizError
 
     from .mapping import MapError, run_receptive_field
@@ -91,8 +93,9 @@ def batch(folder: str = typer.Argument(..., help="Folder of images (its files, n
           overlay: bool = typer.Option(False, "--overlay", help="Draw each map over its image."),
           layer: str = typer.Option(None, "--layer", help="Grad-CAM layer name.")):
     """A heatmap for every image in FOLDER; a file that fails is reported and the rest still run."""
-    from saliency.attribution import SeedError, seeds
     from saliency.models.zoo import ZooError, resolve
+
+    from saliency.attribution import SeedError, seeds
 
     from .mapping import MapError, _check_options, batch_files, run_batch
 

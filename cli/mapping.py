@@ -3,10 +3,10 @@ import time
 from pathlib import Path
 
 import numpy as np
+from saliency.models import zoo
 
 from saliency import attribution, viz
 from saliency.attribution import seeds
-from saliency.models import zoo
 
 METHODS = {
     "gradient": attribution.gradient,
@@ -36,7 +36,7 @@ def gradcam_layer(model):
     """The layer Grad-CAM uses by default: the last Conv2d with more than one output channel."""
     from saliency import nn
 
-    convs = [(name, m) for name, m in getattr(model, "named_modules", lambda: [])()
+    convs = [(name, m) for name, m in getattr(model, "named_modules", list)()
              if isinstance(m, nn.Conv2d) and m.out_channels > 1]
     if not convs:
         raise MapError("gradcam needs a model with Conv2d layers (a saliency.nn.Module)")
@@ -186,9 +186,8 @@ def run_receptive_field(image, pixel, model="depth", weights=None, out=None):
     out = Path(out) if out is not None else Path(f"{path.stem}_rf_{row}_{col}.png")
     viz.save(fig, out)
     rows, cols = ex["theoretical_size"]
-    return ([note] if note else []) + [
-        f"output pixel ({row}, {col}): 50% of the gradient mass lies within {ex['radius50']:.1f} px, "
-        f"90% within {ex['radius90']:.1f} px (circles)",
-        f"theoretical receptive field: {rows}x{cols} px, rows {box.r0}..{box.r1 - 1}, cols {box.c0}..{box.c1 - 1} "
-        f"(dotted box); time {1000 * seconds:.0f} ms",
-        f"wrote {out}"]
+    radii = (f"output pixel ({row}, {col}): 50% of the gradient mass lies within {ex['radius50']:.1f} px, "
+             f"90% within {ex['radius90']:.1f} px (circles)")
+    theory = (f"theoretical receptive field: {rows}x{cols} px, rows {box.r0}..{box.r1 - 1}, "
+              f"cols {box.c0}..{box.c1 - 1} (dotted box); time {1000 * seconds:.0f} ms")
+    return ([note] if note else []) + [radii, theory, f"wrote {out}"]

@@ -10,15 +10,15 @@ no trace: `.grad` of the parameters and x stay as they were, and the model's mod
 changed (call `model.eval()` yourself; the copies a method batches assume images independent).
 """
 from . import seeds
+from .evaluation import DeletionInsertion, RandomisationCheck, deletion_insertion, randomisation_check
 from .gradcam import gradcam
 from .gradient import gradient, guided_backprop, input_x_gradient
 from .integrated_gradients import integrated_gradients
 from .occlusion import occlusion
+from .receptive import receptive_field
 from .result import Attribution
 from .seeds import SeedError
 from .smoothgrad import smoothgrad
-from .receptive import receptive_field
-from .evaluation import DeletionInsertion, RandomisationCheck, deletion_insertion, randomisation_check
 
 __all__ = ["Attribution", "SeedError", "gradcam", "gradient", "guided_backprop", "input_x_gradient",
            "integrated_gradients", "occlusion", "seeds", "smoothgrad"]

@@ -1,12 +1,12 @@
 """The attribution methods on the shipped models: what a user of the zoo would check."""
 import numpy as np
 import pytest
+import saliency.models as zoo
+from saliency.models import data
 
 import saliency as sl
-import saliency.models as zoo
 from saliency import attribution as A
 from saliency.attribution import seeds
-from saliency.models import data
 
 
 @pytest.fixture(scope="module")

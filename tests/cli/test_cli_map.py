@@ -1,4 +1,5 @@
 """`saliency map` and `saliency batch` through typer's CliRunner and as a real subprocess."""
+import re
 import subprocess
 import sys
 
@@ -151,3 +152,25 @@ def test_real_subprocess_error_has_no_traceback(tmp_path):
                           capture_output=True, text=True)
     assert proc.returncode == 2
     assert proc.stderr.strip().startswith("error: image file") and "Traceback" not in proc.stderr
+
+
+def test_receptive_field_command_reports_radii_and_box(scene, tmp_path):
+    out = tmp_path / "rf.png"
+    result = runner.invoke(app, ["receptive-field", str(scene), "--pixel", "90,40", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    radii = [float(r) for r in re.findall(r"within ([0-9.]+) px", result.output)]
+    assert len(radii) == 2 and 0 < radii[0] <= radii[1]
+    assert "theoretical receptive field:" in result.output and out.is_file()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["receptive-field", "{scene}", "--pixel", "3"], "--pixel must be two integers ROW,COL"),
+    (["receptive-field", "{star}", "--pixel", "3,3", "--model", "shapes"], "needs a dense output"),
+    (["receptive-field", "{scene}", "--pixel", "128,0"], "outside"),
+])
+def test_receptive_field_command_errors(star, scene, capsys, args, message):
+    with pytest.raises(SystemExit) as info:
+        main([a.format(star=star, scene=scene) for a in args])
+    assert info.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and message in err and "\n" not in err, err

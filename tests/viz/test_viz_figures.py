@@ -1,7 +1,6 @@
 """saliency.viz.figures: grid, panels, heatmap_figure, channel_panels, render."""
 import subprocess
 import sys
-import warnings
 from types import SimpleNamespace
 
 import numpy as np
@@ -24,13 +23,6 @@ from saliency.viz import (
 RNG = np.random.default_rng(0)
 A, B = RNG.normal(size=(3, 8, 8)), RNG.normal(size=(3, 8, 8))
 IMAGE = RNG.random((3, 8, 8))
-
-
-@pytest.fixture(autouse=True)
-def _warnings_are_errors():
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        yield
 
 
 def _pictures(fig):

@@ -1,6 +1,5 @@
 """saliency.viz.files: load_image (PNG/JPEG -> float (C, H, W), with notes) and save (PNG and figures)."""
 import io
-import warnings
 
 import numpy as np
 import pytest
@@ -12,13 +11,6 @@ from saliency.viz.files import _pixels
 
 RNG = np.random.default_rng(0)
 RGB8 = RNG.integers(0, 256, size=(6, 5, 3), dtype=np.uint8)
-
-
-@pytest.fixture(autouse=True)
-def _warnings_are_errors():
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        yield
 
 
 def _write(tmp_path, image, name="x.png"):

