@@ -43,6 +43,15 @@ def gradcam_layer(model):
     return convs[-1]
 
 
+def named_layer(model, name):
+    """The module called `name` in model.named_modules() (as print(model) shows it), or MapError."""
+    modules = dict(getattr(model, "named_modules", list)())
+    if name not in modules or not name:
+        convs = [n for n, m in modules.items() if type(m).__name__ == "Conv2d"]
+        raise MapError(f"the model has no layer {name!r}; its convolutions are: {', '.join(convs) or 'none'}")
+    return modules[name]
+
+
 def prediction_text(model, output):
     """Top classes with softmax probabilities, or the depth range of a dense output."""
     out = np.asarray(output, dtype=np.float64)
@@ -69,13 +78,13 @@ def compute(model, image_path, method="gradient", seed=None, layer=None):
         x, note = viz.load_image(image_path)
     options = {}
     if method == "gradcam":
-        options["layer"] = layer or gradcam_layer(model)[1]
+        options["layer"] = named_layer(model, layer) if layer else gradcam_layer(model)[1]
     attr = fn(model, x, seed_obj, **options)
     return x, attr, [note] if note else []
 
 
 def figure(model, x, attr, sign="abs", reduce="sum", overlay=False):
-    """image | [predicted depth |] map, with colour bars and a title naming the prediction."""
+    """image | [the model's dense output |] map, with colour bars; the map's title names method and seed."""
     classes = getattr(model, "classes", None) or None
     title = f"{getattr(attr.method, '__name__', attr.method)} · {attr.seed.describe(classes)}"
     maps, titles = [attr.map], [title]

@@ -174,3 +174,14 @@ def test_receptive_field_command_errors(star, scene, capsys, args, message):
     assert info.value.code == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: ") and message in err and "\n" not in err, err
+
+
+def test_gradcam_layer_by_name(star, tmp_path, capsys):
+    result = runner.invoke(app, ["map", str(star), "--method", "gradcam", "--layer", "features.block2.conv",
+                                 "--out", str(tmp_path / "g.png")])
+    assert result.exit_code == 0, result.output
+    with pytest.raises(SystemExit) as info:
+        main(["map", str(star), "--method", "gradcam", "--layer", "block9"])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert "the model has no layer 'block9'; its convolutions are: features.block1.conv" in err
