@@ -18,7 +18,7 @@ def smoothgrad(model, x, seed=None, *, noise=0.15, n=25, rng=None, variant="mean
         repeated calls give the same map.
       variant: "mean" (mean of g), "squared" (mean of g**2) or "vargrad" (variance of g).
       batch: most images per forward pass (the n*N copies are run in chunks); default from
-        a budget of about 2**20 input elements (times K seeds) per pass.
+        a budget of about 2**17 input elements (times K seeds) per pass.
     The seed is resolved on the clean x (predicted() is the class predicted for x) and applied
     unchanged to every copy. The copies of a batch run through one pass, so the model must treat
     images independently (no BatchNorm in training mode).
