@@ -38,11 +38,6 @@ def softmax(logits):
     return z / z.sum(axis=-1, keepdims=True)
 
 
-def grid_axes(fig, n_rows, n_cols):
-    """The grid's axes [row][col] (colour-bar axes come after them in fig.axes)."""
-    return [fig.axes[r * n_cols:(r + 1) * n_cols] for r in range(n_rows)]
-
-
 def mark(ax, points):
     for row, col in points:
         ax.plot([col], [row], **MARK)
@@ -192,7 +187,7 @@ def depth_figures(model, scene, checks):
     titles = ["seed ones (sum of all depths)", f"ground pixel {ground}\n{at(ground)}",
               f"object pixel {obj}\n{at(obj)}", f"region: the object's mask\n({int(mask.sum())} px)"]
     fig = viz.panels(maps, image=x, titles=titles, panel_size=2.8)
-    ax = grid_axes(fig, 1, 5)[0]
+    ax = fig.panel_axes[0]
     for a in (ax[0], ax[2]):
         mark(a, [ground])
     for a in (ax[0], ax[3]):
@@ -237,7 +232,7 @@ def receptive_figure(model, scene, checks):
     fig = viz.panels([rf.map for rf in fields], titles=titles, colorbar=False, panel_size=2.8)
     width, height = fig.get_size_inches()
     fig.set_size_inches(width, height + 0.3)         # panels() leaves room for one line of title; these have two
-    for ax, rf in zip(grid_axes(fig, 1, len(fields))[0], fields):
+    for ax, rf in zip(fig.panel_axes[0], fields):
         (cy, cx), box = rf.extras["centre"], rf.extras["box"]
         ax.plot([cx], [cy], **MARK)
         for r, style in ((rf.extras["radius50"], "-"), (rf.extras["radius90"], "--")):
@@ -296,7 +291,7 @@ def methods_figure(shapes_model, shapes_x, depth_model, scene):
     titles = [[f"{n}\n{a.seconds:.2f} s" for n, a in zip(names, row)] for row in (top, bottom)]
     fig = viz.grid([[a.map for a in top], [a.map for a in bottom]], images=[shapes_x, x], titles=titles,
                    row_titles=["shapes: predicted class", f"depth: pixel {obj}"], colorbar=False, panel_size=2.0)
-    for ax in grid_axes(fig, 2, 8)[1]:
+    for ax in fig.panel_axes[1]:
         mark(ax, [obj])
     layers = [gradcam_layer(m)[0] for m in (shapes_model, depth_model)]
     return [("methods.png", "Every method on the same inputs",
