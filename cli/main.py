@@ -20,6 +20,18 @@ class UserError(Exception):
     """A problem with what the user asked for: printed as one line, exit code 2."""
 
 
+def _input_errors():
+    """The library's exceptions that mean bad input (a file, a seed, a model, an option), not a bug."""
+    from saliency.models.zoo import ZooError
+
+    from saliency.attribution import SeedError
+    from saliency.viz import VizError
+
+    from .mapping import MapError
+
+    return (MapError, SeedError, ZooError, VizError, OSError)   # ImageError is a VizError
+
+
 @app.command()
 def explain(example: int = typer.Option(None, "--example", "-e", help="Show only this example (1-8).")):
     """Walk through the examples of the seed texts: graph, per-node VJPs, and x.grad == v^T J."""
@@ -46,16 +58,13 @@ def map_(image: str = typer.Argument(..., help="Image file (PNG, JPEG, ...; grey
          layer: str = typer.Option(None, "--layer", help="Grad-CAM layer, by name as print(model) shows it."),
          out: str = typer.Option(None, "--out", "-o", help="PNG to write (default: IMAGE-STEM_METHOD.png here).")):
     """An attention map dy/dx of IMAGE as a heatmap PNG; prints the prediction, seed, method and time."""
-    from saliency.models.zoo import ZooError
 
-    from saliency.attribution import SeedError
-    from saliency.viz import ImageError, VizError
 
-    from .mapping import MapError, run
+    from .mapping import run
 
     try:
         lines = run(image, model, weights, method, seed, sign, reduce, overlay, out, layer)
-    except (MapError, SeedError, ZooError, ImageError, VizError, OSError) as exc:
+    except _input_errors() as exc:
         raise UserError(str(exc)) from None
     typer.echo("\n".join(lines))
 
@@ -67,16 +76,13 @@ def receptive_field(image: str = typer.Argument(..., help="Image file."),
                     weights: str = typer.Option(None, "--weights", "-w", help="Weights to load into it."),
                     out: str = typer.Option(None, "--out", "-o", help="PNG to write (default: IMAGE-STEM_rf_ROW_COL.png).")):
     """Which input pixels one output pixel depends on: its gradient map, 50%/90% radii, theoretical box."""
-    from saliency.models.zoo import ZooError
 
-    from saliency.attribution import SeedError
-    from saliency.viz import ImageError, VizError
 
-    from .mapping import MapError, run_receptive_field
+    from .mapping import run_receptive_field
 
     try:
         lines = run_receptive_field(image, pixel, model, weights, out)
-    except (MapError, SeedError, ZooError, ImageError, VizError, OSError) as exc:
+    except _input_errors() as exc:
         raise UserError(str(exc)) from None
     typer.echo("\n".join(lines))
 
@@ -93,11 +99,11 @@ def batch(folder: str = typer.Argument(..., help="Folder of images (its files, n
           overlay: bool = typer.Option(False, "--overlay", help="Draw each map over its image."),
           layer: str = typer.Option(None, "--layer", help="Grad-CAM layer name.")):
     """A heatmap for every image in FOLDER; a file that fails is reported and the rest still run."""
-    from saliency.models.zoo import ZooError, resolve
+    from saliency.models.zoo import resolve
 
-    from saliency.attribution import SeedError, seeds
+    from saliency.attribution import seeds
 
-    from .mapping import MapError, _check_options, batch_files, run_batch
+    from .mapping import _check_options, batch_files, run_batch
 
     try:
         _check_options(method, sign, reduce)
@@ -105,7 +111,7 @@ def batch(folder: str = typer.Argument(..., help="Folder of images (its files, n
             seeds.parse(seed)
         files = batch_files(folder)
         net = resolve(model, weights)
-    except (MapError, SeedError, ZooError, OSError) as exc:
+    except _input_errors() as exc:
         raise UserError(str(exc)) from None
 
     def bar(items):

@@ -66,6 +66,15 @@ def build(name):
     return model
 
 
+def _load_weights(model, path, what):
+    """Load a weights file into `model`, or ZooError naming the missing/unexpected/mis-shaped keys."""
+    try:
+        model.load_state_dict(nn.load(path))
+    except (KeyError, RuntimeError, ValueError) as err:
+        detail = " ".join(str(err).split())        # the state-dict report spans lines; keep one
+        raise ZooError(f"{path} does not fit {what}: {detail}") from None
+
+
 def load(name, weights=None):
     """The shipped model `name` in eval mode with its weights, `.task`, `.input_shape`, `.classes`
     and `.metrics`; `weights` loads another ``.npz``/``.safetensors`` file into the same architecture."""
@@ -74,11 +83,7 @@ def load(name, weights=None):
     if not path.is_file():
         hint = "" if weights is not None else f"; train it with: saliency train {name}"
         raise ZooError(f"no weights file {path}{hint}")
-    try:
-        model.load_state_dict(nn.load(path))
-    except (KeyError, RuntimeError, ValueError) as err:
-        detail = " ".join(str(err).split())        # the state-dict report spans lines; keep one
-        raise ZooError(f"{path} does not fit the {name!r} model: {detail}") from None
+    _load_weights(model, path, f"the {name!r} model")
     model.metrics = dict(card(name).get("metrics", {})) if weights is None else {}
     return model.eval()
 
@@ -109,10 +114,7 @@ def load_user(spec, weights=None):
                            "weights load only into a Module")
         if not Path(weights).is_file():
             raise ZooError(f"no weights file {weights}")
-        try:
-            model.load_state_dict(nn.load(weights))
-        except (KeyError, RuntimeError, ValueError) as err:
-            raise ZooError(f"{weights} does not fit the model from {spec}: {' '.join(str(err).split())}") from None
+        _load_weights(model, weights, f"the model from {spec}")
     return model.eval() if isinstance(model, nn.Module) else model
 
 
