@@ -8,6 +8,7 @@ import heapq
 import numpy as np
 
 from .function import AccumulateGrad
+from .patch import Patch, from_seed
 
 # Set by `saliency.autograd.trace()` while it is active; gets one record per node run.
 tracer = None
@@ -40,6 +41,11 @@ def execute(roots, *, retain_graph=False, targets=None, capture=False, nb=0):
         if needed is None or node in needed:
             prev = buffers.get(node)
             buffers[node] = g if prev is None else prev + g
+    if tracer is None:  # local seeds travel as windows (saliency.autograd.patch); a trace shows dense arrays
+        for node in root_nodes:
+            g = buffers.get(node)
+            if g is not None and type(node) is not AccumulateGrad:
+                buffers[node] = from_seed(g, nb) or g
     ready = [(-n.seq, n) for n in root_nodes if n not in deps]
     heapq.heapify(ready)
     heappop, heappush = heapq.heappop, heapq.heappush
@@ -49,6 +55,9 @@ def execute(roots, *, retain_graph=False, targets=None, capture=False, nb=0):
         g = buffers.pop(node, None)
         grads = None
         if g is not None:
+            if type(g) is Patch and (node.pre_hooks or node.retain_ref is not None or node.backward_window is None
+                                     or (targets is not None and node in targets)):
+                g = g.dense()
             if node.pre_hooks:
                 g = _run_hooks(node.pre_hooks, g, node)
             is_leaf = type(node) is AccumulateGrad
@@ -69,7 +78,9 @@ def execute(roots, *, retain_graph=False, targets=None, capture=False, nb=0):
             if not is_leaf and (needed is None or any(c in needed for c, _ in node.next_functions)):
                 if node.saved is None:
                     raise RuntimeError(_FREED.format(name=node.name()))
-                grads = node.backward(g)
+                grads = node.backward_window(g) if type(g) is Patch else None
+                if grads is None:
+                    grads = node.backward(g if type(g) is not Patch else g.dense())
                 if not retain_graph and node.saved:
                     node.saved = None
             if trace is not None:

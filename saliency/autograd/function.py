@@ -32,6 +32,10 @@ class Function:
                  "pre_hooks", "retain_ref", "__weakref__")
     # True for elementwise ops whose inputs broadcast: a shape error names both shapes.
     broadcasts = False
+    # Ops with a spatial window rule define `backward_window(self, patch)`: the VJP of a gradient
+    # that is zero outside windows (a `saliency.autograd.patch.Patch`), returning one Patch, dense
+    # array or None per input, or None as a whole to get the dense gradient through `backward`.
+    backward_window = None
 
     @classmethod
     def apply(cls, *inputs, **params):
@@ -119,6 +123,7 @@ class AccumulateGrad:
     next_functions = ()
     needs_input_grad = ()
     saved = ()
+    backward_window = None
 
     def __init__(self, variable):
         self.variable = variable

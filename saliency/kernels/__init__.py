@@ -21,8 +21,9 @@ from .conv2d import (ConvAlgorithm, choose_algorithm, conv2d_forward, conv2d_gra
 from .pool import (adaptive_avg_pool2d_forward, adaptive_avg_pool2d_grad_input, avg_pool2d_forward,
                    avg_pool2d_grad_input, max_pool2d_forward, max_pool2d_grad_input)
 from .subpixel import upsample_conv2d_forward, upsample_conv2d_grad_input, upsample_conv2d_grad_weight
-from .resize import (upsample_bilinear2d_forward, upsample_bilinear2d_grad_input, upsample_nearest2d_forward,
-                     upsample_nearest2d_grad_input)
+from . import window
+from .resize import (resample_table, upsample_bilinear2d_forward, upsample_bilinear2d_grad_input,
+                     upsample_nearest2d_forward, upsample_nearest2d_grad_input)
 
 __all__ = [
     "ConvAlgorithm", "choose_algorithm", "conv_output_size",
@@ -30,7 +31,7 @@ __all__ = [
     "max_pool2d_forward", "max_pool2d_grad_input", "avg_pool2d_forward", "avg_pool2d_grad_input",
     "adaptive_avg_pool2d_forward", "adaptive_avg_pool2d_grad_input",
     "upsample_nearest2d_forward", "upsample_nearest2d_grad_input",
-    "upsample_bilinear2d_forward", "upsample_bilinear2d_grad_input",
+    "upsample_bilinear2d_forward", "upsample_bilinear2d_grad_input", "resample_table", "window",
     "upsample_conv2d_forward", "upsample_conv2d_grad_input", "upsample_conv2d_grad_weight",
     "batch_norm_stats", "batch_norm_forward", "batch_norm_grad_train", "batch_norm_grad_eval",
 ]

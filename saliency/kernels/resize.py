@@ -111,6 +111,16 @@ def _linear_table(size, s, dtype):
     return i0, i1, (1 - l1).astype(dtype), l1
 
 
+def resample_table(size, scale_factor, mode, dtype):
+    """(i0, i1, l0, l1) over the size*s output rows of an upsampling: output row r is
+    l0[r] * x[i0[r]] + l1[r] * x[i1[r]] (nearest: i0 = i1 = r // s, l0 = 1, l1 = 0)."""
+    s = _scale(scale_factor)
+    if mode == "bilinear":
+        return _linear_table(size, s, dtype)
+    i0 = np.arange(size * s) // s
+    return i0, i0, np.ones(size * s, dtype), np.zeros(size * s, dtype)
+
+
 def upsample_nearest2d_forward(x, scale_factor):
     """(N, C, H, W) -> (N, C, H*s, W*s), each pixel repeated s x s times."""
     x, s = _check_x(x), _scale(scale_factor)

@@ -4,8 +4,19 @@ The heavy work runs in the Numba kernels of `saliency.kernels`. Only the VJPs th
 needed run: with frozen weights (the usual case for attribution maps) the backward is one
 input-VJP kernel call, and the forward keeps no reference to x.
 """
+import numpy as np
+
 from ... import kernels
 from ..function import Function
+
+
+def _pair(v):
+    return (int(v), int(v)) if not isinstance(v, (tuple, list)) else (int(v[0]), int(v[1]))
+
+
+def _frozen(needs):
+    """True when only the input (not the weight or bias) takes a gradient: the cropped VJP applies."""
+    return not any(needs[1:])
 
 
 class Convolution(Function):
@@ -37,6 +48,20 @@ class Convolution(Function):
         db = kernels.conv2d_grad_bias(g) if len(needs) > 2 and needs[2] else None
         return dx, dw, db
 
+    def backward_window(self, p):
+        """Each output window reads an input window: origin * stride - padding, (h - 1) * stride +
+        (k - 1) * dilation + 1 rows; its VJP is the plain input VJP of that window (no padding)."""
+        needs = self.needs_input_grad
+        if not _frozen(needs):
+            return None
+        s, pad, d, groups = self.config
+        s, pad, d = _pair(s), _pair(pad), _pair(d)
+        (h, w), (kh, kw) = p.size, self.w_shape[2:]
+        size = ((h - 1) * s[0] + (kh - 1) * d[0] + 1, (w - 1) * s[1] + (kw - 1) * d[1] + 1)
+        dx = kernels.conv2d_grad_input(p.data, self.saved[0], self.x_shape[:2] + size, s, 0, d, groups)
+        origins = p.origins * np.array(s) - np.array(pad)
+        return (p.moved(dx, origins, self.x_shape[2:]),) + (None,) * (len(needs) - 1)
+
     def name(self):
         return "ConvolutionBackward0"
 
@@ -66,3 +91,20 @@ class UpsampleConvolution(Function):
         dw = kernels.upsample_conv2d_grad_weight(g, x, self.w_shape, self.scale) if needs[1] else None
         db = kernels.conv2d_grad_bias(g) if len(needs) > 2 and needs[2] else None
         return dx, dw, db
+
+    def backward_window(self, p):
+        """The 3x3 convolution's VJP on the window of the upsampled map (as Convolution's), then the
+        nearest upsampling's adjoint from that window to the input window it reads."""
+        needs = self.needs_input_grad
+        if not _frozen(needs):
+            return None
+        (h, w), s = p.size, self.scale
+        n, c, H, W = self.x_shape
+        du = kernels.conv2d_grad_input(p.data, self.saved[0], (n, c, h + 2, w + 2), 1, 0, 1, 1)
+        up = p.moved(du, p.origins - 1, (H * s, W * s))
+        if type(up) is not type(p):
+            return (kernels.upsample_nearest2d_grad_input(up, self.x_shape, s),) + (None,) * (len(needs) - 1)
+        rows = kernels.resample_table(H, s, "nearest", du.dtype)
+        cols = kernels.resample_table(W, s, "nearest", du.dtype)
+        dx, origins = kernels.window.resample_grad(up.data, up.origins, up.map_size, rows, cols)
+        return (p.like(dx, origins, (H, W)),) + (None,) * (len(needs) - 1)

@@ -42,6 +42,20 @@ class _Binary(Function):
         return (unbroadcast(gx, sx, nb) if nx else None,
                 unbroadcast(gy, sy, nb) if ny else None)
 
+    def pass_window(self, p, gx, gy):
+        """Windowed gradients gx, gy (already the VJPs) for inputs of the output's shape; an input of
+        another (broadcast) shape gets its gradient from the dense array, summed down."""
+        out = []
+        for needed, shape, gi in zip(self.needs_input_grad, self.shapes, (gx, gy)):
+            if not needed or gi is None:
+                out.append(None)
+            elif shape == self.out_shape:
+                out.append(gi)
+            else:
+                gi = gi.dense() if hasattr(gi, "dense") else gi
+                out.append(unbroadcast(gi, shape, len(p.seed_shape)))
+        return tuple(out)
+
 
 class Add(_Binary):
     """z = x + y"""
@@ -55,6 +69,9 @@ class Add(_Binary):
 
     def backward(self, g):
         return self.reduce(g, g, g)
+
+    def backward_window(self, p):
+        return self.pass_window(p, p, p)
 
 
 class Sub(_Binary):
@@ -70,6 +87,9 @@ class Sub(_Binary):
 
     def backward(self, g):
         return self.reduce(g, g, -g if self.needs_input_grad[1] else None)
+
+    def backward_window(self, p):
+        return self.pass_window(p, p, -p if self.needs_input_grad[1] else None)
 
     def name(self):
         return "RsubBackward1" if self.number_first else "SubBackward0"
@@ -90,6 +110,16 @@ class Mul(_Binary):
         x, y = self.saved
         nx, ny = self.needs_input_grad
         return self.reduce(g, g * y if nx else None, g * x if ny else None)
+
+    def backward_window(self, p):
+        x, y = self.saved
+        if any(n and np.shape(o) not in (self.out_shape, ()) for n, o in zip(self.needs_input_grad, (y, x))):
+            return None  # a broadcast factor of another shape: the dense VJP
+
+        def times(o):
+            return p.like(p.data * (o if np.ndim(o) == 0 else p.window(o)))
+        nx, ny = self.needs_input_grad
+        return self.pass_window(p, times(y) if nx else None, times(x) if ny else None)
 
 
 class Div(_Binary):
@@ -228,6 +258,9 @@ class Exp(Function):
     def backward(self, g):
         return (g * self.saved[0],)
 
+    def backward_window(self, p):
+        return (p.like(p.data * p.window(self.saved[0])),)
+
 
 class Log(Function):
     """z = log(x)"""
@@ -287,6 +320,10 @@ class Relu(Function):
         if rules.relu == "guided":  # guided backprop: negative incoming gradients stop here too
             g = np.maximum(g, 0)
         return (relu_grad(g, self.saved[0]),)
+
+    def backward_window(self, p):
+        g = np.maximum(p.data, 0) if rules.relu == "guided" else p.data
+        return (p.like(g * p.window(self.saved[0])),)
 
 
 class Sigmoid(Function):

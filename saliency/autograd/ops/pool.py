@@ -1,6 +1,12 @@
 """Pooling over NCHW planes: max_pool2d, avg_pool2d, adaptive_avg_pool2d (kernels in saliency.kernels)."""
+import numpy as np
+
 from ... import kernels
 from ..function import Function
+
+
+def _pair(v):
+    return (int(v), int(v)) if not isinstance(v, (tuple, list)) else (int(v[0]), int(v[1]))
 
 
 def _check_nchw(x, op):
@@ -23,6 +29,18 @@ class MaxPool2d(Function):
 
     def backward(self, g):
         return (kernels.max_pool2d_grad_input(g, self.saved[0], self.x_shape),)
+
+    def backward_window(self, p):
+        """Each output window reads the input window origin * stride - padding, (h - 1) * stride + k
+        rows; each gradient goes to its window's recorded maximum, as in `backward`."""
+        kernel, stride, padding = self.config
+        k = _pair(kernel)
+        s, pad = _pair(kernel if stride is None else stride), _pair(padding)
+        (h, w) = p.size
+        size = ((h - 1) * s[0] + k[0], (w - 1) * s[1] + k[1])
+        origins = p.origins * np.array(s) - np.array(pad)
+        dx = kernels.window.max_pool_grad(p.data, p.origins, self.saved[0], self.x_shape[3], origins, size)
+        return (p.like(dx, origins, self.x_shape[2:]),)
 
     def name(self):
         return "MaxPool2DWithIndicesBackward0"

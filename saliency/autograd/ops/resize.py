@@ -24,5 +24,14 @@ class Upsample(Function):
     def backward(self, g):
         return (_MODES[self.mode][1](g, self.x_shape, self.scale),)
 
+    def backward_window(self, p):
+        """Each output window reads the input rows and columns its interpolation taps; the adjoint
+        sends each cell back to them with the forward's weights."""
+        _, _, H, W = self.x_shape
+        rows = kernels.resample_table(H, self.scale, self.mode, p.dtype)
+        cols = kernels.resample_table(W, self.scale, self.mode, p.dtype)
+        dx, origins = kernels.window.resample_grad(p.data, p.origins, p.map_size, rows, cols)
+        return (p.like(dx, origins, (H, W)),)
+
     def name(self):
         return _MODES[self.mode][2] + "Backward0"

@@ -242,6 +242,12 @@ class Cat(Function):
         nb = self.seed_ndim(g)
         return tuple(np.split(g, self.bounds, axis=nb + self.axis))
 
+    def backward_window(self, p):
+        """Along a dimension before the map (channels): each input gets its slice of the windows."""
+        if self.axis >= len(self.out_shape) - 2:
+            return None
+        return tuple(p.like(np.ascontiguousarray(d)) for d in np.split(p.data, self.bounds, axis=1 + self.axis))
+
 
 class Stack(Function):
     """z = stack(tensors, dim)"""

@@ -1,0 +1,209 @@
+"""Kernels on windowed gradients: K windows of one size, each at its own place in a map.
+
+A windowed array `data` has shape (K, L, h, w): for each of K seeds, L planes (batch x
+channels) of an h x w window whose top-left corner is at `origins[k]` = (row, col) of an
+H x W map. Origins may lie outside the map (a window at a border); cells outside the map
+hold zeros. These kernels move such windows between maps: gather a saved activation's
+windows, add windows into a dense map or a larger window, zero the cells outside the map,
+and the adjoints of resampling (upsampling, max pooling) from an output window to the
+input window it reads. `saliency.autograd.patch` builds the engine's cropped VJPs on them.
+"""
+import numpy as np
+from numba import njit
+
+
+@njit(cache=True)
+def _gather(src, origins, out):
+    """out[k, l] = src[l] on the window at origins[k]; zero outside src's map."""
+    K, L, h, w = out.shape
+    H, W = src.shape[1], src.shape[2]
+    for k in range(K):
+        r0, c0 = origins[k, 0], origins[k, 1]
+        for l in range(L):
+            for i in range(h):
+                r = r0 + i
+                row = out[k, l, i]
+                if r < 0 or r >= H:
+                    row[:] = 0
+                    continue
+                for j in range(w):
+                    c = c0 + j
+                    row[j] = src[l, r, c] if 0 <= c < W else 0
+
+
+@njit(cache=True)
+def _add(dst, src, offsets):
+    """dst[k, l, offsets[k] + (i, j)] += src[k, l, i, j] where that is inside dst."""
+    K, L, h, w = src.shape
+    H, W = dst.shape[2], dst.shape[3]
+    for k in range(K):
+        r0, c0 = offsets[k, 0], offsets[k, 1]
+        i_lo, i_hi = max(0, -r0), min(h, H - r0)
+        j_lo, j_hi = max(0, -c0), min(w, W - c0)
+        for l in range(L):
+            for i in range(i_lo, i_hi):
+                d = dst[k, l, r0 + i]
+                s = src[k, l, i]
+                for j in range(j_lo, j_hi):
+                    d[c0 + j] += s[j]
+
+
+@njit(cache=True)
+def _clip(data, origins, H, W):
+    """Zero the cells of each window that fall outside the H x W map."""
+    K, L, h, w = data.shape
+    for k in range(K):
+        r0, c0 = origins[k, 0], origins[k, 1]
+        i_lo, i_hi = max(0, -r0), min(h, H - r0)
+        j_lo, j_hi = max(0, -c0), min(w, W - c0)
+        if i_lo == 0 and i_hi == h and j_lo == 0 and j_hi == w:
+            continue
+        for l in range(L):
+            for i in range(h):
+                row = data[k, l, i]
+                if i < i_lo or i >= i_hi:
+                    row[:] = 0
+                else:
+                    row[:j_lo] = 0
+                    row[max(j_hi, j_lo):] = 0
+
+
+@njit(cache=True, fastmath={"contract"})
+def _separable_grad(g, origins, origins_in, OH, OW, y0, y1, ly0, ly1, x0, x1, lx0, lx1, dx):
+    """Adjoint of a separable resampling out[R, C] = sum of the four x[y0|y1[R], x0|x1[C]] with weights
+    ly0|ly1[R] * lx0|lx1[C], on windows: g at `origins` of the OH x OW output, dx at `origins_in`."""
+    K, L, h, w = g.shape
+    dx[:] = 0
+    for k in range(K):
+        r0, c0 = origins[k, 0], origins[k, 1]
+        a0, b0 = origins_in[k, 0], origins_in[k, 1]
+        i_lo, i_hi = max(0, -r0), min(h, OH - r0)
+        j_lo, j_hi = max(0, -c0), min(w, OW - c0)
+        for l in range(L):
+            plane = dx[k, l]
+            for i in range(i_lo, i_hi):
+                R = r0 + i
+                p0 = plane[y0[R] - a0]
+                p1 = plane[y1[R] - a0]
+                for j in range(j_lo, j_hi):
+                    C = c0 + j
+                    v = g[k, l, i, j]
+                    a, b = x0[C] - b0, x1[C] - b0
+                    p0[a] += ly0[R] * lx0[C] * v
+                    p0[b] += ly0[R] * lx1[C] * v
+                    p1[a] += ly1[R] * lx0[C] * v
+                    p1[b] += ly1[R] * lx1[C] * v
+
+
+@njit(cache=True)
+def _max_pool_grad(g, origins, origins_in, idx, W, dx):
+    """Adjoint of max pooling on windows: idx (L, OH, OW) flat positions iy*W + ix of the maxima."""
+    K, L, h, w = g.shape
+    OH, OW = idx.shape[1], idx.shape[2]
+    dx[:] = 0
+    for k in range(K):
+        r0, c0 = origins[k, 0], origins[k, 1]
+        a0, b0 = origins_in[k, 0], origins_in[k, 1]
+        i_lo, i_hi = max(0, -r0), min(h, OH - r0)
+        j_lo, j_hi = max(0, -c0), min(w, OW - c0)
+        for l in range(L):
+            for i in range(i_lo, i_hi):
+                for j in range(j_lo, j_hi):
+                    p = idx[l, r0 + i, c0 + j]
+                    dx[k, l, p // W - a0, p % W - b0] += g[k, l, i, j]
+
+
+@njit(cache=True)
+def _support(g, box):
+    """box[k] = (r0, c0, r1, c1), the bounding box of the non-zero cells of g[k] (L, H, W) over all its
+    planes (NaN counts as non-zero); (0, 0, 0, 0) for an all-zero g[k]."""
+    K, L, H, W = g.shape
+    for k in range(K):
+        r0, c0, r1, c1 = H, W, 0, 0
+        for l in range(L):
+            for r in range(H):
+                row = g[k, l, r]
+                for c in range(W):
+                    if row[c] != 0:
+                        if r < r0:
+                            r0 = r
+                        if r >= r1:
+                            r1 = r + 1
+                        if c < c0:
+                            c0 = c
+                        if c >= c1:
+                            c1 = c + 1
+        if r1 == 0:
+            r0, c0 = 0, 0
+        box[k, 0], box[k, 1], box[k, 2], box[k, 3] = r0, c0, r1, c1
+
+
+def _planes(a):
+    """(K, *lead, h, w) -> contiguous (K, L, h, w) with L the product of lead."""
+    return np.ascontiguousarray(a).reshape(a.shape[0], -1, a.shape[-2], a.shape[-1])
+
+
+def support(g):
+    """Per seed, the (r0, c0, r1, c1) bounding box (end-exclusive) of the non-zero cells of g (K, *lead,
+    H, W) over all lead indices: int64 (K, 4); an all-zero seed gives (0, 0, 0, 0)."""
+    g2 = _planes(g)
+    box = np.empty((g2.shape[0], 4), np.int64)
+    _support(g2, box)
+    return box
+
+
+def gather(src, origins, size):
+    """The windows of `src` (*lead, H, W) at `origins` (K, 2), each `size` = (h, w): (K, *lead, h, w),
+    zero where a window leaves the map. Boolean arrays come back as uint8."""
+    src = np.ascontiguousarray(src)
+    if src.dtype == np.bool_:
+        src = src.view(np.uint8)
+    lead = src.shape[:-2]
+    out = np.empty((len(origins), int(np.prod(lead))) + tuple(size), src.dtype)
+    _gather(src.reshape((-1,) + src.shape[-2:]), origins, out)
+    return out.reshape((len(origins),) + lead + tuple(size))
+
+
+def add_into(dst, src, offsets):
+    """dst (K, *lead, H, W) += src (K, *lead, h, w) placed at `offsets` (K, 2); cells outside dst are
+    dropped. dst must be C-contiguous; returns it."""
+    _add(_planes(dst), _planes(src).astype(dst.dtype, copy=False), np.ascontiguousarray(offsets, np.int64))
+    return dst
+
+
+def clip(data, origins, map_size):
+    """`data` (K, *lead, h, w), windows at `origins`, with the cells outside the map zeroed (in place
+    when `data` is C-contiguous, else in a copy); returns it."""
+    data = np.ascontiguousarray(data)
+    _clip(_planes(data), origins, int(map_size[0]), int(map_size[1]))
+    return data
+
+
+def resample_grad(g, origins, out_size, rows, cols):
+    """Adjoint of a separable resampling on windows. `rows` and `cols` are tables (i0, i1, l0, l1) over
+    the output map's rows / columns (source indices and weights). Returns (dx windows, origins_in)."""
+    y0, y1, ly0, ly1 = rows
+    x0, x1, lx0, lx1 = cols
+    OH, OW = int(out_size[0]), int(out_size[1])
+    h, w = g.shape[-2:]
+    lo_r = np.clip(origins[:, 0], 0, OH - 1)
+    hi_r = np.clip(origins[:, 0] + h - 1, 0, OH - 1)
+    lo_c = np.clip(origins[:, 1], 0, OW - 1)
+    hi_c = np.clip(origins[:, 1] + w - 1, 0, OW - 1)
+    origins_in = np.stack([y0[lo_r], x0[lo_c]], axis=1)
+    size = (int((y1[hi_r] + 1 - origins_in[:, 0]).max()), int((x1[hi_c] + 1 - origins_in[:, 1]).max()))
+    g2 = _planes(g)
+    dx = np.empty(g2.shape[:2] + size, g2.dtype)
+    _separable_grad(g2, origins, origins_in, OH, OW, y0, y1, ly0.astype(g2.dtype), ly1.astype(g2.dtype),
+                    x0, x1, lx0.astype(g2.dtype), lx1.astype(g2.dtype), dx)
+    return dx.reshape(g.shape[:-2] + size), origins_in
+
+
+def max_pool_grad(g, origins, indices, in_width, origins_in, size_in):
+    """Adjoint of max pooling on windows: g (K, *lead, h, w) at `origins` of the pooled map, `indices`
+    (*lead, OH, OW) of the forward; dx (K, *lead, *size_in) at `origins_in`."""
+    g2 = _planes(g)
+    idx = np.ascontiguousarray(indices, np.int64).reshape((-1,) + indices.shape[-2:])
+    dx = np.empty(g2.shape[:2] + tuple(size_in), g2.dtype)
+    _max_pool_grad(g2, origins, np.ascontiguousarray(origins_in, np.int64), idx, int(in_width), dx)
+    return dx.reshape(g.shape[:-2] + tuple(size_in))
