@@ -50,17 +50,26 @@ class Convolution(Function):
 
     def backward_window(self, p):
         """Each output window reads an input window: origin * stride - padding, (h - 1) * stride +
-        (k - 1) * dilation + 1 rows; its VJP is the plain input VJP of that window (no padding)."""
+        (k - 1) * dilation + 1 rows. The input VJP is the plain input VJP of that window (no padding);
+        the weight VJP correlates each seed's window of g with its window of x (zeros outside x)."""
+        w, x = self.saved
         needs = self.needs_input_grad
-        if not _frozen(needs):
-            return None
         s, pad, d, groups = self.config
         s, pad, d = _pair(s), _pair(pad), _pair(d)
-        (h, w), (kh, kw) = p.size, self.w_shape[2:]
-        size = ((h - 1) * s[0] + (kh - 1) * d[0] + 1, (w - 1) * s[1] + (kw - 1) * d[1] + 1)
-        dx = kernels.conv2d_grad_input(p.data, self.saved[0], self.x_shape[:2] + size, s, 0, d, groups)
+        (h, wd), (kh, kw) = p.size, self.w_shape[2:]
+        size = ((h - 1) * s[0] + (kh - 1) * d[0] + 1, (wd - 1) * s[1] + (kw - 1) * d[1] + 1)
         origins = p.origins * np.array(s) - np.array(pad)
-        return (p.moved(dx, origins, self.x_shape[2:]),) + (None,) * (len(needs) - 1)
+        dx = dw = db = None
+        if needs[0]:
+            dx = kernels.conv2d_grad_input(p.data, w, self.x_shape[:2] + size, s, 0, d, groups)
+            dx = p.moved(dx, origins, self.x_shape[2:])
+        if needs[1]:
+            xw = kernels.window.gather(x, origins, size)  # (K, N, C, *size)
+            dw = np.stack([kernels.conv2d_grad_weight(gk, xk, self.w_shape, s, 0, d, groups)
+                           for gk, xk in zip(p.data, xw)]).reshape(p.seed_shape + self.w_shape)
+        if len(needs) > 2 and needs[2]:
+            db = p.data.sum(axis=(1, 3, 4)).reshape(p.seed_shape + self.w_shape[:1])
+        return (dx, dw, db)[:len(needs)]
 
     def name(self):
         return "ConvolutionBackward0"
