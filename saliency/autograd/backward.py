@@ -2,6 +2,7 @@
 import numpy as np
 
 from . import engine
+from .patch import Patch
 from .tensor import Tensor, as_array
 
 
@@ -105,5 +106,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, batched=False, a
                                    f"pass allow_unused=True to get None for it")
             results.append(None)
         else:
-            results.append(Tensor._make(np.array(g, dtype=ins[slot].dtype), False, None))
+            # a Patch's dense array is fresh; any other array may be shared with the graph: copy it
+            g = g.dense().astype(ins[slot].dtype, copy=False) if type(g) is Patch else np.array(g, ins[slot].dtype)
+            results.append(Tensor._make(g, False, None))
     return tuple(results)

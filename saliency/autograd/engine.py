@@ -55,9 +55,8 @@ def execute(roots, *, retain_graph=False, targets=None, capture=False, nb=0):
         g = buffers.pop(node, None)
         grads = None
         if g is not None:
-            if type(g) is Patch and (node.pre_hooks or node.retain_ref is not None or node.backward_window is None
-                                     or (targets is not None and node in targets)):
-                g = g.dense()
+            if type(g) is Patch and (node.pre_hooks or (type(node) is AccumulateGrad and node.variable._hooks)):
+                g = g.dense()  # hooks see what a dense backward would show them
             if node.pre_hooks:
                 g = _run_hooks(node.pre_hooks, g, node)
             is_leaf = type(node) is AccumulateGrad
@@ -78,7 +77,7 @@ def execute(roots, *, retain_graph=False, targets=None, capture=False, nb=0):
             if not is_leaf and (needed is None or any(c in needed for c, _ in node.next_functions)):
                 if node.saved is None:
                     raise RuntimeError(_FREED.format(name=node.name()))
-                grads = node.backward_window(g) if type(g) is Patch else None
+                grads = node.backward_window(g) if type(g) is Patch and node.backward_window is not None else None
                 if grads is None:
                     grads = node.backward(g if type(g) is not Patch else g.dense())
                 if not retain_graph and node.saved:
@@ -166,6 +165,11 @@ def _run_hooks(hooks, g, node):
 def _accumulate(tensor, g):
     """Add `g` into `tensor.grad`, in place when the tensor already owns a gradient."""
     current = tensor._grad
+    if type(g) is Patch:
+        g = g.dense()
+        if current is None:  # a fresh array: no copy needed
+            tensor._grad = _tensor.Tensor._make(g.astype(tensor.data.dtype, copy=False), False, None)
+            return
     if current is None:
         tensor._grad = _tensor.Tensor._make(np.array(g, dtype=tensor.data.dtype), False, None)
     elif current.data.flags.writeable and current.data.shape == np.shape(g):
