@@ -99,6 +99,10 @@ CASES = {
     "upsample bilinear x3": (resize.Upsample, lambda x: F.interpolate(first(x), 3, mode="bilinear")),
     "upsample + conv fused": (conv.UpsampleConvolution,
                               lambda x: F.upsample_conv2d(first(x), weight(RNG, 5, 4, 3), scale_factor=2)),
+    "avg pool 3 s2 p1": (pool.AvgPool2d, lambda x: F.avg_pool2d(first(x), 3, 2, 1)),
+    "avg pool 2": (pool.AvgPool2d, lambda x: F.avg_pool2d(first(x), 2)),
+    "padding": (shape.Pad, lambda x: F.conv2d(F.pad(first(x), (2, 1, 0, 3)), weight(RNG, 5, 4, 3))),
+    "cropping": (shape.GetItem, lambda x: F.conv2d(first(x)[:, 1:, 2:-1, 1:], weight(RNG, 5, 3, 3), padding=1)),
     "relu": (elementwise.Relu, lambda x: F.relu(first(x))),
     "exp": (elementwise.Exp, lambda x: sl.exp(first(x))),
     "batch norm eval": (norm.BatchNorm, lambda x: F.batch_norm(
@@ -127,10 +131,10 @@ def test_windowed_equals_full_on_every_layer_type(name, monkeypatch):
 
 
 def test_ops_without_a_window_rule_fall_back_to_the_dense_vjp(monkeypatch):
-    def fn(x):  # average pooling, padding, slicing and a broadcast factor that takes a gradient
+    def fn(x):  # a strided slice, a broadcast factor that takes a gradient, a cat along the width
         scale = sl.tensor(np.linspace(1, 2, 4).reshape(4, 1, 1), requires_grad=True)
-        y = F.avg_pool2d(F.pad(first(x), (1, 2, 0, 1)), 3, 1, 1)[:, :, 1:, :-1]
-        return y * scale
+        y = first(x)[:, :, ::2, 1:] * scale
+        return sl.cat([y, y[..., :3]], dim=3)
 
     x = np.random.default_rng(2).normal(size=(2, 3, H, W))
     y = fn(sl.tensor(x))

@@ -59,6 +59,18 @@ class AvgPool2d(Function):
     def backward(self, g):
         return (kernels.avg_pool2d_grad_input(g, self.x_shape, *self.config),)
 
+    def backward_window(self, p):
+        """A depthwise convolution with weights 1 / (kh * kw) (zero padding counted): its windowed input
+        VJP, as Convolution's."""
+        kernel, stride, padding = self.config
+        k = _pair(kernel)
+        s, pad = _pair(kernel if stride is None else stride), _pair(padding)
+        (h, w), c = p.size, self.x_shape[1]
+        size = ((h - 1) * s[0] + k[0], (w - 1) * s[1] + k[1])
+        weight = np.full((c, 1) + k, 1.0 / (k[0] * k[1]), p.dtype)
+        dx = kernels.conv2d_grad_input(p.data, weight, self.x_shape[:2] + size, s, 0, 1, c)
+        return (p.moved(dx, p.origins * np.array(s) - np.array(pad), self.x_shape[2:]),)
+
     def name(self):
         return "AvgPool2DBackward0"
 

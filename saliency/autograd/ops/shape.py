@@ -167,6 +167,36 @@ class GetItem(Function):
         np.add.at(gx[lead + self.pre], lead + self.post, g)  # gx[lead + pre] is a view of gx
         return (gx,)
 
+    def backward_window(self, p):
+        """Basic indexing that keeps both map axes as slices of step 1 (a crop, with any basic index of
+        the lead dimensions): the windows move by the slices' starts, the lead axes are scattered as in
+        `backward`."""
+        crop = self._crop()
+        if crop is None:
+            return None
+        lead_key, starts = crop
+        data = np.zeros((len(p.origins),) + self.in_shape[:-2] + p.size, p.dtype)
+        data[(slice(None),) + lead_key] = p.data
+        return (p.like(data, p.origins + np.array(starts), self.in_shape[-2:]),)
+
+    def _crop(self):
+        """(key of the lead dimensions, (row start, col start)) when the key is a crop, else None."""
+        nd = len(self.in_shape)
+        if self.post is not None or nd < 3 or len(self.out_shape) < 3 or any(k is None for k in self.pre):
+            return None
+        key = list(self.pre)
+        if Ellipsis in key:
+            i = key.index(Ellipsis)
+            key[i:i + 1] = [slice(None)] * (nd - len(key) + 1)
+        key += [slice(None)] * (nd - len(key))
+        *lead, rows, cols = key
+        if not all(isinstance(k, slice) for k in (rows, cols)):
+            return None
+        (r0, _, rs), (c0, _, cs) = rows.indices(self.in_shape[-2]), cols.indices(self.in_shape[-1])
+        if rs != 1 or cs != 1:
+            return None
+        return tuple(lead) + (slice(None), slice(None)), (r0, c0)
+
     def name(self):
         return f"{self.last}Backward0"
 
@@ -289,6 +319,16 @@ class Pad(Function):
 
     def backward(self, g):
         return (g[_lead(g, self) + self.window],)
+
+    def backward_window(self, p):
+        """The windows move by the padding before each map axis; cells that fall on the padding are
+        dropped (zeroed), and padded lead dimensions are cut back as in `backward`."""
+        if len(self.out_shape) < 3:
+            return None
+        rows, cols = self.window[-2:]
+        data = np.array(p.data[(slice(None),) + self.window[:-2]])  # a copy: `moved` zeroes cells in place
+        in_map = (rows.stop - rows.start, cols.stop - cols.start)
+        return (p.moved(data, p.origins - np.array([rows.start, cols.start]), in_map),)
 
     def name(self):
         return "ConstantPadNdBackward0"
