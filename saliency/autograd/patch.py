@@ -83,6 +83,12 @@ class Patch:
         dimensions) at these origins: (K, *a.shape[:-2], h, w); booleans come back as uint8."""
         return _window.gather(a, self.origins, self.size)
 
+    def times(self, a, data=None):
+        """These windows (or `data` in their place) times the same windows of `a` (an array of the
+        output's shape, a boolean mask included): a new Patch of the same windows."""
+        data = self.data if data is None else data
+        return Patch(_window.times_window(data, a, self.origins), self.origins, self.map_size, self.seed_shape)
+
     def astype(self, dtype):
         return Patch(self.data.astype(dtype), self.origins, self.map_size, self.seed_shape)
 

@@ -32,6 +32,29 @@ def _gather(src, origins, out):
 
 
 @njit(cache=True)
+def _times_window(g, src, origins, out):
+    """out[k, l] = g[k, l] * src[l] on the window at origins[k] (zero outside src's map)."""
+    K, L, h, w = g.shape
+    H, W = src.shape[1], src.shape[2]
+    for k in range(K):
+        r0, c0 = origins[k, 0], origins[k, 1]
+        j_lo, j_hi = max(0, -c0), max(min(w, W - c0), 0)
+        for l in range(L):
+            for i in range(h):
+                r = r0 + i
+                o = out[k, l, i]
+                if r < 0 or r >= H:
+                    o[:] = 0
+                    continue
+                s = src[l, r]
+                gi = g[k, l, i]
+                o[:j_lo] = 0
+                for j in range(j_lo, j_hi):
+                    o[j] = gi[j] * s[c0 + j]
+                o[max(j_hi, j_lo):] = 0
+
+
+@njit(cache=True)
 def _add(dst, src, offsets):
     """dst[k, l, offsets[k] + (i, j)] += src[k, l, i, j] where that is inside dst."""
     K, L, h, w = src.shape
@@ -93,6 +116,22 @@ def _separable_grad(g, origins, origins_in, OH, OW, y0, y1, ly0, ly1, x0, x1, lx
                     p0[b] += ly0[R] * lx1[C] * v
                     p1[a] += ly1[R] * lx0[C] * v
                     p1[b] += ly1[R] * lx1[C] * v
+
+
+@njit(cache=True)
+def _nearest_grad(g, shifts, s, dx):
+    """Adjoint of nearest upsampling by s on windows: g[k, l, i, j] goes to dx[k, l, (i + shifts[k, 0]) // s,
+    (j + shifts[k, 1]) // s] (cells outside the output map hold zeros, so they need no test)."""
+    K, L, h, w = g.shape
+    dx[:] = 0
+    for k in range(K):
+        sr, sc = shifts[k, 0], shifts[k, 1]
+        for l in range(L):
+            for i in range(h):
+                d = dx[k, l, (i + sr) // s]
+                gi = g[k, l, i]
+                for j in range(w):
+                    d[(j + sc) // s] += gi[j]
 
 
 @njit(cache=True)
@@ -164,6 +203,18 @@ def gather(src, origins, size):
     return out.reshape((len(origins),) + lead + tuple(size))
 
 
+def times_window(g, src, origins):
+    """g (K, *lead, h, w) times the windows of `src` (*lead, H, W) at `origins`, zero outside the map;
+    src may be boolean (a mask). One pass, no gathered copy of src."""
+    g2 = _planes(g)
+    src = np.ascontiguousarray(src)
+    if src.dtype == np.bool_:
+        src = src.view(np.uint8)
+    out = np.empty_like(g2)
+    _times_window(g2, src.reshape((-1,) + src.shape[-2:]), np.ascontiguousarray(origins, np.int64), out)
+    return out.reshape(g.shape)
+
+
 def add_into(dst, src, offsets):
     """dst (K, *lead, H, W) += src (K, *lead, h, w) placed at `offsets` (K, 2); cells outside dst are
     dropped. dst must be C-contiguous; returns it."""
@@ -196,6 +247,20 @@ def resample_grad(g, origins, out_size, rows, cols):
     dx = np.empty(g2.shape[:2] + size, g2.dtype)
     _separable_grad(g2, origins, origins_in, OH, OW, y0, y1, ly0.astype(g2.dtype), ly1.astype(g2.dtype),
                     x0, x1, lx0.astype(g2.dtype), lx1.astype(g2.dtype), dx)
+    return dx.reshape(g.shape[:-2] + size), origins_in
+
+
+def nearest_grad(g, origins, scale):
+    """Adjoint of nearest upsampling by `scale` on windows g (K, *lead, h, w) at `origins` of the upsampled
+    map: (dx windows, origins_in) of the input map."""
+    s = int(scale)
+    origins_in = origins // s
+    shifts = np.ascontiguousarray(origins - origins_in * s)
+    h, w = g.shape[-2:]
+    size = ((h - 1 + int(shifts[:, 0].max())) // s + 1, (w - 1 + int(shifts[:, 1].max())) // s + 1)
+    g2 = _planes(g)
+    dx = np.empty(g2.shape[:2] + size, g2.dtype)
+    _nearest_grad(g2, shifts, s, dx)
     return dx.reshape(g.shape[:-2] + size), origins_in
 
 

@@ -98,3 +98,24 @@ def test_max_pool_grad_sends_each_cell_to_its_recorded_maximum(rng):
     dense = np.stack([ref.max_pool2d_grad_input(gk, idx, x.shape) for gk in g.reshape(K, N, C, OH, OW)])
     np.testing.assert_allclose(place(dx.reshape(K, N * C, *size), origins_in, H, W),
                                dense.reshape(K, N * C, H, W), rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.bool_])
+def test_times_window_multiplies_by_the_gathered_windows(rng, dtype):
+    K, L, H, W, h, w = 8, 3, 9, 12, 5, 4
+    origins = origins_for(rng, K, H, W, h, w)
+    src = (rng.normal(size=(L, H, W)) > 0) if dtype is np.bool_ else rng.normal(size=(L, H, W)).astype(dtype)
+    g = rng.normal(size=(K, L, h, w)).astype(np.float32)
+    expect = g * cut(np.broadcast_to(src, (K, L, H, W)).astype(np.float64), origins, h, w)
+    np.testing.assert_allclose(window.times_window(g, src, origins), expect, rtol=1e-6, atol=0)
+
+
+@pytest.mark.parametrize("scale", [2, 3])
+def test_nearest_grad_is_the_dense_adjoint_on_windows(rng, scale):
+    K, L, H, W, h, w = 9, 2, 5, 6, 5, 4
+    OH, OW = H * scale, W * scale
+    origins = origins_for(rng, K, OH, OW, h, w)
+    g = place(rng.normal(size=(K, L, h, w)), origins, OH, OW)
+    dx, origins_in = window.nearest_grad(cut(g, origins, h, w), origins, scale)
+    dense = g.reshape(K, L, H, scale, W, scale).sum(axis=(3, 5))
+    np.testing.assert_allclose(place(dx, origins_in, H, W), dense, rtol=0, atol=1e-12)

@@ -117,7 +117,7 @@ class Mul(_Binary):
             return None  # a broadcast factor of another shape: the dense VJP
 
         def times(o):
-            return p.like(p.data * (o if np.ndim(o) == 0 else p.window(o)))
+            return p.like(p.data * o) if np.ndim(o) == 0 else p.times(o)
         nx, ny = self.needs_input_grad
         return self.pass_window(p, times(y) if nx else None, times(x) if ny else None)
 
@@ -259,7 +259,7 @@ class Exp(Function):
         return (g * self.saved[0],)
 
     def backward_window(self, p):
-        return (p.like(p.data * p.window(self.saved[0])),)
+        return (p.times(self.saved[0]),)
 
 
 class Log(Function):
@@ -322,8 +322,7 @@ class Relu(Function):
         return (relu_grad(g, self.saved[0]),)
 
     def backward_window(self, p):
-        g = np.maximum(p.data, 0) if rules.relu == "guided" else p.data
-        return (p.like(g * p.window(self.saved[0])),)
+        return (p.times(self.saved[0], np.maximum(p.data, 0) if rules.relu == "guided" else None),)
 
 
 class Sigmoid(Function):

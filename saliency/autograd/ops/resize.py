@@ -28,6 +28,9 @@ class Upsample(Function):
         """Each output window reads the input rows and columns its interpolation taps; the adjoint
         sends each cell back to them with the forward's weights."""
         _, _, H, W = self.x_shape
+        if self.mode == "nearest":
+            dx, origins = kernels.window.nearest_grad(p.data, p.origins, self.scale)
+            return (p.like(dx, origins, (H, W)),)
         rows = kernels.resample_table(H, self.scale, self.mode, p.dtype)
         cols = kernels.resample_table(W, self.scale, self.mode, p.dtype)
         dx, origins = kernels.window.resample_grad(p.data, p.origins, p.map_size, rows, cols)
