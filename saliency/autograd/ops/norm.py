@@ -41,6 +41,9 @@ class BatchNorm(Function):
 
     def backward(self, g):
         x, mean, var, weight = self.saved
+        needs = self.needs_input_grad
+        if not self.training and not any(needs[1:]):  # frozen eval mode: a per-channel scale, one pass
+            return (g * self._scale(g.dtype)[:, None, None],) + (None,) * (len(needs) - 1)
         grad = kernels.batch_norm_grad_train if self.training else kernels.batch_norm_grad_eval
         dx, dw, db = grad(g, x, mean, var, weight, self.eps)
         needs = self.needs_input_grad
@@ -51,10 +54,13 @@ class BatchNorm(Function):
         needs = self.needs_input_grad
         if self.training or any(needs[1:]):
             return None
+        return (p.like(p.data * self._scale(p.dtype)[:, None, None]),) + (None,) * (len(needs) - 1)
+
+    def _scale(self, dtype):
+        """weight / sqrt(running_var + eps) per channel: eval mode's dx / dy."""
         _, _, var, weight = self.saved
         gamma = np.ones(len(var)) if weight is None else np.asarray(weight, np.float64)
-        a = (gamma / np.sqrt(var + self.eps)).astype(p.dtype)
-        return (p.like(p.data * a[:, None, None]),) + (None,) * (len(needs) - 1)
+        return (gamma / np.sqrt(var + self.eps)).astype(dtype)
 
     def name(self):
         return "NativeBatchNormBackward0"
