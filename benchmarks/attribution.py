@@ -36,7 +36,7 @@ from saliency import kernels  # noqa: E402
 from timing import median_ms  # noqa: E402
 from reference_models import INPUT_SHAPES, build, conv_layers, copy_weights, flops, random_input  # noqa: E402
 
-GOALS = {"classifier b1": 0.6, "classifier b32": 0.9, "depth b1": 1.0, "depth 64 pixels": 1.0}
+GOALS = {"classifier b1": 0.6, "classifier b32": 0.9, "depth b1": 1.0, "depth 64 pixels": 0.05}  # 64 pixels: cropped VJPs
 
 
 def gemm_peak():
