@@ -87,6 +87,27 @@ def receptive_field(image: str = typer.Argument(..., help="Image file."),
     typer.echo("\n".join(lines))
 
 
+@app.command("look-distance")
+def look_distance(image: str = typer.Argument(..., help="Image file."),
+                  model: str = typer.Option("depth", "--model", "-m", help="A model with a dense output."),
+                  weights: str = typer.Option(None, "--weights", "-w", help="Weights to load into it."),
+                  stride: int = typer.Option(None, "--stride", "-k", help="Measure every K-th output pixel "
+                                             "(default: at most 256 pixels, 8 for a 128x128 output; 1: all)."),
+                  fraction: float = typer.Option(0.5, "--fraction", "-f", help="Share of the gradient mass the "
+                                                 "radius holds: 0.5 or 0.9 (any value in (0, 1])."),
+                  out: str = typer.Option(None, "--out", "-o", help="PNG to write (default: "
+                                          "IMAGE-STEM_look_distance.png).")):
+    """How far from each output pixel the model looks: the radius holding 50% (or 90%) of its gradient."""
+    from .look import progress_bar, run_look_distance
+
+    try:
+        with progress_bar("pixel seeds", sys.stderr) as bar:
+            lines = run_look_distance(image, model, weights, stride, fraction, out, bar)
+    except _input_errors() as exc:
+        raise UserError(str(exc)) from None
+    typer.echo("\n".join(lines))
+
+
 @app.command()
 def batch(folder: str = typer.Argument(..., help="Folder of images (its files, not subfolders)."),
           out: str = typer.Option(..., "--out", "-o", help="Folder to write one PNG per image into."),

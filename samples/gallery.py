@@ -5,12 +5,13 @@
 Every map is x.grad = v^T dy/dx for a seed v (the gradient of sum(v * y)): one class score of
 a classifier, one depth pixel, a region or all depths of the depth model. The figures: the shape
 classifier on each class and every class on one image (one batched backward pass); test digits;
-a scene's predicted and true depth and the maps of four seeds; receptive fields; per-channel
-(R, G, B) maps; every method side by side; the randomisation sanity check; and a photo the
+a scene's predicted and true depth and the maps of four seeds; receptive fields; how far each
+depth pixel looks (look distance); per-channel (R, G, B) maps; every method side by side; the randomisation sanity check; and a photo the
 models never saw. The images come from the data generators with fixed seeds, so every run draws
 the same pictures. The script prints each file it writes and the total time, then checks its
 own output with assertions (files written and linked, batched seeds equal to single seeds,
-receptive fields inside their boxes, weights put back after the sanity check).
+receptive fields inside their boxes, look distances equal to receptive fields' radii, weights put
+back after the sanity check).
 """
 import argparse
 import html
@@ -253,6 +254,58 @@ def receptive_figure(model, scene, checks):
               "border. Mass far from a pixel (here along the horizon) is context its depth depends on."), fig)]
 
 
+def look_figure(model, checks):
+    """The look distance of the depth model on samples/images/scene.png, beside its predicted depth."""
+    x, _ = viz.load_image(Path(__file__).parent / "images" / "scene.png", size=model.input_shape[1:])
+    look = A.look_distance(model, x)                   # default grid: every 8th pixel, 256 seeds
+    pred = look.output[0]
+    at = pred[np.ix_(look.rows, look.cols)]            # predicted depth at the grid pixels
+    r50, r90 = look.radius50, look.radius90
+    row, col = int(look.rows[len(look.rows) * 3 // 4]), int(look.cols[len(look.cols) // 2])
+    rf = A.receptive_field(model, x, (row, col)).extras
+    i, j = list(look.rows).index(row), list(look.cols).index(col)
+    # the same radius as receptive_field's, up to the float32 rounding of a batched pass
+    checks["look distance equals receptive_field's radii"] = (abs(rf["radius50"] - r50[i, j]) < 0.5
+                                                              and abs(rf["radius90"] - r90[i, j]) < 0.5)
+    checks["50% radius within the 90% radius"] = bool(np.all(r50 <= r90))
+    sky = at >= 0.8 * data.MAX_DEPTH
+    near = ~sky & (at < 5)
+    far = ~sky & (at >= 10)
+
+    def med(r, where):
+        return f"{np.median(r[where]):.0f}" if where.any() else "-"
+
+    ground = (f"For the sky (predicted deeper than {0.8 * data.MAX_DEPTH:.0f} m, {int(sky.sum())} grid pixels) half "
+              f"the gradient lies within a median {med(r50, sky)} px and 90% within {med(r90, sky)} px; for ground "
+              f"nearer than 5 m ({int(near.sum())} pixels) within {med(r50, near)} and {med(r90, near)} px; for "
+              f"whatever lies beyond 10 m below the sky ({int(far.sum())} pixels) within {med(r50, far)} and "
+              f"{med(r90, far)} px. ")
+    if near.any() and sky.any() and np.median(r50[near]) > 3 * np.median(r50[sky]):
+        ground += ("Notice that the sky is settled by its immediate surroundings, while a ground pixel's depth draws "
+                   "on a wide region, far beyond the tile it lies on")
+        if far.any() and np.median(r50[near]) > np.median(r50[far]):
+            ground += (": the nearer the ground, the further it looks, presumably up to the horizon, whose height "
+                       "gives the camera's pitch")
+        ground += ". "
+    lo, hi = np.nanpercentile(r90 / np.where(r50 > 0, r50, np.nan), [10, 90])
+    ground += (f"r90 is {lo:.1f} to {hi:.1f} times r50 (10th to 90th percentile over the grid): the gradient has a "
+               "long tail of context far from the pixel.")
+    top = float(np.percentile(pred[pred < 0.8 * data.MAX_DEPTH], 98))
+    reach = float(np.nanmax(r90))
+    fig = viz.value_panels([pred, r50, r90], image=x, alpha=0.75, extents=[None, look.extent, look.extent],
+                           vmax=[top, reach, reach], panel_size=2.8,
+                           titles=[f"predicted depth (m), clipped at {top:.0f}", "r50: radius holding 50%",
+                                   "r90: radius holding 90%"],
+                           labels=["depth (m)", "radius (input px)", "radius (input px)"])
+    return [("look_distance.png", "Depth model: how far each pixel looks",
+             ("samples/images/scene.png, the depth the model predicts, and its look distance: for every 8th output "
+              f"pixel ({len(look.rows)}x{len(look.cols)} pixel seeds, batched; {look.seconds:.1f} s), the radius "
+              "around the pixel within which the input pixels hold 50% (r50) and 90% (r90) of the gradient mass "
+              "|d depth / dx| summed over R, G, B; each block starts at its pixel, and r50 and r90 share one scale. "
+              + ground + f" The self-check recomputes pixel ({row}, {col}) with receptive_field and finds the same "
+              "radii."), fig)]
+
+
 def channel_shares(amap):
     mass = np.abs(np.asarray(amap, np.float64)).sum(axis=(-2, -1))
     return ", ".join(f"{c} {m / mass.sum():.0%}" for c, m in zip("RGB", mass))
@@ -411,6 +464,7 @@ def main(argv=None):
     new, object_map = depth_figures(depth, scene, checks)
     emit(new)
     emit(receptive_figure(depth, scene, checks))
+    emit(look_figure(depth, checks))
     emit(channel_figures(shapes_x, shapes_map, scene, object_map))
     emit(methods_figure(shapes, shapes_x, depth, scene))
     emit(sanity_figure(shapes, shapes_x, checks))

@@ -10,10 +10,16 @@ no trace: `.grad` of the parameters and x stay as they were, and the model's mod
 changed (call `model.eval()` yourself; the copies a method batches assume images independent).
 """
 from . import seeds
-from .evaluation import DeletionInsertion, RandomisationCheck, deletion_insertion, randomisation_check
+from .evaluation import (
+           DeletionInsertion,
+           RandomisationCheck,
+           deletion_insertion,
+           randomisation_check,
+)
 from .gradcam import gradcam
 from .gradient import gradient, guided_backprop, input_x_gradient
 from .integrated_gradients import integrated_gradients
+from .look import LookDistance, jacobian_rows, look_distance
 from .occlusion import occlusion
 from .receptive import receptive_field
 from .result import Attribution
@@ -23,4 +29,5 @@ from .smoothgrad import smoothgrad
 __all__ = ["Attribution", "SeedError", "gradcam", "gradient", "guided_backprop", "input_x_gradient",
            "integrated_gradients", "occlusion", "seeds", "smoothgrad"]
 __all__ += ["receptive_field"]
+__all__ += ["LookDistance", "jacobian_rows", "look_distance"]
 __all__ += ["DeletionInsertion", "RandomisationCheck", "deletion_insertion", "randomisation_check"]

@@ -1,16 +1,22 @@
 """One-pass methods: the gradient, input x gradient, and guided backprop.
 
-Each is `method(model, x, seed=None)`: one forward pass, one backward pass (K batched seeds
-included) and a map of the input's shape, with a leading K dimension for K seeds.
+Each is `method(model, x, seed=None)`: one forward pass, one backward pass and a map of the
+input's shape, with a leading K dimension for K batched seeds. The K seeds share one backward
+pass up to `_core.SEED_BUDGET` (K times the input's elements); beyond it (thousands of pixels)
+they run in passes of that size through the one graph, so memory stays bounded.
 """
-from ._core import Call, resolve
+from ._core import Call, default_seed
 
 
 def _vjp(model, x, seed, rule):
     call = Call(model, x)
     xt, y = call.forward(call.x, grad=True)
-    seed, v = resolve(seed, y.data)
-    return call, seed, y.data, call.grad(y, xt, v, seed.count is not None, rule=rule)
+    seed = default_seed(seed, y.data).resolve(y.data)
+    if seed.count is None:
+        return call, seed, y.data, call.grad(y, xt, seed.vector(y.data), False, rule=rule)
+    seed.check(y.data)
+    g = call.rows(y, xt, seed.count, lambda start, stop: seed.vectors(y.data, start, stop), rule)
+    return call, seed, y.data, g
 
 
 def gradient(model, x, seed=None):

@@ -2,6 +2,7 @@
 import numpy as np
 
 from ..autograd.windows import receptive_box
+from ..kernels.radius import mass_radii
 from . import seeds as _seeds
 from ._core import Call
 
@@ -47,19 +48,8 @@ def receptive_field(model, x, pixel=None, *, channel=None):
 def mass_radius(mass, centre, fraction):
     """The smallest r such that the entries of `mass` (..., H, W), non-negative, within Euclidean
     distance r of `centre` (row, col) hold >= `fraction` of each map's total: shape (...,); NaN
-    where a map's total is 0."""
+    where a map's total is 0. r is always one of the entries' distances from the centre; `centre`
+    may also give one (row, col) per map, shape (..., 2) (`saliency.kernels.radius.mass_radii`)."""
     if not 0 < fraction <= 1:
         raise ValueError(f"fraction must be in (0, 1], got {fraction!r}")
-    mass = np.asarray(mass, dtype=np.float64)
-    h, w = mass.shape[-2:]
-    rows, cols = np.meshgrid(np.arange(h) - centre[0], np.arange(w) - centre[1], indexing="ij")
-    dist = np.hypot(rows, cols).ravel()
-    order = np.argsort(dist, kind="stable")
-    flat = mass.reshape(-1, h * w)[:, order]
-    cum = np.cumsum(flat, axis=1)
-    total = cum[:, -1]
-    out = np.full(len(flat), np.nan)
-    for i, (c, t) in enumerate(zip(cum, total)):
-        if t > 0:
-            out[i] = dist[order][min(np.searchsorted(c, fraction * t, side="left"), h * w - 1)]
-    return out.reshape(mass.shape[:-2])
+    return mass_radii(mass, centre, (fraction,))[..., 0]

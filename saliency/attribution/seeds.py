@@ -69,6 +69,15 @@ class Seed:
         """The seed with everything that depends on the output fixed (predicted() -> one_hot(argmax))."""
         return self
 
+    def check(self, y):
+        """Raise SeedError if the seed does not fit the output `y` (by default: build v)."""
+        self.vector(y)
+
+    def vectors(self, y, start, stop):
+        """v of seeds start..stop-1 of a batched seed, shape (stop - start, *y.shape): what one
+        backward pass of a chunked batch needs, without the other seeds' rows."""
+        return self.vector(y)[start:stop]
+
     def describe(self, classes=None):
         """A short caption, e.g. 'class 3' or 'pixel (10, 20)'; `classes` are optional class names."""
         raise NotImplementedError
@@ -228,13 +237,30 @@ class _Pixels(Seed):
         if not self.items:
             raise SeedError("pixels() needs at least one (row, col) pair")
         self.count = len(self.items)
+        self.channel = self.items[0].channel
+        self.rows = np.array([p.row for p in self.items], dtype=np.intp)
+        self.cols = np.array([p.col for p in self.items], dtype=np.intp)
+
+    def check(self, y, start=0, stop=None):
+        h, w = _map_of(y, self)
+        outside = np.flatnonzero((self.rows[start:stop] >= h) | (self.cols[start:stop] >= w))
+        if outside.size:
+            self.items[start + outside[0]].check(y)
+        _check_channel(self.channel, y)
+
+    def vectors(self, y, start, stop):
+        self.check(y, start, stop)
+        rows, cols = self.rows[start:stop], self.cols[start:stop]
+        v = np.zeros((len(rows),) + y.shape, dtype=y.dtype)
+        j = np.arange(len(rows))
+        if self.channel is None:
+            v[j, ..., rows, cols] = 1
+        else:
+            v[j, :, self.channel, rows, cols] = 1
+        return v
 
     def vector(self, y):
-        v = np.zeros((self.count,) + y.shape, dtype=y.dtype)
-        for j, p in enumerate(self.items):
-            p.check(y)
-            _fill(v[j], p.channel, p.row, p.col)
-        return v
+        return self.vectors(y, 0, self.count)
 
     def describe(self, classes=None):
         shown = ", ".join(f"({p.row}, {p.col})" for p in self.items[:4])
@@ -248,8 +274,15 @@ class _Classes(Seed):
         self.items = [_OneHot(k) for k in ks]
         self.count = len(self.items)
 
+    def check(self, y):
+        for s in self.items:
+            s.vector(y)
+
+    def vectors(self, y, start, stop):
+        return np.stack([s.vector(y) for s in self.items[start:stop]])
+
     def vector(self, y):
-        return np.stack([s.vector(y) for s in self.items])
+        return self.vectors(y, 0, self.count)
 
     def describe(self, classes=None):
         return "classes " + ", ".join(s.describe(classes)[len("class "):] for s in self.items)

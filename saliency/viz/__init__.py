@@ -16,7 +16,9 @@ Pictures are RGB uint8 (H, W, 3) arrays; Figures are matplotlib Figures on the A
 (no pyplot). Each Figure of grid, panels, heatmap_figure and channel_panels carries
 `fig.panel_axes`, a list of lists of Axes matching its panels ([row][column], image panel
 first), to draw on a panel without relying on the order of fig.axes. Panels with one scale
-(shared_scale, or a single vmax) share one colour bar; others each have their own. Errors are VizError (a ValueError), ImageError for unreadable image files.
+(shared_scale, or a single vmax) share one colour bar; others each have their own.
+`value_panels` draws maps that are values in a unit (a radius in pixels, a depth in metres), each
+with a colour bar labelled with that unit, optionally over the image. Errors are VizError (a ValueError), ImageError for unreadable image files.
 """
 from .errors import ImageError, VizError
 from .figures import channel_panels, default_title, grid, heatmap_figure, panels, render
@@ -30,6 +32,7 @@ from .normalize import (
     reduce_channels,
     signed_values,
 )
+from .values import value_panels
 
 __all__ = [
     "ImageError",
@@ -54,4 +57,5 @@ __all__ = [
     "save",
     "signed_values",
     "to_rgb",
+    "value_panels",
 ]
