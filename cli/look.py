@@ -36,6 +36,8 @@ def run_look_distance(image, model="depth", weights=None, stride=None, fraction=
         raise MapError(f"--stride must be a positive integer (output pixels between samples), got {stride}")
     if not 0 < fraction <= 1:
         raise MapError(f"--fraction must be in (0, 1], e.g. 0.5 or 0.9, got {fraction}")
+    if out is not None and Path(out).suffix.lower() not in (".png", ".pdf", ".svg"):
+        raise MapError(f"--out must be a file name ending in .png (or .pdf, .svg), got {out}")
     path = Path(image)
     if not path.is_file():
         raise MapError(f"image file {image} does not exist")
