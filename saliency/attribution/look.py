@@ -14,8 +14,8 @@ from . import seeds as _seeds
 from ._core import Call
 
 # look_distance's default grid: the smallest stride that samples at most this many output pixels
-# (a 128x128 output at stride 8: a 16x16 grid).
-DEFAULT_PIXELS = 256
+# (a 128x128 output at stride 4: a 32x32 grid, 3.4 s on the zoo depth model).
+DEFAULT_PIXELS = 1024
 
 
 def jacobian_rows(model, x, pixels, *, channel=None, chunk=None, reduce=None, progress=None):
@@ -127,7 +127,7 @@ def look_distance(model, x, *, stride=None, channel=None, fraction=(0.5, 0.9), c
     - 0.5, likewise for columns), so the radius at a grid pixel equals receptive_field's there.
 
     Args:
-      stride: the grid step; default: the smallest that samples at most 256 pixels (8 for a 128x128
+      stride: the grid step; default: the smallest that samples at most 1024 pixels (4 for a 128x128
         output). stride=1 measures every pixel (a 128x128 map is 16384 seeds).
       channel: the output channel seeded (default: all channels summed, as seeds.pixel).
       fraction: one fraction in (0, 1] or several.

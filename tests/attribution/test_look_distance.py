@@ -190,7 +190,7 @@ def test_every_pixel_by_default_on_a_small_output_and_zero_gradients_are_nan():
     look = look_distance(model, np.ones((1, 1, 9, 9)))
     assert look.stride == 1 and look.radius50.shape == (1, 9, 9)
     assert np.isnan(look.radius50).all() and np.isnan(look.std_rows).all()
-    assert default_stride(128, 128) == 8 and default_stride(16, 16) == 1 and default_stride(17, 17) == 2
+    assert default_stride(128, 128) == 4 and default_stride(32, 32) == 1 and default_stride(33, 33) == 2
 
 
 def test_errors():

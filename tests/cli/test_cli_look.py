@@ -48,7 +48,7 @@ def test_the_default_stride_and_output_name(scene, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     result = runner.invoke(app, ["look-distance", str(scene)])
     assert result.exit_code == 0, result.output
-    assert "stride: 8 (16x16 of the 128x128 output pixels)" in result.output
+    assert "stride: 4 (32x32 of the 128x128 output pixels)" in result.output
     assert (tmp_path / "scene_look_distance.png").is_file()
 
 
