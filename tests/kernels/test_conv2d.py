@@ -133,7 +133,8 @@ def test_seed_dimensions_equal_per_seed_calls_in_one_kernel_call(case, algorithm
     y = K.conv2d_forward(x, w, b, *args)
     g = rng.standard_normal((2, 3) + y.shape)
     if algorithm is K.ConvAlgorithm.DIRECT:
-        kernel_module, name = K, "_corr2d_3x3" if w.shape[2:] == (3, 3) else "_corr2d"
+        # the input VJP is a stride-1 correlation: 3x3 ones run on an input padded beforehand
+        kernel_module, name = K, "_corr2d_3x3_padded" if w.shape[2:] == (3, 3) else "_corr2d"
     else:
         kernel_module, name = im2col, "_col2im"
     kernel = getattr(kernel_module, name)
@@ -260,4 +261,25 @@ def test_3x3_kernel_equals_the_generic_correlation(case, dtype):
         got, want = np.full((2, N, O, OH, OW), np.nan, dtype)
         K._corr2d_3x3(x, w, b, got, s, s, p, p, d, d, groups, ob, rb)
         K._corr2d(x, w, b, want, s, s, p, p, d, d, groups, ob, rb)
+        np.testing.assert_allclose(got, want, **TOL[dtype])
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if ref.pair(c[5]) == (3, 3) and ref.pair(c[6]) == (1, 1)] + [
+    (1, 2, 9, 6, 20, 3, 1, 0, 2, 1), (1, 1, 3, 6, 7, 3, 1, -1, 1, 1), (2, 4, 6, 5, 9, 3, 1, 2, 1, 2),
+    (3, 16, 1, 11, 13, 3, 1, 1, 1, 1)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_padded_3x3_kernel_equals_the_generic_correlation(case, dtype):
+    """_corr2d_3x3_padded (stride 1, input padded once by _padded) against _corr2d: dilation, groups,
+    one output channel (the depth head), more channels than a block, and a crop (negative padding)."""
+    N, C, O, H, W, k, s, p, d, groups = case
+    rng = np.random.default_rng(10)
+    x = rng.standard_normal((N, C, H, W)).astype(dtype)
+    w = rng.standard_normal((O, C // groups, 3, 3)).astype(dtype)
+    b = rng.standard_normal(O).astype(dtype)
+    OH, OW = K.conv_output_size(H, 3, 1, p, d), K.conv_output_size(W, 3, 1, p, d)
+    xp = K._padded(x, (p, p), (OH + 2 * d, OW + 2 * d))
+    for ob in (8, 3, 1):
+        got, want = np.full((2, N, O, OH, OW), np.nan, dtype)
+        K._corr2d_3x3_padded(xp, w, b, got, d, d, groups, ob)
+        K._corr2d(x, w, b, want, 1, 1, p, p, d, d, groups, ob, OH)
         np.testing.assert_allclose(got, want, **TOL[dtype])
