@@ -105,6 +105,9 @@ CASES = {
     "cropping": (shape.GetItem, lambda x: F.conv2d(first(x)[:, 1:, 2:-1, 1:], weight(RNG, 5, 3, 3), padding=1)),
     "relu": (elementwise.Relu, lambda x: F.relu(first(x))),
     "exp": (elementwise.Exp, lambda x: sl.exp(first(x))),
+    "sigmoid": (elementwise.Sigmoid, lambda x: sl.sigmoid(first(x))),
+    "tanh, neg, clamp": (elementwise.Clamp, lambda x: sl.clamp(-sl.tanh(first(x)), -0.5, 0.3)),
+    "log, sqrt, abs": (elementwise.Log, lambda x: sl.log(sl.sqrt(sl.abs(first(x)) + 0.1))),
     "batch norm eval": (norm.BatchNorm, lambda x: F.batch_norm(
         first(x), np.linspace(-1, 1, 4), np.linspace(0.5, 2, 4), sl.tensor(np.linspace(0.5, 1.5, 4)),
         sl.tensor(np.ones(4)))),

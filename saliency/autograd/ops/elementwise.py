@@ -406,3 +406,21 @@ class Clone(Function):
 
     def backward(self, g):
         return (g,)
+
+
+def _unary_window(self, p):
+    """The windowed VJP of a unary elementwise op: its own `backward` on the windows of g and of the
+    arrays it saved (cropped to the same windows). Cells outside the map (zeros in both) may come out
+    as 0/0; they are zeroed afterwards."""
+    saved = self.saved
+    try:
+        self.saved = tuple(p.window(a) if type(a) is np.ndarray and a.shape == self.out_shape else a for a in saved)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            (dx,) = self.backward(p.data)
+    finally:
+        self.saved = saved
+    return (p.moved(np.asarray(dx), p.origins, p.map_size),)
+
+
+for _op in (Neg, Log, Sqrt, Abs, Sigmoid, Tanh, Clamp, Cast, Clone):
+    _op.backward_window = _unary_window
