@@ -12,6 +12,8 @@ of at most a quarter of the map (`from_seed`), and turns a Patch back into a den
 soon as its windows cover half the map (`Patch.like`), at a node without a window rule, at a
 leaf, and wherever a hook, `retain_grad` or a trace must see the gradient.
 """
+import math
+
 import numpy as np
 
 from ..kernels import window as _window
@@ -122,7 +124,7 @@ def from_seed(g, nb):
     if out_ndim < 3 or g.dtype.kind != "f":
         return None
     H, W = g.shape[-2:]
-    K = int(np.prod(g.shape[:nb], dtype=np.int64))
+    K = math.prod(g.shape[:nb])
     if K == 0 or H * W < 16:
         return None
     g3 = g.reshape((K, -1, H, W))

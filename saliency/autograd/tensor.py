@@ -1,5 +1,6 @@
 """`Tensor`: a NumPy array plus what autograd needs (requires_grad, grad, grad_fn, hooks)."""
 import collections
+import math
 import warnings
 import weakref
 
@@ -440,7 +441,7 @@ class Tensor:
         start, end = (normalize_dims(d, self.ndim)[0] for d in (start_dim, end_dim))
         if start >= end:  # nothing to merge: the tensor itself, as in PyTorch
             return self
-        shape = self.shape[:start] + (int(np.prod(self.shape[start:end + 1])),) + self.shape[end + 1:]
+        shape = self.shape[:start] + (math.prod(self.shape[start:end + 1]),) + self.shape[end + 1:]
         return Reshape.apply(self, shape=shape)
 
     def transpose(self, dim0, dim1):

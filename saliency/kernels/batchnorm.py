@@ -5,6 +5,8 @@ its VJP differentiates through them; eval mode uses running statistics, constant
 Updating the running statistics (PyTorch: unbiased variance, momentum) is the caller's job.
 Statistics are accumulated in float64; kernels loop over channels or (n, c) planes.
 """
+import math
+
 import numpy as np
 from numba import njit, prange
 
@@ -112,7 +114,7 @@ def _grad(g, x, mean, var, weight, eps, training):
     x = _check_x(x)
     N, C = x.shape[:2]
     g2, seeds = _fold_seeds(g, 4, "g")
-    if g2.shape[1:] != x.shape[1:] or g2.shape[0] != N * int(np.prod(seeds)):
+    if g2.shape[1:] != x.shape[1:] or g2.shape[0] != N * math.prod(seeds):
         raise ValueError(f"g must have shape (*seeds, {', '.join(map(str, x.shape))}), got {np.shape(g)!r}")
     x = x.astype(g2.dtype, copy=False)
     g4 = g2.reshape(-1, N, C, x.shape[2] * x.shape[3])

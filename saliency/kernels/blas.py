@@ -8,6 +8,7 @@ wheels bundle); where that is not found, every product runs as NumPy would run i
 """
 import ctypes
 import glob
+import math
 import os
 
 import numpy as np
@@ -40,7 +41,7 @@ _set_threads = _thread_setter()
 
 def matmul(a, b, out=None):
     """np.matmul(a, b, out=out), on one BLAS thread when it is small."""
-    batch = np.prod(np.broadcast_shapes(a.shape[:-2], b.shape[:-2]), dtype=float)
+    batch = float(math.prod(np.broadcast_shapes(a.shape[:-2], b.shape[:-2])))
     flops = 2.0 * batch * a.shape[-2] * a.shape[-1] * b.shape[-1]
     if _set_threads is None or flops >= SMALL_FLOPS:
         return np.matmul(a, b) if out is None else np.matmul(a, b, out=out)

@@ -7,6 +7,7 @@ nest (a different contraction). The im2col + GEMM alternative lives in `im2col.p
 wrappers at the bottom pick one of the two per shape (`choose_algorithm`).
 """
 import enum
+import math
 
 import numpy as np
 from numba import njit, prange
@@ -392,7 +393,7 @@ def conv2d_grad_input(g, w, x_shape, stride=1, padding=0, dilation=1, groups=1, 
     x_shape = tuple(int(e) for e in x_shape)
     s, p, d, out_shape = _check(x_shape, w.shape, stride, padding, dilation, groups)
     g2, seeds = _fold_seeds(g, 4, "g")
-    if g2.shape[1:] != out_shape[1:] or g2.shape[0] != out_shape[0] * int(np.prod(seeds)):
+    if g2.shape[1:] != out_shape[1:] or g2.shape[0] != out_shape[0] * math.prod(seeds):
         raise ValueError(f"g must have shape (*seeds, {', '.join(map(str, out_shape))}), got {np.shape(g)!r}")
     w = w.astype(g2.dtype, copy=False)
     x2_shape = (g2.shape[0],) + x_shape[1:]
@@ -414,7 +415,7 @@ def conv2d_grad_weight(g, x, w_shape, stride=1, padding=0, dilation=1, groups=1,
     w_shape = tuple(int(e) for e in w_shape)
     s, p, d, out_shape = _check(x.shape, w_shape, stride, padding, dilation, groups)
     g2, seeds = _fold_seeds(g, 4, "g")
-    if g2.shape[1:] != out_shape[1:] or g2.shape[0] != out_shape[0] * int(np.prod(seeds)):
+    if g2.shape[1:] != out_shape[1:] or g2.shape[0] != out_shape[0] * math.prod(seeds):
         raise ValueError(f"g must have shape (*seeds, {', '.join(map(str, out_shape))}), got {np.shape(g)!r}")
     x = x.astype(g2.dtype, copy=False)
     g5 = g2.reshape((-1,) + out_shape)

@@ -5,6 +5,8 @@ Every pooling here is a window per output row [y0, y1) times a window per output
 pairs do the work. Kernels loop over (n, c) planes: each iteration owns its plane of
 the output (forward) or of dx (backward, a scatter-add), so writes never overlap.
 """
+import math
+
 import numpy as np
 from numba import njit, prange
 
@@ -155,7 +157,7 @@ def _pool_windows(x_shape, kernel_size, stride, padding, name):
 def _grad_out(g, x_shape, n_out, name):
     g2, seeds = _fold_seeds(g, 4, "g")
     want = (x_shape[0], x_shape[1]) + tuple(n_out)
-    if g2.shape[1:] != want[1:] or g2.shape[0] != x_shape[0] * int(np.prod(seeds)):
+    if g2.shape[1:] != want[1:] or g2.shape[0] != x_shape[0] * math.prod(seeds):
         raise ValueError(f"{name}: g must have shape (*seeds, {', '.join(map(str, want))}), got {np.shape(g)!r}")
     return g2, seeds
 

@@ -6,6 +6,8 @@ H - 1) with weight l1 = coordinate - y0 on y1 and l0 = 1 - l1 on y0 (likewise fo
 The wrappers build these per-row/per-column tables; kernels loop over (n, c)
 planes, each task owning its plane (the VJPs scatter-add within it).
 """
+import math
+
 import numpy as np
 from numba import njit, prange
 
@@ -97,7 +99,7 @@ def _check_g(g, x_shape, s):
     x_shape = tuple(int(e) for e in x_shape)
     g2, seeds = _fold_seeds(g, 4, "g")
     want = x_shape[:2] + (x_shape[2] * s, x_shape[3] * s)
-    if g2.shape[1:] != want[1:] or g2.shape[0] != x_shape[0] * int(np.prod(seeds)):
+    if g2.shape[1:] != want[1:] or g2.shape[0] != x_shape[0] * math.prod(seeds):
         raise ValueError(f"g must have shape (*seeds, {', '.join(map(str, want))}), got {np.shape(g)!r}")
     return g2, seeds, x_shape
 

@@ -13,6 +13,8 @@ and applies the sums' adjoint (A_r^T dWph A_q).
 
 All GEMMs run on row-major patches gathered by the kernels of `im2col.py`.
 """
+import math
+
 import numpy as np
 
 from . import blas, im2col
@@ -90,7 +92,7 @@ def upsample_conv2d_grad_input(g, w, x_shape, scale=2):
     N, C, H, W = x_shape
     O = w.shape[0]
     g2, seeds = _fold_seeds(g, 4, "g")
-    if g2.shape[1:] != (O, s * H, s * W) or g2.shape[0] != N * int(np.prod(seeds)):
+    if g2.shape[1:] != (O, s * H, s * W) or g2.shape[0] != N * math.prod(seeds):
         raise ValueError(f"g must have shape (*seeds, {N}, {O}, {s * H}, {s * W}), got {np.shape(g)!r}")
     w = w.astype(g2.dtype, copy=False)
     M = g2.shape[0]
@@ -135,7 +137,7 @@ def upsample_conv2d_grad_weight(g, x, w_shape, scale=2):
     N, C, H, W = x.shape
     O = w_shape[0]
     g2, seeds = _fold_seeds(g, 4, "g")
-    if g2.shape[1:] != (O, s * H, s * W) or g2.shape[0] != N * int(np.prod(seeds)):
+    if g2.shape[1:] != (O, s * H, s * W) or g2.shape[0] != N * math.prod(seeds):
         raise ValueError(f"g must have shape (*seeds, {N}, {O}, {s * H}, {s * W}), got {np.shape(g)!r}")
     x = x.astype(g2.dtype, copy=False)
     Kn = g2.shape[0] // N

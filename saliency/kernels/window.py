@@ -8,6 +8,8 @@ windows, add windows into a dense map or a larger window, zero the cells outside
 and the adjoints of resampling (upsampling, max pooling) from an output window to the
 input window it reads. `saliency.autograd.patch` builds the engine's cropped VJPs on them.
 """
+import math
+
 import numpy as np
 from numba import njit
 
@@ -194,7 +196,7 @@ def gather(src, origins, size):
     if src.dtype == np.bool_:
         src = src.view(np.uint8)
     lead = src.shape[:-2]
-    out = np.empty((len(origins), int(np.prod(lead))) + tuple(size), src.dtype)
+    out = np.empty((len(origins), math.prod(lead)) + tuple(size), src.dtype)
     _gather(src.reshape((-1,) + src.shape[-2:]), origins, out)
     return out.reshape((len(origins),) + lead + tuple(size))
 
