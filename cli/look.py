@@ -4,11 +4,10 @@ from pathlib import Path
 
 import numpy as np
 import typer
-from saliency.models import zoo
 
 from saliency import attribution, viz
 
-from .mapping import MapError
+from .mapping import MapError, model_and_input
 
 
 @contextlib.contextmanager
@@ -38,13 +37,8 @@ def run_look_distance(image, model="depth", weights=None, stride=None, fraction=
         raise MapError(f"--fraction must be in (0, 1], e.g. 0.5 or 0.9, got {fraction}")
     if out is not None and Path(out).suffix.lower() not in (".png", ".pdf", ".svg"):
         raise MapError(f"--out must be a file name ending in .png (or .pdf, .svg), got {out}")
+    net, x, note = model_and_input(image, model, weights)
     path = Path(image)
-    if not path.is_file():
-        raise MapError(f"image file {image} does not exist")
-    net = zoo.resolve(model, weights)
-    shape = getattr(net, "input_shape", None)
-    x, note = viz.load_image(path, size=None if shape is None else tuple(shape[1:]),
-                             channels=3 if shape is None else shape[0])
     result = attribution.look_distance(net, x, stride=stride, fraction=fraction, progress=progress)
     radius = result.radius(fraction)
     pct = f"{100 * fraction:g}%"

@@ -67,15 +67,28 @@ def prediction_text(model, output):
             f"min {out.min():.3g}{unit}, median {np.median(out):.3g}{unit}, max {out.max():.3g}{unit}")
 
 
+def model_input(model, image_path):
+    """(image array (C, H, W), note) read for `model`: resized to its input_shape when it has one."""
+    shape = getattr(model, "input_shape", None)
+    if shape is not None:
+        return viz.load_image(image_path, size=tuple(shape[1:]), channels=shape[0])
+    return viz.load_image(image_path)
+
+
+def model_and_input(image, model, weights):
+    """(model, image array, note) for an image file given on the command line and a model name."""
+    path = Path(image)
+    if not path.is_file():
+        raise MapError(f"image file {image} does not exist")
+    net = zoo.resolve(model, weights)
+    return (net,) + tuple(model_input(net, path))
+
+
 def compute(model, image_path, method="gradient", seed=None, layer=None):
     """(image array (C, H, W), Attribution, notes) for one image file."""
     fn = METHODS[_choice(method, tuple(METHODS), "method")]
     seed_obj = seeds.parse(seed) if seed else None
-    shape = getattr(model, "input_shape", None)
-    if shape is not None:
-        x, note = viz.load_image(image_path, size=tuple(shape[1:]), channels=shape[0])
-    else:
-        x, note = viz.load_image(image_path)
+    x, note = model_input(model, image_path)
     options = {}
     if method == "gradcam":
         options["layer"] = named_layer(model, layer) if layer else gradcam_layer(model)[1]
@@ -169,13 +182,8 @@ def run_receptive_field(image, pixel, model="depth", weights=None, out=None):
     from matplotlib.patches import Circle, Rectangle
 
     row, col = _pair(pixel, "--pixel")
+    net, x, note = model_and_input(image, model, weights)
     path = Path(image)
-    if not path.is_file():
-        raise MapError(f"image file {image} does not exist")
-    net = zoo.resolve(model, weights)
-    shape = getattr(net, "input_shape", None)
-    x, note = viz.load_image(path, size=None if shape is None else tuple(shape[1:]),
-                             channels=3 if shape is None else shape[0])
     started = time.perf_counter()
     attr = attribution.receptive_field(net, x, (row, col))
     seconds = time.perf_counter() - started
