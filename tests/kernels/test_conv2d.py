@@ -283,3 +283,22 @@ def test_padded_3x3_kernel_equals_the_generic_correlation(case, dtype):
         K._corr2d_3x3_padded(xp, w, b, got, d, d, groups, ob)
         K._corr2d(x, w, b, want, 1, 1, p, p, d, d, groups, ob, OH)
         np.testing.assert_allclose(got, want, **TOL[dtype])
+
+
+@pytest.mark.parametrize("case", [(2, 16, 8, 10, 12, 3, 1, 1, 1, 1), (1, 24, 5, 9, 7, 3, 1, 2, 2, 1),
+                                  (3, 16, 4, 8, 11, 5, 1, 1, 1, 1), (2, 32, 3, 6, 6, (3, 1), 1, (1, 0), 1, 1)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_stride_1_input_vjp_as_a_forward_convolution_matches_reference(case, dtype, monkeypatch):
+    """>= 16 input channels at stride 1 (padding up to dilation*(k-1)): the input VJP runs as the
+    forward row-major convolution of g with the flipped, transposed weight; with seed dimensions too."""
+    rng = np.random.default_rng(11)
+    x, w, b, args = make(case, dtype, rng)
+    y = K.conv2d_forward(x, w, b, *args)
+    g = rng.standard_normal((2,) + y.shape).astype(dtype)
+    used = []
+    real = im2col.conv2d_rows
+    monkeypatch.setattr(im2col, "conv2d_rows", lambda *a: (used.append(a[0].shape), real(*a))[1])
+    dx = K.conv2d_grad_input(g, w, x.shape, *args, algorithm=K.ConvAlgorithm.GEMM)
+    assert used and used[0][0] == 2 * x.shape[0]
+    for k in range(2):
+        np.testing.assert_allclose(dx[k], ref.conv2d_grad_input(g[k], w, x.shape, *args), **TOL[dtype])
