@@ -302,3 +302,17 @@ def test_stride_1_input_vjp_as_a_forward_convolution_matches_reference(case, dty
     assert used and used[0][0] == 2 * x.shape[0]
     for k in range(2):
         np.testing.assert_allclose(dx[k], ref.conv2d_grad_input(g[k], w, x.shape, *args), **TOL[dtype])
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c[9] == 1], ids=[i for c, i in zip(CASES, IDS) if c[9] == 1])
+def test_row_major_forward_in_chunks_of_images_matches_reference(case, monkeypatch):
+    """The row-major forward builds its patches a few images at a time (im2col.CHUNK_BYTES): with one
+    image per chunk it still matches the reference, image by image."""
+    rng = np.random.default_rng(12)
+    x, w, b, (s, p, d, groups) = make(case, np.float64, rng)
+    x = np.concatenate([x, rng.standard_normal(x.shape)])  # at least two images, so two chunks
+    y_shape = ref.conv2d(x, w, b, s, p, d).shape
+    monkeypatch.setattr(im2col, "CHUNK_BYTES", 1)
+    y = im2col.conv2d_rows(x, w, b if b is not None else np.zeros(w.shape[0]), y_shape, ref.pair(s), ref.pair(p),
+                           ref.pair(d))
+    np.testing.assert_allclose(y, ref.conv2d(x, w, b, s, p, d), rtol=1e-10, atol=1e-10)
