@@ -401,7 +401,7 @@ def conv2d_grad_input(g, w, x_shape, stride=1, padding=0, dilation=1, groups=1, 
         raise ValueError(f"g must have shape (*seeds, {', '.join(map(str, out_shape))}), got {np.shape(g)!r}")
     w = w.astype(g2.dtype, copy=False)
     x2_shape = (g2.shape[0],) + x_shape[1:]
-    algorithm = algorithm or choose_algorithm(x_shape, w.shape, out_shape, groups, vjp=True)
+    algorithm = algorithm or choose_algorithm(x2_shape, w.shape, out_shape, groups, vjp=True)  # seeds count as images
     pt = (d[0] * (w.shape[2] - 1) - p[0], d[1] * (w.shape[3] - 1) - p[1])
     if (algorithm is ConvAlgorithm.GEMM and groups == 1 and s == (1, 1) and min(pt) >= 0 and x_shape[1] >= 16
             and x_shape[2] * x_shape[3] <= 64 * 64):
