@@ -128,6 +128,9 @@ def from_seed(g, nb):
     if K == 0 or H * W < 16:
         return None
     g3 = g.reshape((K, -1, H, W))
+    if all(np.any(edge.reshape(K, -1) != 0, axis=1).all() for edge in
+           (g3[:, :, 0], g3[:, :, -1], g3[:, :, :, 0], g3[:, :, :, -1])):
+        return None  # every seed reaches all four borders (ones, weights, targets): no scan of the rest
     r_lo, c_lo, r_hi, c_hi = _window.support(g3).T
     h, w = max(int((r_hi - r_lo).max()), 1), max(int((c_hi - c_lo).max()), 1)
     if h * w > SPARSE_AT * H * W:
