@@ -80,6 +80,14 @@ class Patch:
         cell (a convolution's padding): those are zeroed first."""
         return self.like(_window.clip(data, origins, map_size), origins, map_size)
 
+    def sliding(self, kernel, stride=1, padding=0, dilation=1):
+        """(origins, size) of the input windows that a sliding-window op (convolution, pooling) reads
+        for these output windows: origin * stride - padding, (h - 1) * stride + (k - 1) * dilation + 1
+        rows, likewise columns. Arguments are ints or (rows, cols) pairs."""
+        k, s, p, d = (np.broadcast_to(np.asarray(v, np.int64), (2,)) for v in (kernel, stride, padding, dilation))
+        size = tuple(int(e) for e in (np.array(self.size) - 1) * s + (k - 1) * d + 1)
+        return self.origins * s - p, size
+
     def window(self, a):
         """The windows of `a` (an array of the output's shape, or of its map with fewer lead
         dimensions) at these origins: (K, *a.shape[:-2], h, w); booleans come back as uint8."""

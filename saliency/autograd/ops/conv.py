@@ -10,10 +10,6 @@ from ... import kernels
 from ..function import Function
 
 
-def _pair(v):
-    return (int(v), int(v)) if not isinstance(v, (tuple, list)) else (int(v[0]), int(v[1]))
-
-
 def _frozen(needs):
     """True when only the input (not the weight or bias) takes a gradient: the cropped VJP applies."""
     return not any(needs[1:])
@@ -55,10 +51,7 @@ class Convolution(Function):
         w, x = self.saved
         needs = self.needs_input_grad
         s, pad, d, groups = self.config
-        s, pad, d = _pair(s), _pair(pad), _pair(d)
-        (h, wd), (kh, kw) = p.size, self.w_shape[2:]
-        size = ((h - 1) * s[0] + (kh - 1) * d[0] + 1, (wd - 1) * s[1] + (kw - 1) * d[1] + 1)
-        origins = p.origins * np.array(s) - np.array(pad)
+        origins, size = p.sliding(self.w_shape[2:], s, pad, d)
         dx = dw = db = None
         if needs[0]:
             dx = kernels.conv2d_grad_input(p.data, w, self.x_shape[:2] + size, s, 0, d, groups)

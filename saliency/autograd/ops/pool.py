@@ -5,10 +5,6 @@ from ... import kernels
 from ..function import Function
 
 
-def _pair(v):
-    return (int(v), int(v)) if not isinstance(v, (tuple, list)) else (int(v[0]), int(v[1]))
-
-
 def _check_nchw(x, op):
     if x.ndim != 4:
         raise ValueError(f"{op} expects input of shape (N, C, H, W), got {x.shape}")
@@ -34,11 +30,7 @@ class MaxPool2d(Function):
         """Each output window reads the input window origin * stride - padding, (h - 1) * stride + k
         rows; each gradient goes to its window's recorded maximum, as in `backward`."""
         kernel, stride, padding = self.config
-        k = _pair(kernel)
-        s, pad = _pair(kernel if stride is None else stride), _pair(padding)
-        (h, w) = p.size
-        size = ((h - 1) * s[0] + k[0], (w - 1) * s[1] + k[1])
-        origins = p.origins * np.array(s) - np.array(pad)
+        origins, size = p.sliding(kernel, kernel if stride is None else stride, padding)
         dx = kernels.window.max_pool_grad(p.data, p.origins, self.saved[0], self.x_shape[3], origins, size)
         return (p.like(dx, origins, self.x_shape[2:]),)
 
@@ -63,13 +55,13 @@ class AvgPool2d(Function):
         """A depthwise convolution with weights 1 / (kh * kw) (zero padding counted): its windowed input
         VJP, as Convolution's."""
         kernel, stride, padding = self.config
-        k = _pair(kernel)
-        s, pad = _pair(kernel if stride is None else stride), _pair(padding)
-        (h, w), c = p.size, self.x_shape[1]
-        size = ((h - 1) * s[0] + k[0], (w - 1) * s[1] + k[1])
-        weight = np.full((c, 1) + k, 1.0 / (k[0] * k[1]), p.dtype)
-        dx = kernels.conv2d_grad_input(p.data, weight, self.x_shape[:2] + size, s, 0, 1, c)
-        return (p.moved(dx, p.origins * np.array(s) - np.array(pad), self.x_shape[2:]),)
+        stride = kernel if stride is None else stride
+        origins, size = p.sliding(kernel, stride, padding)
+        kh, kw = np.broadcast_to(kernel, (2,))
+        c = self.x_shape[1]
+        weight = np.full((c, 1, int(kh), int(kw)), 1.0 / (kh * kw), p.dtype)
+        dx = kernels.conv2d_grad_input(p.data, weight, self.x_shape[:2] + size, stride, 0, 1, c)
+        return (p.moved(dx, origins, self.x_shape[2:]),)
 
     def name(self):
         return "AvgPool2DBackward0"
