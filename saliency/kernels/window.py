@@ -16,55 +16,55 @@ from numba import njit
 
 @njit(cache=True)
 def _gather(src, origins, out):
-    """out[k, l] = src[l] on the window at origins[k]; zero outside src's map."""
+    """out[k, q] = src[q] on the window at origins[k]; zero outside src's map."""
     K, L, h, w = out.shape
     H, W = src.shape[1], src.shape[2]
     for k in range(K):
         r0, c0 = origins[k, 0], origins[k, 1]
-        for l in range(L):
+        for q in range(L):
             for i in range(h):
                 r = r0 + i
-                row = out[k, l, i]
+                row = out[k, q, i]
                 if r < 0 or r >= H:
                     row[:] = 0
                     continue
                 for j in range(w):
                     c = c0 + j
-                    row[j] = src[l, r, c] if 0 <= c < W else 0
+                    row[j] = src[q, r, c] if 0 <= c < W else 0
 
 
 @njit(cache=True)
 def _times_window(g, src, origins, out):
-    """out[k, l] = g[k, l] * src[l] on the window at origins[k] (zero outside src's map). The plain
+    """out[k, q] = g[k, q] * src[q] on the window at origins[k] (zero outside src's map). The plain
     loop with the test inside measured 2.6x faster than hoisting the bounds with row views."""
     K, L, h, w = g.shape
     H, W = src.shape[1], src.shape[2]
     for k in range(K):
         r0, c0 = origins[k, 0], origins[k, 1]
-        for l in range(L):
+        for q in range(L):
             for i in range(h):
                 r = r0 + i
                 for j in range(w):
                     c = c0 + j
                     if 0 <= r < H and 0 <= c < W:
-                        out[k, l, i, j] = g[k, l, i, j] * src[l, r, c]
+                        out[k, q, i, j] = g[k, q, i, j] * src[q, r, c]
                     else:
-                        out[k, l, i, j] = 0
+                        out[k, q, i, j] = 0
 
 
 @njit(cache=True)
 def _add(dst, src, offsets):
-    """dst[k, l, offsets[k] + (i, j)] += src[k, l, i, j] where that is inside dst."""
+    """dst[k, q, offsets[k] + (i, j)] += src[k, q, i, j] where that is inside dst."""
     K, L, h, w = src.shape
     H, W = dst.shape[2], dst.shape[3]
     for k in range(K):
         r0, c0 = offsets[k, 0], offsets[k, 1]
         i_lo, i_hi = max(0, -r0), min(h, H - r0)
         j_lo, j_hi = max(0, -c0), min(w, W - c0)
-        for l in range(L):
+        for q in range(L):
             for i in range(i_lo, i_hi):
-                d = dst[k, l, r0 + i]
-                s = src[k, l, i]
+                d = dst[k, q, r0 + i]
+                s = src[k, q, i]
                 for j in range(j_lo, j_hi):
                     d[c0 + j] += s[j]
 
@@ -79,9 +79,9 @@ def _clip(data, origins, H, W):
         j_lo, j_hi = max(0, -c0), min(w, W - c0)
         if i_lo == 0 and i_hi == h and j_lo == 0 and j_hi == w:
             continue
-        for l in range(L):
+        for q in range(L):
             for i in range(h):
-                row = data[k, l, i]
+                row = data[k, q, i]
                 if i < i_lo or i >= i_hi:
                     row[:] = 0
                 else:
@@ -100,15 +100,15 @@ def _separable_grad(g, origins, origins_in, OH, OW, y0, y1, ly0, ly1, x0, x1, lx
         a0, b0 = origins_in[k, 0], origins_in[k, 1]
         i_lo, i_hi = max(0, -r0), min(h, OH - r0)
         j_lo, j_hi = max(0, -c0), min(w, OW - c0)
-        for l in range(L):
-            plane = dx[k, l]
+        for q in range(L):
+            plane = dx[k, q]
             for i in range(i_lo, i_hi):
                 R = r0 + i
                 p0 = plane[y0[R] - a0]
                 p1 = plane[y1[R] - a0]
                 for j in range(j_lo, j_hi):
                     C = c0 + j
-                    v = g[k, l, i, j]
+                    v = g[k, q, i, j]
                     a, b = x0[C] - b0, x1[C] - b0
                     p0[a] += ly0[R] * lx0[C] * v
                     p0[b] += ly0[R] * lx1[C] * v
@@ -118,16 +118,16 @@ def _separable_grad(g, origins, origins_in, OH, OW, y0, y1, ly0, ly1, x0, x1, lx
 
 @njit(cache=True)
 def _nearest_grad(g, shifts, s, dx):
-    """Adjoint of nearest upsampling by s on windows: g[k, l, i, j] goes to dx[k, l, (i + shifts[k, 0]) // s,
+    """Adjoint of nearest upsampling by s on windows: g[k, q, i, j] goes to dx[k, q, (i + shifts[k, 0]) // s,
     (j + shifts[k, 1]) // s] (cells outside the output map hold zeros, so they need no test)."""
     K, L, h, w = g.shape
     dx[:] = 0
     for k in range(K):
         sr, sc = shifts[k, 0], shifts[k, 1]
-        for l in range(L):
+        for q in range(L):
             for i in range(h):
-                d = dx[k, l, (i + sr) // s]
-                gi = g[k, l, i]
+                d = dx[k, q, (i + sr) // s]
+                gi = g[k, q, i]
                 for j in range(w):
                     d[(j + sc) // s] += gi[j]
 
@@ -143,11 +143,11 @@ def _max_pool_grad(g, origins, origins_in, idx, W, dx):
         a0, b0 = origins_in[k, 0], origins_in[k, 1]
         i_lo, i_hi = max(0, -r0), min(h, OH - r0)
         j_lo, j_hi = max(0, -c0), min(w, OW - c0)
-        for l in range(L):
+        for q in range(L):
             for i in range(i_lo, i_hi):
                 for j in range(j_lo, j_hi):
-                    p = idx[l, r0 + i, c0 + j]
-                    dx[k, l, p // W - a0, p % W - b0] += g[k, l, i, j]
+                    p = idx[q, r0 + i, c0 + j]
+                    dx[k, q, p // W - a0, p % W - b0] += g[k, q, i, j]
 
 
 @njit(cache=True)
@@ -157,9 +157,9 @@ def _support(g, box):
     K, L, H, W = g.shape
     for k in range(K):
         r0, c0, r1, c1 = H, W, 0, 0
-        for l in range(L):
+        for q in range(L):
             for r in range(H):
-                row = g[k, l, r]
+                row = g[k, q, r]
                 for c in range(W):
                     if row[c] != 0:
                         if r < r0:
