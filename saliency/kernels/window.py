@@ -13,6 +13,8 @@ import math
 import numpy as np
 from numba import njit
 
+from .pool import _indices as _pool_indices
+
 
 @njit(cache=True)
 def _gather(src, origins, out):
@@ -266,7 +268,7 @@ def max_pool_grad(g, origins, indices, in_width, origins_in, size_in):
     """Adjoint of max pooling on windows: g (K, *lead, h, w) at `origins` of the pooled map, `indices`
     (*lead, OH, OW) of the forward; dx (K, *lead, *size_in) at `origins_in`."""
     g2 = _planes(g)
-    idx = np.ascontiguousarray(indices, np.int64).reshape((-1,) + indices.shape[-2:])
+    idx = _pool_indices(indices).reshape((-1,) + indices.shape[-2:])
     dx = np.empty(g2.shape[:2] + tuple(size_in), g2.dtype)
     _max_pool_grad(g2, origins, np.ascontiguousarray(origins_in, np.int64), idx, int(in_width), dx)
     return dx.reshape(g.shape[:-2] + tuple(size_in))
