@@ -92,7 +92,7 @@ def look_distance(image: str = typer.Argument(..., help="Image file."),
                   model: str = typer.Option("depth", "--model", "-m", help="A model with a dense output."),
                   weights: str = typer.Option(None, "--weights", "-w", help="Weights to load into it."),
                   stride: int = typer.Option(None, "--stride", "-k", help="Measure every K-th output pixel "
-                                             "(default: at most 256 pixels, 8 for a 128x128 output; 1: all)."),
+                                             "(default: at most 1024 pixels, 4 for a 128x128 output; 1: all)."),
                   fraction: float = typer.Option(0.5, "--fraction", "-f", help="Share of the gradient mass the "
                                                  "radius holds: 0.5 or 0.9 (any value in (0, 1])."),
                   out: str = typer.Option(None, "--out", "-o", help="PNG to write (default: "
