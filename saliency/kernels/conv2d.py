@@ -187,6 +187,55 @@ def _corr2d_3x3_padded(xp, w, b, out, dh, dw, groups, ob):
                          r2[0:OW], r2[dw:dw + OW], r2[2 * dw:2 * dw + OW])
 
 
+@njit(cache=True, inline="always")
+def _nine(wc):
+    """The 9 taps of a 3x3 filter as a tuple (held in registers by the loops that use them)."""
+    return (wc[0, 0], wc[0, 1], wc[0, 2], wc[1, 0], wc[1, 1], wc[1, 2], wc[2, 0], wc[2, 1], wc[2, 2])
+
+
+@njit(cache=True, inline="always")
+def _shifted_rows(xc, oy, dh, dw, OW):
+    """The 9 input row segments that the 3x3 taps of output row oy read, from a padded channel xc."""
+    r0, r1, r2 = xc[oy], xc[oy + dh], xc[oy + 2 * dh]
+    return (r0[0:OW], r0[dw:dw + OW], r0[2 * dw:2 * dw + OW], r1[0:OW], r1[dw:dw + OW], r1[2 * dw:2 * dw + OW],
+            r2[0:OW], r2[dw:dw + OW], r2[2 * dw:2 * dw + OW])
+
+
+@njit(cache=True, fastmath=_FASTMATH, inline="always")
+def _dot9(t, r, i):
+    return (t[0] * r[0][i] + t[1] * r[1][i] + t[2] * r[2][i] + t[3] * r[3][i] + t[4] * r[4][i]
+            + t[5] * r[5][i] + t[6] * r[6][i] + t[7] * r[7][i] + t[8] * r[8][i])
+
+
+@njit(cache=True, fastmath=_FASTMATH)
+def _corr2d_3x3_rgb(xp, w, b, out, dh, dw):
+    """_corr2d_3x3_padded for three input channels and one group (a first layer on RGB): each
+    output pixel of two output channels at a time takes all 27 taps from registers and is stored
+    once, instead of one pass per input channel over the output row (1.5-1.9x faster on 3->16 @64x64
+    and @128x128). An odd last output channel pairs with itself (its values are written twice)."""
+    N = xp.shape[0]
+    O = w.shape[0]
+    OH, OW = out.shape[2], out.shape[3]
+    P = (O + 1) // 2
+    for t in range(N * P):
+        n = t // P
+        o = 2 * (t % P)
+        o1 = min(o + 1, O - 1)
+        a0, a1, a2 = _nine(w[o, 0]), _nine(w[o, 1]), _nine(w[o, 2])
+        c0, c1, c2 = _nine(w[o1, 0]), _nine(w[o1, 1]), _nine(w[o1, 2])
+        ba, bc = b[o], b[o1]
+        for oy in range(OH):
+            ya, yc = out[n, o, oy], out[n, o1, oy]
+            r = _shifted_rows(xp[n, 0], oy, dh, dw, OW)
+            g = _shifted_rows(xp[n, 1], oy, dh, dw, OW)
+            u = _shifted_rows(xp[n, 2], oy, dh, dw, OW)
+            for i in range(OW):  # both sums before either store: the loads are shared, the loop vectorizes
+                va = ba + _dot9(a0, r, i) + _dot9(a1, g, i) + _dot9(a2, u, i)
+                vc = bc + _dot9(c0, r, i) + _dot9(c1, g, i) + _dot9(c2, u, i)
+                ya[i] = va
+                yc[i] = vc
+
+
 @njit(cache=True, fastmath=_FASTMATH)
 def _corr2d_grad_weight(g, x, dwt, sh, sw, ph, pw, dh, dw, groups):
     """dwt[k, o, c, ky, kx] = sum_{n, oy, ox} g[k, n, o, oy, ox] x[n, grp*Cg + c, oy*sh - ph + ky*dh, ox*sw - pw + kx*dw].
@@ -303,8 +352,11 @@ def _direct(x, w, b, out_shape, s, p, d, groups):
     Og = w.shape[0] // groups
     ob, rb = _block(Og, out_shape[2], out_shape[0] * groups * ((Og + 7) // 8))
     if w.shape[2] == 3 and w.shape[3] == 3 and s == (1, 1):
-        _corr2d_3x3_padded(_padded(x, p, (out_shape[2] + 2 * d[0], out_shape[3] + 2 * d[1])), w, b, out, d[0], d[1],
-                           groups, ob)
+        xp = _padded(x, p, (out_shape[2] + 2 * d[0], out_shape[3] + 2 * d[1]))
+        if groups == 1 and w.shape[1] == 3:
+            _corr2d_3x3_rgb(xp, w, b, out, d[0], d[1])
+        else:
+            _corr2d_3x3_padded(xp, w, b, out, d[0], d[1], groups, ob)
     elif w.shape[2] == 3 and w.shape[3] == 3:
         _corr2d_3x3(x, w, b, out, s[0], s[1], p[0], p[1], d[0], d[1], groups, ob, rb)
     else:

@@ -285,6 +285,32 @@ def test_padded_3x3_kernel_equals_the_generic_correlation(case, dtype):
         np.testing.assert_allclose(got, want, **TOL[dtype])
 
 
+@pytest.mark.parametrize("case", [(2, 3, 16, 9, 13, 3, 1, 1, 1, 1), (1, 3, 5, 8, 7, 3, 1, 1, 1, 1),
+                                  (1, 3, 1, 6, 6, 3, 1, 0, 1, 1), (2, 3, 4, 11, 9, 3, 1, 2, 2, 1),
+                                  (1, 3, 3, 7, 8, 3, 1, -1, 1, 1)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_rgb_3x3_kernel_equals_the_generic_correlation_and_serves_first_layers(case, dtype, monkeypatch):
+    """_corr2d_3x3_rgb (three input channels, two output channels per pass) against _corr2d: an odd
+    number of output channels (the last pairs with itself), one output channel, dilation, a crop;
+    and conv2d_forward on an RGB input takes it and matches the NumPy reference."""
+    N, C, O, H, W, _, _, p, d, groups = case
+    rng = np.random.default_rng(12)
+    x = rng.standard_normal((N, C, H, W)).astype(dtype)
+    w = rng.standard_normal((O, C, 3, 3)).astype(dtype)
+    b = rng.standard_normal(O).astype(dtype)
+    OH, OW = K.conv_output_size(H, 3, 1, p, d), K.conv_output_size(W, 3, 1, p, d)
+    got, want = np.full((2, N, O, OH, OW), np.nan, dtype)
+    K._corr2d_3x3_rgb(K._padded(x, (p, p), (OH + 2 * d, OW + 2 * d)), w, b, got, d, d)
+    K._corr2d(x, w, b, want, 1, 1, p, p, d, d, groups, 8, OH)
+    np.testing.assert_allclose(got, want, **TOL[dtype])
+    if p >= 0:
+        kernel, calls = K._corr2d_3x3_rgb, []
+        monkeypatch.setattr(K, "_corr2d_3x3_rgb", lambda *a: (calls.append(1), kernel(*a))[1])
+        y = K.conv2d_forward(x, w, b, 1, p, d)
+        assert calls, "an RGB 3x3 forward should run the three-channel kernel"
+        np.testing.assert_allclose(y, ref.conv2d(x, w, b, 1, p, d, 1), **TOL[dtype])
+
+
 @pytest.mark.parametrize("case", [(2, 16, 8, 10, 12, 3, 1, 1, 1, 1), (1, 24, 5, 9, 7, 3, 1, 2, 2, 1),
                                   (3, 16, 4, 8, 11, 5, 1, 1, 1, 1), (2, 32, 3, 6, 6, (3, 1), 1, (1, 0), 1, 1)])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
