@@ -12,12 +12,12 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from . import im2col
+from . import im2col, threads
 
 _FASTMATH = {"reassoc", "contract"}
 
 
-@njit(cache=True, fastmath=_FASTMATH)
+@njit(cache=True, fastmath=_FASTMATH, nogil=True)
 def _corr2d(x, w, b, out, sh, sw, ph, pw, dh, dw, groups, ob, rb):
     """out[n, o, oy, ox] = b[o] + sum_{c, ky, kx} w[o, c, ky, kx] x[n, g*Cg + c, oy*sh - ph + ky*dh, ox*sw - pw + kx*dw].
 
@@ -82,7 +82,7 @@ def _corr2d(x, w, b, out, sh, sw, ph, pw, dh, dw, groups, ob, rb):
                     out[n, o0 + j, oy, ox] = acc[j, ox]
 
 
-@njit(cache=True, fastmath=_FASTMATH, inline="always")
+@njit(cache=True, fastmath=_FASTMATH, inline="always", nogil=True)
 def _taps3x3(out, n, oy, w, o0, nb, c, OW, r0a, r0b, r0c, r1a, r1b, r1c, r2a, r2b, r2c):
     """out[n, o0 + j, oy] += the 9 taps of w[o0 + j, c] times the 9 shifted rows, for j < nb."""
     for j in range(nb):
@@ -96,7 +96,7 @@ def _taps3x3(out, n, oy, w, o0, nb, c, OW, r0a, r0b, r0c, r1a, r1b, r1c, r2a, r2
                       + w6 * r2a[i] + w7 * r2b[i] + w8 * r2c[i])
 
 
-@njit(cache=True, fastmath=_FASTMATH)
+@njit(cache=True, fastmath=_FASTMATH, nogil=True)
 def _corr2d_3x3(x, w, b, out, sh, sw, ph, pw, dh, dw, groups, ob, rb):
     """_corr2d for 3x3 kernels (the same correlation, tested against it): per output row and input
     channel, the three input rows it reads are copied once into a zero-padded buffer, then each
@@ -157,7 +157,7 @@ def _corr2d_3x3(x, w, b, out, sh, sw, ph, pw, dh, dw, groups, ob, rb):
                     _taps3x3(out, n, oy, w, o0, nb, c, OW, s0a, s0b, s0c, s1a, s1b, s1c, s2a, s2b, s2c)
 
 
-@njit(cache=True, fastmath=_FASTMATH)
+@njit(cache=True, fastmath=_FASTMATH, nogil=True)
 def _corr2d_3x3_padded(xp, w, b, out, dh, dw, groups, ob):
     """_corr2d_3x3 at stride 1 on an input padded beforehand (xp: zeros around x, OH + 2*dh rows and
     OW + 2*dw columns): the taps read the rows of xp in place instead of copying three rows per
@@ -207,7 +207,7 @@ def _dot9(t, r, i):
             + t[5] * r[5][i] + t[6] * r[6][i] + t[7] * r[7][i] + t[8] * r[8][i])
 
 
-@njit(cache=True, fastmath=_FASTMATH)
+@njit(cache=True, fastmath=_FASTMATH, nogil=True)
 def _corr2d_3x3_rgb(xp, w, b, out, dh, dw):
     """_corr2d_3x3_padded for three input channels and one group (a first layer on RGB): each
     output pixel of two output channels at a time takes all 27 taps from registers and is stored
@@ -236,7 +236,7 @@ def _corr2d_3x3_rgb(xp, w, b, out, dh, dw):
                 yc[i] = vc
 
 
-@njit(cache=True, fastmath=_FASTMATH)
+@njit(cache=True, fastmath=_FASTMATH, nogil=True)
 def _corr2d_grad_weight(g, x, dwt, sh, sw, ph, pw, dh, dw, groups):
     """dwt[k, o, c, ky, kx] = sum_{n, oy, ox} g[k, n, o, oy, ox] x[n, grp*Cg + c, oy*sh - ph + ky*dh, ox*sw - pw + kx*dw].
 
@@ -352,11 +352,14 @@ def _direct(x, w, b, out_shape, s, p, d, groups):
     Og = w.shape[0] // groups
     ob, rb = _block(Og, out_shape[2], out_shape[0] * groups * ((Og + 7) // 8))
     if w.shape[2] == 3 and w.shape[3] == 3 and s == (1, 1):
-        xp = _padded(x, p, (out_shape[2] + 2 * d[0], out_shape[3] + 2 * d[1]))
-        if groups == 1 and w.shape[1] == 3:
-            _corr2d_3x3_rgb(xp, w, b, out, d[0], d[1])
-        else:
-            _corr2d_3x3_padded(xp, w, b, out, d[0], d[1], groups, ob)
+        def work(n0, n1):
+            xp = _padded(x[n0:n1], p, (out_shape[2] + 2 * d[0], out_shape[3] + 2 * d[1]))
+            if groups == 1 and w.shape[1] == 3:
+                _corr2d_3x3_rgb(xp, w, b, out[n0:n1], d[0], d[1])
+            else:
+                _corr2d_3x3_padded(xp, w, b, out[n0:n1], d[0], d[1], groups, ob)
+
+        threads.split_batch(x.shape[0], out.size, work)
     elif w.shape[2] == 3 and w.shape[3] == 3:
         _corr2d_3x3(x, w, b, out, s[0], s[1], p[0], p[1], d[0], d[1], groups, ob, rb)
     else:

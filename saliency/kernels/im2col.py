@@ -8,12 +8,12 @@ Arguments are already checked and normalized by the wrappers in `conv2d.py`.
 import numpy as np
 from numba import njit, prange
 
-from . import blas
+from . import blas, threads
 
 _FASTMATH = {"reassoc", "contract"}
 
 
-@njit(cache=True, fastmath=_FASTMATH)
+@njit(cache=True, fastmath=_FASTMATH, nogil=True)
 def _im2col(x, cols, KH, KW, sh, sw, ph, pw, dh, dw):
     """cols[(c*KH + ky)*KW + kx, n, oy*OW + ox] = x[n, c, oy*sh - ph + ky*dh, ox*sw - pw + kx*dw] (0 outside).
 
@@ -45,7 +45,7 @@ def _im2col(x, cols, KH, KW, sh, sw, ph, pw, dh, dw):
                         dst[lo:hi] = x[n, c, iy, lo * sw + off:(hi - 1) * sw + off + 1:sw]
 
 
-@njit(cache=True, fastmath=_FASTMATH)
+@njit(cache=True, fastmath=_FASTMATH, nogil=True)
 def _col2im(cols, dx, KH, KW, sh, sw, ph, pw, dh, dw):
     """Adjoint of _im2col, per image: cols is (groups, N, Cg*KH*KW, OH*OW) and
 
@@ -107,14 +107,18 @@ def conv2d_grad_input_gemm(g, w, x_shape, s, p, d, groups):
     Og = O // groups
     wt = np.ascontiguousarray(w.reshape(groups, Og, Cg * KH * KW).transpose(0, 2, 1))[:, None]
     dx = np.empty(x_shape, g.dtype)
-    spans = chunks(M, x_shape[1] * KH * KW * L * g.itemsize)
-    mc = max(m1 - m0 for m0, m1 in spans)
-    buf = np.empty(groups * mc * Cg * KH * KW * L, g.dtype)
-    for m0, m1 in spans:
-        mn = m1 - m0
-        cols = buf[:groups * mn * Cg * KH * KW * L].reshape(groups, mn, Cg * KH * KW, L)
-        blas.matmul(wt, g[m0:m1].reshape(mn, groups, Og, L).transpose(1, 0, 2, 3), out=cols)
-        _col2im(cols, dx[m0:m1], KH, KW, s[0], s[1], p[0], p[1], d[0], d[1])
+
+    def work(n0, n1):  # images n0..n1-1, with their own buffer
+        spans = chunks(n1, x_shape[1] * KH * KW * L * g.itemsize, n0)
+        mc = max(m1 - m0 for m0, m1 in spans)
+        buf = np.empty(groups * mc * Cg * KH * KW * L, g.dtype)
+        for m0, m1 in spans:
+            mn = m1 - m0
+            cols = buf[:groups * mn * Cg * KH * KW * L].reshape(groups, mn, Cg * KH * KW, L)
+            blas.matmul(wt, g[m0:m1].reshape(mn, groups, Og, L).transpose(1, 0, 2, 3), out=cols)
+            _col2im(cols, dx[m0:m1], KH, KW, s[0], s[1], p[0], p[1], d[0], d[1])
+
+    threads.split_batch(M, dx.size, work)
     return dx
 
 
@@ -137,7 +141,7 @@ def conv2d_grad_weight_gemm(g, x, w_shape, s, p, d, groups):
 # input VJP (as a correlation, split into stride phases) and the sub-pixel convolution.
 
 
-@njit(cache=True, fastmath=_FASTMATH)
+@njit(cache=True, fastmath=_FASTMATH, nogil=True)
 def _to_nhwc(src, dst, ry, rx, sy, sx, pt, pl):
     """Zero-padded channels-last copy of a phase plane of src:
 
@@ -187,7 +191,7 @@ def _to_nhwc(src, dst, ry, rx, sy, sx, pt, pl):
                 drow[j, c] = srow[(j - pl) * sx + rx]
 
 
-@njit(cache=True, fastmath=_FASTMATH)
+@njit(cache=True, fastmath=_FASTMATH, nogil=True)
 def _im2row(xp, C, cols, offy, offx, s_y, s_x, OH, OW, k0):
     """Gather patches from a padded channels-last xp, viewed as (N, Hp, Wp*C) (see `_to_nhwc`):
     for phase p = py*Px + px (Px = offx.shape[0]) and output position (n, oy, ox),
@@ -226,7 +230,7 @@ def _im2row(xp, C, cols, offy, offx, s_y, s_x, OH, OW, k0):
                 tx = e
 
 
-@njit(cache=True, fastmath=_FASTMATH)
+@njit(cache=True, fastmath=_FASTMATH, nogil=True)
 def _row2im(res, y, b, OH, OW, sy, sx, ry, rx, Px):
     """Scatter GEMM rows back to NCHW, plus bias: for phase p = py*Px + px,
 
@@ -281,18 +285,22 @@ def conv2d_rows(x, w, b, out_shape, s, p, d):
     offx = (np.arange(KW) * d[1]).reshape(1, KW)
     wm = np.ascontiguousarray(w.transpose(2, 3, 1, 0)).reshape(KH * KW * C, O)
     y = np.empty(out_shape, x.dtype)
-    spans = chunks(N, OH * OW * KH * KW * C * x.itemsize)
-    mc = max(m1 - m0 for m0, m1 in spans)
-    xp = np.empty((mc, Hp, Wp, C), x.dtype)
-    cols = np.empty((1, mc * OH * OW, KH * KW * C), x.dtype)
-    res = np.empty((1, mc * OH * OW, O), x.dtype)
-    for m0, m1 in spans:
-        n = m1 - m0
-        _to_nhwc(x[m0:m1], xp[:n], 0, 0, 1, 1, p[0], p[1])
-        c, r = cols[:, :n * OH * OW], res[:, :n * OH * OW]
-        _im2row(xp[:n].reshape(n, Hp, -1), C, c, offy, offx, s[0], s[1], OH, OW, 0)
-        blas.matmul(c[0], wm, out=r[0])
-        _row2im(r, y[m0:m1], b, OH, OW, 1, 1, 0, 0, 1)
+
+    def work(n0, n1):  # images n0..n1-1, with their own buffers
+        spans = chunks(n1, OH * OW * KH * KW * C * x.itemsize, n0)
+        mc = max(m1 - m0 for m0, m1 in spans)
+        xp = np.empty((mc, Hp, Wp, C), x.dtype)
+        cols = np.empty((1, mc * OH * OW, KH * KW * C), x.dtype)
+        res = np.empty((1, mc * OH * OW, O), x.dtype)
+        for m0, m1 in spans:
+            n = m1 - m0
+            _to_nhwc(x[m0:m1], xp[:n], 0, 0, 1, 1, p[0], p[1])
+            c, r = cols[:, :n * OH * OW], res[:, :n * OH * OW]
+            _im2row(xp[:n].reshape(n, Hp, -1), C, c, offy, offx, s[0], s[1], OH, OW, 0)
+            blas.matmul(c[0], wm, out=r[0])
+            _row2im(r, y[m0:m1], b, OH, OW, 1, 1, 0, 0, 1)
+
+    threads.split_batch(N, y.size, work)
     return y
 
 
@@ -314,10 +322,10 @@ def stride_phases(size, kernel, stride, padding, dilation):
 CHUNK_BYTES = 4 << 20  # patches per chunk; measured on the depth model's 64-seed VJP: 2-8 MB all within 5%
 
 
-def chunks(M, bytes_per_image):
-    """Image ranges [m0, m1) of at most CHUNK_BYTES of patches each (at least one image)."""
-    step = max(1, min(M, CHUNK_BYTES // max(1, bytes_per_image)))
-    return [(m0, min(M, m0 + step)) for m0 in range(0, M, step)]
+def chunks(M, bytes_per_image, start=0):
+    """Image ranges [m0, m1) of [start, M), of at most CHUNK_BYTES of patches each (at least one image)."""
+    step = max(1, min(M - start, CHUNK_BYTES // max(1, bytes_per_image)))
+    return [(m0, min(M, m0 + step)) for m0 in range(start, M, step)]
 
 
 def conv2d_grad_input_rows(g, w, x_shape, s, p, d):
@@ -350,22 +358,28 @@ def conv2d_grad_input_rows(g, w, x_shape, s, p, d):
     Wg = max(ph[3] + max(ph[5]) for ph in phases) - x_lo
     rows_per_image = [ph[2] * ph[3] for ph in phases]
     k_max = max(ph[6].shape[0] for ph in phases)
-    spans = chunks(M, sum(r * ph[6].shape[0] for r, ph in zip(rows_per_image, phases)) * g.itemsize)
-    mc = max(m1 - m0 for m0, m1 in spans)
-    gp = np.empty((mc, Hg, Wg, O), g.dtype)
-    cols_buf = np.empty(mc * max(rows_per_image) * k_max, g.dtype)
-    res_buf = np.empty(mc * max(rows_per_image) * C, g.dtype)
-    for m0, m1 in spans:
-        mn = m1 - m0
-        gpc = gp[:mn]
-        _to_nhwc(g[m0:m1], gpc, 0, 0, 1, 1, -y_lo, -x_lo)
-        for (ry, rx, Ha, Wa, oys, oxs, wm) in phases:
-            R, Kp = mn * Ha * Wa, wm.shape[0]
-            cols = cols_buf[:R * Kp].reshape(1, R, Kp)
-            _im2row(gpc.reshape(mn, Hg, -1), O, cols, np.array([oys]) - y_lo, np.array([oxs]) - x_lo, 1, 1, Ha, Wa, 0)
-            res = res_buf[:R * C].reshape(1, R, C)
-            blas.matmul(cols[0], wm, out=res[0])
-            _row2im(res, dx[m0:m1], zero, Ha, Wa, s[0], s[1], ry, rx, 1)
+    per_image = sum(r * ph[6].shape[0] for r, ph in zip(rows_per_image, phases)) * g.itemsize
+
+    def work(n0, n1):  # images n0..n1-1, with their own buffers
+        spans = chunks(n1, per_image, n0)
+        mc = max(m1 - m0 for m0, m1 in spans)
+        gp = np.empty((mc, Hg, Wg, O), g.dtype)
+        cols_buf = np.empty(mc * max(rows_per_image) * k_max, g.dtype)
+        res_buf = np.empty(mc * max(rows_per_image) * C, g.dtype)
+        for m0, m1 in spans:
+            mn = m1 - m0
+            gpc = gp[:mn]
+            _to_nhwc(g[m0:m1], gpc, 0, 0, 1, 1, -y_lo, -x_lo)
+            for (ry, rx, Ha, Wa, oys, oxs, wm) in phases:
+                R, Kp = mn * Ha * Wa, wm.shape[0]
+                cols = cols_buf[:R * Kp].reshape(1, R, Kp)
+                _im2row(gpc.reshape(mn, Hg, -1), O, cols, np.array([oys]) - y_lo, np.array([oxs]) - x_lo, 1, 1, Ha, Wa,
+                        0)
+                res = res_buf[:R * C].reshape(1, R, C)
+                blas.matmul(cols[0], wm, out=res[0])
+                _row2im(res, dx[m0:m1], zero, Ha, Wa, s[0], s[1], ry, rx, 1)
+
+    threads.split_batch(M, dx.size, work)
     return dx
 
 

@@ -10,10 +10,11 @@ import math
 import numpy as np
 from numba import njit, prange
 
+from . import threads
 from .conv2d import _fold_seeds, _float_array, _pair, conv_output_size
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _max_pool(x, out, idx, y0, y1, x0, x1):
     """out = max over each window, idx = flat index iy*W + ix of the max (PyTorch: the first, NaN wins)."""
     N, C, H, W = x.shape
@@ -35,7 +36,7 @@ def _max_pool(x, out, idx, y0, y1, x0, x1):
                 idx[n, c, oy, ox] = bi
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _max_pool_2x2(x, out, idx):
     """_max_pool for 2x2 windows at stride 2 without padding (tested against it): the four
     candidates of each window compared in the generic kernel's order, branch-free (selects, and
@@ -72,7 +73,7 @@ def _max_pool_2x2(x, out, idx):
                 irow[ox] = base + 2 * ox + k
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _max_pool_grad(g, idx, dx):
     """dx[m, c, idx] += g[m, c]; g is (M, C, OH, OW) with M = K*N seeds folded in, idx is (N, C, OH, OW)."""
     M, C, OH, OW = g.shape
@@ -185,7 +186,7 @@ def max_pool2d_forward(x, kernel_size, stride=None, padding=0):
     if _is_2x2_stride_2(kernel_size, stride, padding) and x.shape[2] >= 2 and x.shape[3] >= 2:
         out = np.empty(x.shape[:2] + (x.shape[2] // 2, x.shape[3] // 2), x.dtype)  # no window tables
         idx = np.empty(out.shape, _index_dtype(x.shape))
-        _max_pool_2x2(x, out, idx)
+        threads.split_batch(x.shape[0], x.size, lambda n0, n1: _max_pool_2x2(x[n0:n1], out[n0:n1], idx[n0:n1]))
         return out, idx
     (y0, y1), (x0, x1), _ = _pool_windows(x.shape, kernel_size, stride, padding, "max_pool2d")
     out = np.empty(x.shape[:2] + (len(y0), len(x0)), x.dtype)
@@ -200,7 +201,11 @@ def max_pool2d_grad_input(g, indices, x_shape):
     indices = _indices(indices)
     g2, seeds = _grad_out(g, x_shape, indices.shape[2:], "max_pool2d")
     dx = np.empty((g2.shape[0], x_shape[1], x_shape[2] * x_shape[3]), g2.dtype)
-    _max_pool_grad(g2, indices, dx)
+    if g2.shape[0] == indices.shape[0]:  # no seed dimensions: halves of the batch
+        threads.split_batch(g2.shape[0], dx.size,
+                            lambda n0, n1: _max_pool_grad(g2[n0:n1], indices[n0:n1], dx[n0:n1]))
+    else:
+        _max_pool_grad(g2, indices, dx)
     return dx.reshape(seeds + x_shape)
 
 
