@@ -9,8 +9,10 @@ C-contiguous float32/float64 arrays whose trailing shape is the mask's.
 import numpy as np
 from numba import njit
 
+from . import threads
 
-@njit(cache=True)
+
+@njit(cache=True, nogil=True)
 def _relu(x, out, mask):
     for i in range(x.shape[0]):
         v = x[i]
@@ -19,7 +21,7 @@ def _relu(x, out, mask):
         out[i] = v if on else 0
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _relu_grad(g, mask, out):
     """out[k, i] = g[k, i] * mask[i] (seeds in k)."""
     n = mask.shape[0]
@@ -35,7 +37,11 @@ def relu_forward(x):
     if type(x) is np.ndarray and x.dtype in (np.float32, np.float64) and x.flags.c_contiguous and x.size >= 1024:
         out = np.empty_like(x)
         mask = np.empty(x.shape, np.bool_)
-        _relu(x.reshape(-1), out.reshape(-1), mask.reshape(-1).view(np.uint8))
+        xf, of, mf = x.reshape(-1), out.reshape(-1), mask.reshape(-1).view(np.uint8)
+        if x.shape[0] > 1:  # a batch: halves of the elements on two threads (threads.split_batch)
+            threads.split_batch(xf.size, xf.size, lambda a, b: _relu(xf[a:b], of[a:b], mf[a:b]))
+        else:
+            _relu(xf, of, mf)
         return out, mask
     out = np.maximum(x, 0)
     return out, ~(out <= 0)
@@ -46,6 +52,13 @@ def relu_grad(g, mask):
     if (type(g) is np.ndarray and g.dtype in (np.float32, np.float64) and g.flags.c_contiguous
             and mask.flags.c_contiguous and mask.size >= 1024 and g.shape[g.ndim - mask.ndim:] == mask.shape):
         out = np.empty_like(g)
-        _relu_grad(g.reshape(-1, mask.size), mask.reshape(-1).view(np.uint8), out.reshape(-1, mask.size))
+        g2, m, o2 = g.reshape(-1, mask.size), mask.reshape(-1).view(np.uint8), out.reshape(-1, mask.size)
+        if g2.shape[0] > 1:  # seeds: halves of them on two threads
+            threads.split_batch(g2.shape[0], g.size, lambda a, b: _relu_grad(g2[a:b], m, o2[a:b]))
+        elif mask.shape[0] > 1:  # a batch: halves of the elements
+            gf, of = g2[0], o2[0]
+            threads.split_batch(m.size, m.size, lambda a, b: _relu_grad(gf[None, a:b], m[a:b], of[None, a:b]))
+        else:
+            _relu_grad(g2, m, o2)
         return out
     return g * mask

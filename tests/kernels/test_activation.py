@@ -3,11 +3,16 @@ import numpy as np
 import pytest
 
 from saliency.kernels import activation as A
+from saliency.kernels import threads
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("shape", [(2, 3, 20, 20), (5,), (1, 4, 16, 16)])
-def test_relu_and_its_vjp_equal_numpy(dtype, shape):
+@pytest.mark.parametrize("split", [False, True], ids=["one thread", "halves on two threads"])
+def test_relu_and_its_vjp_equal_numpy(dtype, shape, split, monkeypatch):
+    """Also with every batch (and every stack of seeds) split in halves over two threads."""
+    if split:
+        monkeypatch.setattr(threads, "SPLIT_ELEMENTS", 1)
     rng = np.random.default_rng(0)
     x = rng.standard_normal(shape).astype(dtype)
     x.flat[::7] = 0.0
