@@ -352,8 +352,15 @@ def _direct(x, w, b, out_shape, s, p, d, groups):
     Og = w.shape[0] // groups
     ob, rb = _block(Og, out_shape[2], out_shape[0] * groups * ((Og + 7) // 8))
     if w.shape[2] == 3 and w.shape[3] == 3 and s == (1, 1):
+        size = (out_shape[2] + 2 * d[0], out_shape[3] + 2 * d[1])
+        if groups == 1 and w.shape[1] == 3 and x.shape[0] == 1:  # one image: halves of the channel pairs
+            xp = _padded(x, p, size)
+            threads.split_image((w.shape[0] + 1) // 2, max(x.size, out.size), lambda q0, q1: _corr2d_3x3_rgb(
+                xp, w[2 * q0:2 * q1], b[2 * q0:2 * q1], out[:, 2 * q0:2 * q1], d[0], d[1]))
+            return out
+
         def work(n0, n1):
-            xp = _padded(x[n0:n1], p, (out_shape[2] + 2 * d[0], out_shape[3] + 2 * d[1]))
+            xp = _padded(x[n0:n1], p, size)
             if groups == 1 and w.shape[1] == 3:
                 _corr2d_3x3_rgb(xp, w, b, out[n0:n1], d[0], d[1])
             else:

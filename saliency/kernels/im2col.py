@@ -118,7 +118,16 @@ def conv2d_grad_input_gemm(g, w, x_shape, s, p, d, groups):
             blas.matmul(wt, g[m0:m1].reshape(mn, groups, Og, L).transpose(1, 0, 2, 3), out=cols)
             _col2im(cols, dx[m0:m1], KH, KW, s[0], s[1], p[0], p[1], d[0], d[1])
 
-    threads.split_batch(M, dx.size, work)
+    def channels(c0, c1):  # one image, one group: the patches of channels c0..c1-1 make their planes of dx
+        KK = KH * KW
+        cols = np.empty((1, 1, (c1 - c0) * KK, L), g.dtype)
+        blas.matmul(wt[:, :, c0 * KK:c1 * KK], g.reshape(1, 1, O, L), out=cols)
+        _col2im(cols, dx[:, c0:c1], KH, KW, s[0], s[1], p[0], p[1], d[0], d[1])
+
+    if M == 1 and groups == 1:  # one image: halves of its channels on two threads
+        threads.split_image(x_shape[1], max(g.size, dx.size), channels)
+    else:
+        threads.split_batch(M, dx.size, work)
     return dx
 
 
@@ -285,6 +294,21 @@ def conv2d_rows(x, w, b, out_shape, s, p, d):
     offx = (np.arange(KW) * d[1]).reshape(1, KW)
     wm = np.ascontiguousarray(w.transpose(2, 3, 1, 0)).reshape(KH * KW * C, O)
     y = np.empty(out_shape, x.dtype)
+
+    def rows(oy0, oy1):  # one image, output rows oy0..oy1-1: its own padded rows, patches and products
+        n_rows = oy1 - oy0
+        hp = (n_rows - 1) * s[0] + (KH - 1) * d[0] + 1
+        xp = np.empty((1, hp, Wp, C), x.dtype)
+        _to_nhwc(x, xp, 0, 0, 1, 1, p[0] - oy0 * s[0], p[1])  # padded row oy0*s[0] becomes row 0
+        cols = np.empty((1, n_rows * OW, KH * KW * C), x.dtype)
+        _im2row(xp.reshape(1, hp, -1), C, cols, offy, offx, s[0], s[1], n_rows, OW, 0)
+        res = np.empty((1, n_rows * OW, O), x.dtype)
+        blas.matmul(cols[0], wm, out=res[0])
+        _row2im(res, y, b, n_rows, OW, 1, 1, oy0, 0, 1)  # rows land at oy0 + oy
+
+    if N == 1:  # one image: halves of its output rows on two threads
+        threads.split_image(OH, max(x.size, y.size), rows)
+        return y
 
     def work(n0, n1):  # images n0..n1-1, with their own buffers
         spans = chunks(n1, OH * OW * KH * KW * C * x.itemsize, n0)

@@ -17,7 +17,7 @@ import math
 
 import numpy as np
 
-from . import blas, im2col
+from . import blas, im2col, threads
 from .conv2d import _fold_seeds, _float_array
 
 
@@ -50,15 +50,23 @@ def _check(x_shape, w_shape, scale):
     return int(scale)
 
 
-def _patches(x, scale):
-    """Row-major patches of every phase: (s*s, N*H*W, 4*C), tap order (ty, tx, c)."""
+def _padded(x):
+    """x channels-last with one zero row and column on each side: the taps' rows bases + t lie in [-1, 1]."""
     N, C, H, W = x.shape
-    bases, _ = phase_matrices(scale)
-    xp = np.empty((N, H + 2, W + 2, C), x.dtype)  # bases + t lie in [-1, 1]: pad 1 each side
+    xp = np.empty((N, H + 2, W + 2, C), x.dtype)
     im2col._to_nhwc(x, xp, 0, 0, 1, 1, 1, 1)
-    offs = (bases + 1)[:, None] + np.arange(2)[None, :]
-    cols = np.empty((scale * scale, N * H * W, 4 * C), x.dtype)
-    im2col._im2row(xp.reshape(N, H + 2, -1), C, cols, offs, offs, 1, 1, H, W, 0)
+    return xp
+
+
+def _patches(x, scale, xp=None, r0=0, r1=None):
+    """Row-major patches of the phases (r, q) with r0 <= r < r1 (by default all s*s of them):
+    ((r1 - r0)*s, N*H*W, 4*C), tap order (ty, tx, c). xp is x after `_padded`, made here if not given."""
+    N, C, H, W = x.shape
+    r1 = scale if r1 is None else r1
+    xp = _padded(x) if xp is None else xp
+    offs = (phase_matrices(scale)[0] + 1)[:, None] + np.arange(2)[None, :]
+    cols = np.empty(((r1 - r0) * scale, N * H * W, 4 * C), x.dtype)
+    im2col._im2row(xp.reshape(N, H + 2, -1), C, cols, offs[r0:r1], offs, 1, 1, H, W, 0)
     return cols
 
 
@@ -74,9 +82,15 @@ def upsample_conv2d_forward(x, w, b=None, scale=2):
     if bias.shape[0] != O:
         raise ValueError(f"b must have {O} entries (one per output channel), got shape {np.shape(b)!r}")
     wm = np.ascontiguousarray(phase_weights(w, s).transpose(0, 1, 4, 5, 3, 2)).reshape(s * s, 4 * C, O)
-    res = blas.matmul(_patches(x, s), wm)  # (s*s, N*H*W, O)
+    xp = _padded(x)
     y = np.empty((N, O, s * H, s * W), x.dtype)
-    im2col._row2im(res, y, bias, H, W, s, s, 0, 0, s)
+
+    def phase_rows(r0, r1):  # output phases (r, q) with r0 <= r < r1: their patches, products and rows of y
+        res = blas.matmul(_patches(x, s, xp, r0, r1), wm[r0 * s:r1 * s])  # (phases, N*H*W, O)
+        im2col._row2im(res, y, bias, H, W, s, s, r0, 0, s)  # phase p lands on rows s*i + r0 + p // s
+
+    split = threads.split_batch if N > 1 else threads.split_image
+    split(s, max(x.size, y.size), phase_rows)  # the phase rows in two halves on two threads
     return y
 
 
@@ -107,6 +121,20 @@ def upsample_conv2d_grad_input(g, w, x_shape, scale=2):
     offs = offs[order].reshape(1, 2 * s)
     dx = np.empty((M, C, H, W), g2.dtype)
     zero = np.zeros(C, g2.dtype)
+    if M == 1:  # one image: halves of the rows of dx on two threads, from one padded copy of g
+        gp = np.empty((1, s * H + 2 * s, s * W + 2 * s, O), g2.dtype)
+        im2col._to_nhwc(g2, gp, 0, 0, 1, 1, s, s)
+        gv = gp.reshape(1, gp.shape[1], -1)
+
+        def rows(i0, i1):  # rows i0..i1-1 of dx read padded rows from s*i0 on
+            R = (i1 - i0) * W
+            cols = np.empty((1, R, 4 * s * s * O), g2.dtype)
+            im2col._im2row(gv[:, s * i0:], O, cols, offs, offs, s, s, i1 - i0, W, 0)
+            res = blas.matmul(cols[0], wm)
+            im2col._row2im(res.reshape(1, R, C), dx, zero, i1 - i0, W, 1, 1, i0, 0, 1)
+
+        threads.split_image(H, g2.size, rows)
+        return dx.reshape(seeds + x_shape)
     # images in cache-sized chunks (im2col.chunks), buffers reused: one call still serves every seed
     spans = im2col.chunks(M, H * W * 4 * s * s * O * g2.itemsize)
     mc = max(m1 - m0 for m0, m1 in spans)

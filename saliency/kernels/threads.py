@@ -11,7 +11,12 @@ output has fewer than SPLIT_ELEMENTS elements, stays on the calling thread (hand
 tens of microseconds). Measured on 2 cores, the classifier at batch 32 (one map = 10 split calls):
 back to back in one process 12.9 ms against 19.4 without the split; alternated with PyTorch as
 benchmarks/attribution.py runs it 17.3 / 18.7, 18.0 / 19.4 and 17.8 / 21.3 ms; in fresh processes
-(five alternated pairs, medians of 15 maps) 15.8 against 17.8 ms. Batch-1 maps are not split.
+(five alternated pairs, medians of 15 maps) 15.8 against 17.8 ms.
+
+One image splits too, by output rows, channels or phase rows (`split_image`), but only when its
+output has SPLIT_IMAGE_ELEMENTS: handing half of a call over costs about 65 us here (measured with
+an empty body), and on the depth model's 128x128 layers (0.15-0.9 ms a call) the split took 0.91-1.19
+of the whole call's time; at 256x256 it took 0.50-0.89 (the halves' buffers also fit the caches).
 """
 import os
 import threading
@@ -21,6 +26,9 @@ from . import blas
 
 # Split a call when its batch has >= 2 entries and its output has at least this many elements.
 SPLIT_ELEMENTS = 1 << 17
+# Split one image's call when its input or output has at least this many elements (16 channels
+# of 181x181).
+SPLIT_IMAGE_ELEMENTS = 1 << 19
 
 _local = threading.local()
 _pool = None
@@ -45,6 +53,12 @@ def _helper():
                                            initializer=_helper_init)
                 _pool_pid = pid
     return _pool
+
+
+def split_image(n, elements, body):
+    """split_batch for the parts (rows, channels, phases) of one image's call: split only when the
+    call's larger array (input or output) has SPLIT_IMAGE_ELEMENTS `elements`."""
+    split_batch(n, elements if elements >= SPLIT_IMAGE_ELEMENTS else 0, body)
 
 
 def split_batch(n, elements, body):

@@ -63,3 +63,39 @@ def test_split_equals_unsplit_and_concurrent_callers_get_their_own_results(monke
     for got in [split] + results:
         for a, b in zip(got, whole):
             np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("n", [1, 3])
+def test_single_images_split_by_rows_channels_and_phases_equal_unsplit(n, monkeypatch):
+    """One image splits by output rows (row-major convolution, the fused upsample's input VJP), by
+    channels (GEMM + col2im input VJP, RGB first layers) or by phase rows (the fused upsample); a
+    batch by images. Every split gives the unsplit result, with odd counts in each halving."""
+    rng = np.random.default_rng(1)
+    x3 = rng.standard_normal((n, 3, 13, 11))
+    x16 = rng.standard_normal((n, 16, 13, 11))
+    w_rgb = rng.standard_normal((5, 3, 3, 3))
+    w16 = rng.standard_normal((8, 16, 3, 3))
+    gemm = kernels.ConvAlgorithm.GEMM
+
+    def results():
+        out = [kernels.conv2d_forward(x3, w_rgb, None, 1, 1), kernels.conv2d_forward(x16, w16, None, 2, 1)]
+        for s in (1, 2):
+            y = kernels.conv2d_forward(x16, w16, None, s, 1)
+            out += [kernels.conv2d_grad_input(y, w16, x16.shape, s, 1),
+                    kernels.conv2d_grad_input(y, w16, x16.shape, s, 1, algorithm=gemm)]
+        for scale in (2, 3):
+            y = kernels.upsample_conv2d_forward(x16, w16, None, scale)
+            out += [y, kernels.upsample_conv2d_grad_input(y, w16, x16.shape, scale)]
+        return out
+
+    monkeypatch.setattr(threads, "SPLIT_ELEMENTS", 1 << 62)
+    monkeypatch.setattr(threads, "SPLIT_IMAGE_ELEMENTS", 1 << 62)
+    whole = results()
+    monkeypatch.setattr(threads, "SPLIT_ELEMENTS", 1)
+    monkeypatch.setattr(threads, "SPLIT_IMAGE_ELEMENTS", 1)
+    calls = []
+    split_batch = threads.split_batch
+    monkeypatch.setattr(threads, "split_batch", lambda *a: (calls.append(a[0]), split_batch(*a))[1])
+    for a, b in zip(results(), whole):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+    assert calls and min(calls) >= 2, "every call above should have had two halves to split"
