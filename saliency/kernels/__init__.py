@@ -8,12 +8,12 @@ seed dimensions (K seeds through one pass) and returns gradients with the same l
 dimensions; the seeds are folded into the batch so that K*N gradients are one wrapper call (the
 GEMM-based conv VJPs then run the images through in cache-sized chunks, `im2col.chunks`).
 
-Threads: the kernels run on the calling thread (compiled without `parallel=True`), and the
-matrix products inside the convolutions use NumPy's multi-threaded BLAS. Measured on 2 cores
-(benchmarks/thread_pools.py), parallel Numba kernels gained nothing measurable on the reference
-models, but their worker threads and OpenBLAS's (or PyTorch's OpenMP threads, in the same
-process) spin-wait for the same cores: depending on import order a map took 20-50x longer.
-The `prange` loops mark the axes whose writes never overlap, where a parallel build could split.
+Threads: no kernel is compiled with `parallel=True`, and the matrix products inside the
+convolutions use NumPy's BLAS. Measured on 2 cores (benchmarks/thread_pools.py), Numba's worker
+threads and OpenBLAS's (or PyTorch's OpenMP threads, in the same process) spin-wait for the same
+cores: depending on import order a map took 20-50x longer. Large batched calls instead run in two
+halves, one on a helper thread that sleeps between calls (`threads`, kernels compiled `nogil`).
+The `prange` loops mark the axes whose writes never overlap.
 """
 from .batchnorm import batch_norm_forward, batch_norm_grad_eval, batch_norm_grad_train, batch_norm_stats
 from .conv2d import (ConvAlgorithm, choose_algorithm, conv2d_forward, conv2d_grad_bias, conv2d_grad_input,
