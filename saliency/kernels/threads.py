@@ -13,10 +13,11 @@ back to back in one process 12.9 ms against 19.4 without the split; alternated w
 benchmarks/attribution.py runs it 17.3 / 18.7, 18.0 / 19.4 and 17.8 / 21.3 ms; in fresh processes
 (five alternated pairs, medians of 15 maps) 15.8 against 17.8 ms.
 
-One image splits too, by output rows, channels or phase rows (`split_image`), but only when its
-output has SPLIT_IMAGE_ELEMENTS: handing half of a call over costs about 65 us here (measured with
-an empty body), and on the depth model's 128x128 layers (0.15-0.9 ms a call) the split took 0.91-1.19
-of the whole call's time; at 256x256 it took 0.50-0.89 (the halves' buffers also fit the caches).
+One image splits too, by output rows, channels or phase rows (`split_image`), but only when the
+call's input or output has SPLIT_IMAGE_ELEMENTS: handing half of a call over costs about 65 us here
+(measured with an empty body), and on the depth model's 128x128 layers (0.15-0.9 ms a call) the
+split took 0.91-1.19 of the whole call's time; at 256x256 it took 0.43-0.89 in two runs (the
+halves' buffers also fit the caches better).
 """
 import os
 import threading
