@@ -1,5 +1,6 @@
 """The `saliency` command line: typer commands that wire the library together."""
 import sys
+import warnings
 
 import typer
 
@@ -173,8 +174,14 @@ def train(name: str = typer.Argument(..., help="Which zoo model: shapes, digits 
     typer.echo("\n".join(lines))
 
 
+def _one_line_warning(message, category, filename, lineno, file=None, line=None):
+    """Warnings (an unwritable kernel cache, say) as one line on stderr, without a source line."""
+    print(f"warning: {message}", file=file or sys.stderr)
+
+
 def main(argv=None):
     """Console entry point: every failure is one clear line and a non-zero exit, never a traceback."""
+    warnings.showwarning = _one_line_warning
     try:
         app(args=argv, prog_name="saliency")  # usage errors: typer prints them and exits with 2
     except UserError as exc:

@@ -7,7 +7,8 @@ inactive unit gives NaN, a negative g gives -0.0). Both fall back to NumPy for a
 C-contiguous float32/float64 arrays whose trailing shape is the mask's.
 """
 import numpy as np
-from numba import njit
+
+from ._jit import njit
 
 from . import threads
 

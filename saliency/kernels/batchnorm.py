@@ -8,7 +8,9 @@ Statistics are accumulated in float64; kernels loop over channels or (n, c) plan
 import math
 
 import numpy as np
-from numba import njit, prange
+from numba import prange
+
+from ._jit import njit
 
 from .conv2d import _fold_seeds, _float_array
 

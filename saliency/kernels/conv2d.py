@@ -10,7 +10,9 @@ import enum
 import math
 
 import numpy as np
-from numba import njit, prange
+from numba import prange
+
+from ._jit import njit
 
 from . import im2col, threads
 

@@ -6,7 +6,9 @@ a scatter-add: tested against the correlation formulation in `conv2d.conv2d_grad
 Arguments are already checked and normalized by the wrappers in `conv2d.py`.
 """
 import numpy as np
-from numba import njit, prange
+from numba import prange
+
+from ._jit import njit
 
 from . import blas, threads
 

@@ -8,7 +8,9 @@ the output (forward) or of dx (backward, a scatter-add), so writes never overlap
 import math
 
 import numpy as np
-from numba import njit, prange
+from numba import prange
+
+from ._jit import njit
 
 from . import threads
 from .conv2d import _fold_seeds, _float_array, _pair, conv_output_size

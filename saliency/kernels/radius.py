@@ -15,7 +15,8 @@ else. The distance is computed as in NumPy (no fastmath contraction), so radii e
 sqrt(dr**2 + dc**2) of the pixel offsets bit for bit.
 """
 import numpy as np
-from numba import njit
+
+from ._jit import njit
 
 
 @njit(cache=True)

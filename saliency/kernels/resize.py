@@ -9,7 +9,9 @@ planes, each task owning its plane (the VJPs scatter-add within it).
 import math
 
 import numpy as np
-from numba import njit, prange
+from numba import prange
+
+from ._jit import njit
 
 from .conv2d import _fold_seeds, _float_array
 

@@ -11,7 +11,8 @@ input window it reads. `saliency.autograd.patch` builds the engine's cropped VJP
 import math
 
 import numpy as np
-from numba import njit
+
+from ._jit import njit
 
 from .pool import _indices as _pool_indices
 

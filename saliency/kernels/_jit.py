@@ -1,0 +1,134 @@
+"""`njit` for this package's kernels: Numba's, with the on-disk cache in a per-user folder.
+
+`@njit(cache=True)` alone lets Numba write its cache beside the source file, that is inside the
+installed package (`site-packages/saliency/kernels/__pycache__`), where it outlives an uninstall
+and fails on a read-only installation. Kernels decorated with this `njit` are cached in:
+
+1. `NUMBA_CACHE_DIR`, if the user set it (Numba's own setting wins);
+2. else `$SALIENCY_CACHE_DIR/numba`;
+3. else the platform's per-user cache folder: `$XDG_CACHE_HOME/saliency-maps/numba` or
+   `~/.cache/saliency-maps/numba` (Linux and other Unix), `~/Library/Caches/saliency-maps/numba`
+   (macOS), `%LOCALAPPDATA%\\saliency-maps\\Cache\\numba` (Windows).
+
+If that folder cannot be created or written, the kernels are compiled in memory for this process
+only (every process then compiles again) and one `KernelCacheWarning`, when the first kernel
+compiles, says so. Numba keys its
+cache files by the source file's path and contents, so installs and versions never collide.
+"""
+import contextlib
+import os
+import sys
+import tempfile
+import warnings
+from pathlib import Path
+
+import numba
+import numba.core.event
+
+ENV_VAR = "SALIENCY_CACHE_DIR"
+
+
+class KernelCacheWarning(RuntimeWarning):
+    """The folder for compiled kernels cannot be written: they are compiled in memory instead."""
+
+
+def default_root(environ=os.environ, platform=sys.platform):
+    """The per-user cache folder of saliency-maps on this platform (not created here)."""
+    home = Path(environ.get("HOME") or Path.home())
+    if platform == "win32":
+        base = environ.get("LOCALAPPDATA")
+        return (Path(base) if base else home / "AppData" / "Local") / "saliency-maps" / "Cache"
+    if platform == "darwin":
+        return home / "Library" / "Caches" / "saliency-maps"
+    xdg = environ.get("XDG_CACHE_HOME", "")
+    return (Path(xdg) if os.path.isabs(xdg) else home / ".cache") / "saliency-maps"
+
+
+def cache_folder(environ=os.environ, platform=sys.platform):
+    """(folder for compiled kernels, the setting it came from), before checking it is writable."""
+    numba_dir = environ.get("NUMBA_CACHE_DIR", "")
+    if numba_dir:
+        return Path(numba_dir), "NUMBA_CACHE_DIR"
+    own = environ.get(ENV_VAR, "")
+    if own:
+        return Path(own) / "numba", ENV_VAR
+    return default_root(environ, platform) / "numba", "the per-user cache folder"
+
+
+def _writable(folder):
+    """None if `folder` exists (created if needed) and takes a file, else the reason it does not."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        tempfile.TemporaryFile(dir=folder).close()
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    return None
+
+
+class _WarnOnFirstCompile(numba.core.event.Listener):
+    """Emits the warning when the first kernel of this package compiles (not at import), so that a
+    command line has set up its warning display by then, and a process that compiles nothing is
+    not warned at all."""
+
+    def __init__(self, message):
+        self.message = message
+
+    def on_start(self, event):
+        dispatcher = (event.data or {}).get("dispatcher")
+        module = getattr(getattr(dispatcher, "py_func", None), "__module__", "") or ""
+        if self.message and module.startswith(__name__.rpartition(".")[0]):
+            message, self.message = self.message, None
+            warnings.warn(message, KernelCacheWarning, stacklevel=_caller_level())
+
+    def on_end(self, event):
+        pass
+
+
+def _caller_level():
+    """The stacklevel of the innermost frame outside Numba, the standard library and this package:
+    the code that called a kernel."""
+    inside = (os.path.dirname(numba.__file__), os.path.dirname(contextlib.__file__),
+              os.path.dirname(os.path.dirname(__file__)))
+    level, frame = 1, sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename.startswith(inside):
+        level, frame = level + 1, frame.f_back
+    return level
+
+
+def _choose():
+    folder, source = cache_folder()
+    reason = _writable(folder)
+    if reason is None:
+        return folder
+    numba.core.event.register("numba:compile", _WarnOnFirstCompile(
+        f"cannot write compiled kernels to {folder} (from {source}): {reason}; compiling them in memory for this "
+        f"process only (set {ENV_VAR} to a writable folder to keep them)"))
+    return None
+
+
+# The folder compiled kernels are cached in, or None when they are compiled in memory.
+CACHE_DIR = _choose()
+
+
+@contextlib.contextmanager
+def _numba_cache_dir(folder):
+    """Numba reads its CACHE_DIR setting when a cached function is decorated; set it only meanwhile,
+    so that the user's own Numba functions keep their settings."""
+    previous = numba.config.CACHE_DIR
+    numba.config.CACHE_DIR = str(folder)
+    try:
+        yield
+    finally:
+        numba.config.CACHE_DIR = previous
+
+
+def njit(*, cache=False, **options):
+    """`numba.njit(**options)`; with cache=True the compiled code is cached in CACHE_DIR (never in
+    the package), or kept in memory when no cache folder can be written."""
+    def decorate(fn):
+        if not cache or CACHE_DIR is None:
+            return numba.njit(**options)(fn)
+        with _numba_cache_dir(CACHE_DIR):
+            return numba.njit(cache=True, **options)(fn)
+
+    return decorate
