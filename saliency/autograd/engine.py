@@ -3,6 +3,7 @@
 No recursion anywhere: the graph is walked with explicit stacks, so a chain of
 any length backpropagates, in time linear in its number of nodes and edges.
 """
+import contextvars
 import heapq
 
 import numpy as np
@@ -10,8 +11,9 @@ import numpy as np
 from .function import AccumulateGrad
 from .patch import Patch, from_seed
 
-# Set by `saliency.autograd.trace()` while it is active; gets one record per node run.
-tracer = None
+# The Trace that `saliency.autograd.trace()` sets while it is active, or None; gets one record per
+# node run. Context-local: a trace sees the backward passes of its own thread (or asyncio task) only.
+tracer_var = contextvars.ContextVar("saliency.tracer", default=None)
 
 _FREED = ("trying to backward through the graph a second time: {name} needs values that the "
           "previous backward freed; pass retain_graph=True to every backward but the last "
@@ -41,7 +43,8 @@ def execute(roots, *, retain_graph=False, targets=None, capture=False, nb=0):
         if needed is None or node in needed:
             prev = buffers.get(node)
             buffers[node] = g if prev is None else prev + g
-    if tracer is None:  # local seeds travel as windows (saliency.autograd.patch); a trace shows dense arrays
+    trace = tracer_var.get()
+    if trace is None:  # local seeds travel as windows (saliency.autograd.patch); a trace shows dense arrays
         for node in root_nodes:
             g = buffers.get(node)
             if g is not None and type(node) is not AccumulateGrad:
@@ -49,7 +52,6 @@ def execute(roots, *, retain_graph=False, targets=None, capture=False, nb=0):
     ready = [(-n.seq, n) for n in root_nodes if n not in deps]
     heapq.heapify(ready)
     heappop, heappush = heapq.heappop, heapq.heappush
-    trace = tracer
     while ready:
         node = heappop(ready)[1]
         g = buffers.pop(node, None)

@@ -16,10 +16,11 @@ import itertools
 
 import numpy as np
 
-from . import grad_mode
+from .grad_mode import enabled_var
 
 _next_seq = itertools.count().__next__
 _NO_EDGE = (None, 0)
+_grad_enabled = enabled_var.get  # the grad mode of the calling thread or task
 # AccumulateGrad nodes run as soon as they are ready (as in PyTorch); the
 # engine pops the largest sequence number first.
 _LEAF_PRIORITY = 1 << 62
@@ -44,7 +45,7 @@ class Function:
         arrays = []
         edges = []
         needs = []
-        record = grad_mode.enabled
+        record = _grad_enabled()
         any_grad = False
         for t in inputs:
             if isinstance(t, Tensor):

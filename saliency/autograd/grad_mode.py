@@ -1,31 +1,51 @@
-"""Whether operations record the graph: `no_grad`, `enable_grad`, `set_grad_enabled`."""
+"""Whether operations record the graph: `no_grad`, `enable_grad`, `set_grad_enabled`.
+
+The mode is context-local (a `contextvars.ContextVar`), so it belongs to the thread (or asyncio
+task) that set it: `no_grad()` in one thread does not stop another from recording. A new thread
+starts with grad mode on, whatever the thread that started it was doing, as in PyTorch.
+"""
+import contextvars
 import functools
 
-# Read by Function.apply on every op. A module attribute, changed only through
-# the classes below.
-enabled = True
+# Read by Function.apply on every op (enabled_var.get()); set only through the classes below.
+enabled_var = contextvars.ContextVar("saliency.grad_enabled", default=True)
 
 
 def is_grad_enabled():
-    return enabled
+    """Whether operations record the graph here (in this thread or task)."""
+    return enabled_var.get()
+
+
+def restore(var, token):
+    """Put `var` back as it was before the `var.set` that returned `token`.
+
+    When the block is left in another context than the one it was entered in (a generator that
+    held the block open, resumed in another thread), the token cannot reset that context: the
+    value it replaced is set there instead, as a thread-local switch would do.
+    """
+    try:
+        var.reset(token)
+    except ValueError:
+        old = token.old_value
+        var.set(contextvars.Context().run(var.get) if old is contextvars.Token.MISSING else old)  # the default
 
 
 class _GradMode:
-    """Switches recording to `mode` inside a `with` block (or a decorated function), then restores it."""
+    """Switches recording to `mode` inside a `with` block (or a decorated function), then restores it.
+
+    One instance may be entered again while it is active (nested `with` of the same object): each
+    entry keeps its own token, and each exit restores what its entry replaced."""
 
     def __init__(self, mode):
         self.mode = bool(mode)
-        self.prev = None
+        self._tokens = []
 
     def __enter__(self):
-        global enabled
-        self.prev = enabled
-        enabled = self.mode
+        self._tokens.append(enabled_var.set(self.mode))
         return self
 
     def __exit__(self, *exc):
-        global enabled
-        enabled = self.prev
+        restore(enabled_var, self._tokens.pop())
         return False
 
     def __call__(self, fn):
@@ -41,20 +61,24 @@ class _GradMode:
 
 class set_grad_enabled(_GradMode):
     """Turns recording on or off. As in PyTorch it works as `with set_grad_enabled(False):`, as a
-    decorator, and as a plain call `set_grad_enabled(False)`, which switches the mode until changed."""
+    decorator, and as a plain call `set_grad_enabled(False)`, which switches the mode (of this
+    thread or task) until changed."""
 
     def __init__(self, mode=True):
-        global enabled
         super().__init__(mode)
-        self.prev = enabled
-        enabled = self.mode
+        self._pending = enabled_var.set(self.mode)  # the plain call's switch; a `with` block undoes it
 
     def __enter__(self):
-        return self  # __init__ already switched the mode; __exit__ restores it
+        if self._pending is None:  # entered again: switch again
+            return super().__enter__()
+        self._tokens.append(self._pending)
+        self._pending = None
+        return self
 
     def __call__(self, fn):
-        global enabled
-        enabled = self.prev  # used as a decorator: only the decorated function runs in the mode
+        if self._pending is not None:  # used as a decorator: only the decorated function runs in the mode
+            restore(enabled_var, self._pending)
+            self._pending = None
         return super().__call__(fn)
 
 

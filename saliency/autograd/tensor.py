@@ -7,6 +7,7 @@ import weakref
 import numpy as np
 
 from .function import AccumulateGrad, _RemovableHandle
+from .grad_mode import is_grad_enabled
 from .ops.elementwise import (Abs, Add, Cast, Clamp, Clone, Div, Exp, Log, Maximum, Minimum, Mul, Neg, Pow, Relu,
                               Sigmoid, Sqrt, Sub, Tanh)
 from .ops.linalg import Matmul
@@ -245,9 +246,7 @@ class Tensor:
 
     # ---- in place (outside the graph) ----------------------------------------------------------
     def _check_inplace(self):
-        from .grad_mode import enabled
-
-        if enabled and self._requires_grad:
+        if self._requires_grad and is_grad_enabled():
             raise RuntimeError("a tensor that requires grad cannot be changed in place while grad mode is on; "
                                "do it under sl.no_grad() (as optimizers do)")
 

@@ -9,8 +9,9 @@ import contextlib
 
 import numpy as np
 
-from . import engine
+from .engine import tracer_var
 from .function import AccumulateGrad
+from .grad_mode import restore
 from .printing import format_array
 
 
@@ -108,14 +109,14 @@ class Trace:
 
 @contextlib.contextmanager
 def trace(names=None):
-    """Record every node the engine runs inside the block; `names` maps labels to tensors."""
+    """Record every node the engine runs inside the block, in this thread (or asyncio task) only;
+    `names` maps labels to tensors."""
     t = Trace(names)
-    previous = engine.tracer
-    engine.tracer = t
+    token = tracer_var.set(t)
     try:
         yield t
     finally:
-        engine.tracer = previous
+        restore(tracer_var, token)
 
 
 def render_graph(output, names=None):

@@ -317,12 +317,12 @@ class Relu(Function):
     def backward(self, g):
         # a product with the mask is about 15x faster than np.where here; a NaN or inf arriving at an
         # inactive unit stays NaN (PyTorch's where() would give 0 there)
-        if rules.relu == "guided":  # guided backprop: negative incoming gradients stop here too
+        if rules.relu_var.get() == "guided":  # guided backprop: negative incoming gradients stop here too
             g = np.maximum(g, 0)
         return (relu_grad(g, self.saved[0]),)
 
     def backward_window(self, p):
-        return (p.times(self.saved[0], np.maximum(p.data, 0) if rules.relu == "guided" else None),)
+        return (p.times(self.saved[0], np.maximum(p.data, 0) if rules.relu_var.get() == "guided" else None),)
 
 
 class Sigmoid(Function):
