@@ -7,7 +7,7 @@ import typer
 
 from saliency import attribution, viz
 
-from .mapping import MapError, model_and_input
+from .mapping import MapError, model_and_input, output_file
 
 
 @contextlib.contextmanager
@@ -35,10 +35,9 @@ def run_look_distance(image, model="depth", weights=None, stride=None, fraction=
         raise MapError(f"--stride must be a positive integer (output pixels between samples), got {stride}")
     if not 0 < fraction <= 1:
         raise MapError(f"--fraction must be in (0, 1], e.g. 0.5 or 0.9, got {fraction}")
-    if out is not None and Path(out).suffix.lower() not in (".png", ".pdf", ".svg"):
-        raise MapError(f"--out must be a file name ending in .png (or .pdf, .svg), got {out}")
-    net, x, note = model_and_input(image, model, weights)
     path = Path(image)
+    out = output_file(out, f"{path.stem}_look_distance.png")
+    net, x, note = model_and_input(image, model, weights)
     result = attribution.look_distance(net, x, stride=stride, fraction=fraction, progress=progress)
     radius = result.radius(fraction)
     pct = f"{100 * fraction:g}%"
@@ -46,7 +45,6 @@ def run_look_distance(image, model="depth", weights=None, stride=None, fraction=
     title = f"look distance: radius holding {pct} of |dy/dx|\n{grid} pixels, stride {result.stride}"
     fig = viz.value_panels([radius], image=x, extents=result.extent, alpha=0.7, titles=[title],
                            labels=[f"radius (input px) holding {pct} of the gradient"])
-    out = Path(out) if out is not None else Path(f"{path.stem}_look_distance.png")
     viz.save(fig, out)
     finite = radius[np.isfinite(radius)]
     if finite.size:

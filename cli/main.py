@@ -25,12 +25,14 @@ def _input_errors():
     """The library's exceptions that mean bad input (a file, a seed, a model, an option), not a bug."""
     from saliency.models.zoo import ZooError
 
-    from saliency.attribution import SeedError
+    from saliency.attribution import InputError, SeedError
+    from saliency.autograd.errors import LayerInputError
     from saliency.viz import VizError
 
     from .mapping import MapError
 
-    return (MapError, SeedError, ZooError, VizError, OSError)   # ImageError is a VizError
+    # ImageError is a VizError; LayerInputError: a user's model whose layers do not fit each other
+    return (MapError, SeedError, ZooError, VizError, InputError, LayerInputError, OSError)
 
 
 @app.command()
@@ -57,7 +59,8 @@ def map_(image: str = typer.Argument(..., help="Image file (PNG, JPEG, ...; grey
          reduce: str = typer.Option("sum", "--reduce", help="Channels to one map: sum, max_abs, or rgb (3 panels)."),
          overlay: bool = typer.Option(False, "--overlay", help="Draw the map over the image."),
          layer: str = typer.Option(None, "--layer", help="Grad-CAM layer, by name as print(model) shows it."),
-         out: str = typer.Option(None, "--out", "-o", help="PNG to write (default: IMAGE-STEM_METHOD.png here).")):
+         out: str = typer.Option(None, "--out", "-o", help="PNG to write (default: IMAGE-STEM_METHOD.png here); "
+                                "an existing file is overwritten, missing folders are created.")):
     """An attention map dy/dx of IMAGE as a heatmap PNG; prints the prediction, seed, method and time."""
 
 
@@ -75,7 +78,9 @@ def receptive_field(image: str = typer.Argument(..., help="Image file."),
                     pixel: str = typer.Option(..., "--pixel", "-p", help="Output pixel ROW,COL."),
                     model: str = typer.Option("depth", "--model", "-m", help="A model with a dense output."),
                     weights: str = typer.Option(None, "--weights", "-w", help="Weights to load into it."),
-                    out: str = typer.Option(None, "--out", "-o", help="PNG to write (default: IMAGE-STEM_rf_ROW_COL.png).")):
+                    out: str = typer.Option(None, "--out", "-o", help="PNG to write (default: "
+                                        "IMAGE-STEM_rf_ROW_COL.png); an existing file is overwritten, missing folders "
+                                        "are created.")):
     """Which input pixels one output pixel depends on: its gradient map, 50%/90% radii, theoretical box."""
 
 
@@ -97,7 +102,8 @@ def look_distance(image: str = typer.Argument(..., help="Image file."),
                   fraction: float = typer.Option(0.5, "--fraction", "-f", help="Share of the gradient mass the "
                                                  "radius holds: 0.5 or 0.9 (any value in (0, 1])."),
                   out: str = typer.Option(None, "--out", "-o", help="PNG to write (default: "
-                                          "IMAGE-STEM_look_distance.png).")):
+                                          "IMAGE-STEM_look_distance.png); an existing file is overwritten, "
+                                          "missing folders are created.")):
     """How far from each output pixel the model looks: the radius holding 50% (or 90%) of its gradient."""
     from .look import progress_bar, run_look_distance
 
@@ -111,7 +117,9 @@ def look_distance(image: str = typer.Argument(..., help="Image file."),
 
 @app.command()
 def batch(folder: str = typer.Argument(..., help="Folder of images (its files, not subfolders)."),
-          out: str = typer.Option(..., "--out", "-o", help="Folder to write one PNG per image into."),
+          out: str = typer.Option(..., "--out", "-o", help="Folder to write one PNG per image into, "
+                                  "STEM_METHOD.png (created if missing); existing maps of the same name are "
+                                  "overwritten; OUT/batch.json records the options, the state and the failures."),
           model: str = typer.Option("shapes", "--model", "-m", help="Zoo model name, or path/to/file.py:build_fn."),
           weights: str = typer.Option(None, "--weights", "-w", help="Weights (.npz or .safetensors) to load into it."),
           method: str = typer.Option("gradient", "--method", help="As for saliency map."),
@@ -119,20 +127,28 @@ def batch(folder: str = typer.Argument(..., help="Folder of images (its files, n
           sign: str = typer.Option("abs", "--sign", help="abs, positive, negative or all."),
           reduce: str = typer.Option("sum", "--reduce", help="sum, max_abs or rgb."),
           overlay: bool = typer.Option(False, "--overlay", help="Draw each map over its image."),
-          layer: str = typer.Option(None, "--layer", help="Grad-CAM layer name.")):
-    """A heatmap for every image in FOLDER; a file that fails is reported and the rest still run."""
+          layer: str = typer.Option(None, "--layer", help="Grad-CAM layer name."),
+          resume: bool = typer.Option(False, "--resume", help="Continue a stopped run: skip the images whose map "
+                                      "is already in OUT (the options must be the same as in OUT/batch.json).")):
+    """A heatmap for every image in FOLDER. An image that fails is reported and the rest still run;
+    Ctrl-C stops after the current image, keeping only complete maps. Exit code 0 when every map was
+    written, 2 when any image failed (listed at the end and in OUT/batch.json) or nothing could run."""
     from saliency.models.zoo import resolve
 
     from saliency.attribution import seeds
 
-    from .mapping import _check_options, batch_files, run_batch
+    from .batch import Run, batch_files, prepare_output, run_batch
+    from .mapping import _check_options
 
+    options = {"model": model, "weights": weights, "method": method, "seed": seed, "sign": sign, "reduce": reduce,
+               "overlay": overlay, "layer": layer}
     try:
         _check_options(method, sign, reduce)
         if seed:
             seeds.parse(seed)
         files = batch_files(folder)
         net = resolve(model, weights)
+        run = Run(files, prepare_output(out, options, resume), options, method)
     except _input_errors() as exc:
         raise UserError(str(exc)) from None
 
@@ -140,12 +156,18 @@ def batch(folder: str = typer.Argument(..., help="Folder of images (its files, n
         with typer.progressbar(items, label=f"{method} maps", file=sys.stderr) as wrapped:
             yield from wrapped
 
-    written, failed = run_batch(files, out, net, method, seed, sign, reduce, overlay, layer, bar)
-    for path, reason in failed:
-        typer.echo(f"skipped {path.name}: {reason}", err=True)
-    typer.echo(f"wrote {len(written)} of {len(files)} maps to {out}")
-    if not written:
-        raise UserError(f"no map could be made from the {len(files)} files in {folder}")
+    try:
+        run_batch(run, net, method, seed, sign, reduce, overlay, layer, resume, bar)
+    except KeyboardInterrupt:
+        typer.echo("\n" + "\n".join(run.summary()), err=True)
+        sys.exit(130)
+    except OSError as exc:                  # the record itself could not be written
+        raise UserError(f"cannot write {exc.filename or out}: {exc.strerror or exc}") from None
+    lines = run.summary()
+    typer.echo(lines[0])
+    if run.failed:
+        typer.echo("\n".join(lines[1:]), err=True)
+        sys.exit(2)
 
 
 @app.command()

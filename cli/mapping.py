@@ -75,11 +75,19 @@ def model_input(model, image_path):
     return viz.load_image(image_path)
 
 
-def model_and_input(image, model, weights):
-    """(model, image array, note) for an image file given on the command line and a model name."""
+def _image_file(image):
+    """The image file given on the command line, or MapError saying what is there instead."""
     path = Path(image)
+    if path.is_dir():
+        raise MapError(f"{image} is a folder, not an image file (for every image in a folder: saliency batch)")
     if not path.is_file():
         raise MapError(f"image file {image} does not exist")
+    return path
+
+
+def model_and_input(image, model, weights):
+    """(model, image array, note) for an image file given on the command line and a model name."""
+    path = _image_file(image)
     net = zoo.resolve(model, weights)
     return (net,) + tuple(model_input(net, path))
 
@@ -122,6 +130,18 @@ def render_one(net, path, method="gradient", seed=None, sign="abs", reduce="sum"
                     f"wrote {out}"]
 
 
+def output_file(out, default):
+    """The file to write: `out`, else `default` in the working folder. Checked before any work: an
+    existing folder or a suffix other than .png, .pdf or .svg is a MapError. An existing file is
+    overwritten; missing parent folders are created when it is written."""
+    path = Path(out) if out is not None else Path(default)
+    if path.is_dir():
+        raise MapError(f"--out {out} is a folder; give a file name ending in .png, e.g. {path / Path(default).name}")
+    if path.suffix.lower() not in (".png", ".pdf", ".svg"):
+        raise MapError(f"--out must be a file name ending in .png (or .pdf, .svg), got {out}")
+    return path
+
+
 def _check_options(method, sign, reduce):
     _choice(method, tuple(METHODS), "method")
     _choice(sign, SIGNS, "sign")
@@ -134,39 +154,9 @@ def run(image, model="shapes", weights=None, method="gradient", seed=None, sign=
     _check_options(method, sign, reduce)
     if seed:
         seeds.parse(seed)
-    path = Path(image)
-    if not path.is_file():
-        raise MapError(f"image file {image} does not exist")
+    path = _image_file(image)
+    out = output_file(out, f"{path.stem}_{method}.png")
     return render_one(zoo.resolve(model, weights), path, method, seed, sign, reduce, overlay, out, layer)
-
-
-def batch_files(folder):
-    """The image files (by suffix) directly inside `folder`, sorted."""
-    folder = Path(folder)
-    if not folder.is_dir():
-        raise MapError(f"{folder} is not a folder")
-    files = sorted(p for p in folder.iterdir() if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES)
-    if not files:
-        raise MapError(f"{folder} holds no image files ({', '.join(sorted(IMAGE_SUFFIXES))})")
-    return files
-
-
-def run_batch(files, out_dir, net, method, seed, sign, reduce, overlay, layer, progress=iter):
-    """Maps for every file into `out_dir`; a file that fails is reported and skipped.
-
-    Returns (written paths, [(file, reason)] failures). `progress` wraps the file list (a bar).
-    """
-    out_dir = Path(out_dir)
-    written, failed = [], []
-    for path in progress(files):
-        target = out_dir / f"{path.stem}_{method}.png"
-        try:
-            render_one(net, path, method, seed, sign, reduce, overlay, target, layer)
-        except (viz.ImageError, seeds.SeedError, MapError, OSError) as exc:
-            failed.append((path, str(exc)))
-            continue
-        written.append(target)
-    return written, failed
 
 
 def _pair(text, what):
@@ -182,8 +172,9 @@ def run_receptive_field(image, pixel, model="depth", weights=None, out=None):
     from matplotlib.patches import Circle, Rectangle
 
     row, col = _pair(pixel, "--pixel")
+    path = _image_file(image)
+    out = output_file(out, f"{path.stem}_rf_{row}_{col}.png")
     net, x, note = model_and_input(image, model, weights)
-    path = Path(image)
     started = time.perf_counter()
     attr = attribution.receptive_field(net, x, (row, col))
     seconds = time.perf_counter() - started
@@ -200,7 +191,6 @@ def run_receptive_field(image, pixel, model="depth", weights=None, out=None):
                                    color="white", linestyle=":", linewidth=1))
         ax.set_xlim(-0.5, x.shape[-1] - 0.5)           # circles must not widen the picture
         ax.set_ylim(x.shape[-2] - 0.5, -0.5)
-    out = Path(out) if out is not None else Path(f"{path.stem}_rf_{row}_{col}.png")
     viz.save(fig, out)
     rows, cols = ex["theoretical_size"]
     radii = (f"output pixel ({row}, {col}): 50% of the gradient mass lies within {ex['radius50']:.1f} px, "

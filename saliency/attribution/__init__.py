@@ -10,6 +10,7 @@ no trace: `.grad` of the parameters and x stay as they were, and the model's mod
 changed (call `model.eval()` yourself; the copies a method batches assume images independent).
 """
 from . import seeds
+from ._core import InputError
 from .evaluation import (
            DeletionInsertion,
            RandomisationCheck,
@@ -26,7 +27,7 @@ from .result import Attribution
 from .seeds import SeedError
 from .smoothgrad import smoothgrad
 
-__all__ = ["Attribution", "SeedError", "gradcam", "gradient", "guided_backprop", "input_x_gradient",
+__all__ = ["Attribution", "InputError", "SeedError", "gradcam", "gradient", "guided_backprop", "input_x_gradient",
            "integrated_gradients", "occlusion", "seeds", "smoothgrad"]
 __all__ += ["receptive_field"]
 __all__ += ["LookDistance", "jacobian_rows", "look_distance"]

@@ -5,11 +5,13 @@ During a call the model's parameters are set not to require grad (and restored a
 the backward pass then computes no weight gradients it would throw away.
 """
 import contextlib
+import math
 import time
 
 import numpy as np
 
 from .. import autograd
+from ..autograd.errors import LayerInputError
 from ..autograd.grad_mode import enable_grad, no_grad
 from ..autograd.tensor import Tensor
 from . import seeds as _seeds
@@ -29,6 +31,28 @@ DEFAULT_BUDGET = 1 << 17
 # the depth model with cropped VJPs (look_distance at stride 8, 256 seeds, best of 3): passes of
 # 2 seeds (DEFAULT_BUDGET) 1.13 s, of 4 to 16 seeds 0.89-0.92 s, of 32 1.04 s, of 85 1.37 s.
 SEED_BUDGET = 4 * DEFAULT_BUDGET
+
+
+class InputError(ValueError):
+    """An input a method cannot use: empty, not finite, or not fitting the model's first layer."""
+
+
+def check_finite(arr, name="x"):
+    """Raise InputError naming how many NaN and infinite values `arr` holds and where, if any."""
+    if arr.dtype.kind != "f" or np.isfinite(arr).all():
+        return
+    bad = ~np.isfinite(arr)
+    nan = int(np.isnan(arr).sum())
+    inf = int(bad.sum()) - nan
+    counts = " and ".join(f"{n} {kind} value{'s' if n != 1 else ''}" for n, kind in ((nan, "NaN"), (inf, "infinite"))
+                          if n)
+    where = [tuple(int(i) for i in idx) for idx in np.argwhere(bad)[:3]]
+    images = np.flatnonzero(bad.reshape(len(arr), -1).any(axis=1)) if arr.ndim == 4 else []
+    in_images = f" in image{'s' if len(images) > 1 else ''} {', '.join(map(str, images[:8]))}" \
+        f"{' ...' if len(images) > 8 else ''}" if len(images) else ""
+    raise InputError(f"{name} holds {counts}{in_images} (at index {', '.join(map(str, where))}"
+                     f"{', ...' if bad.sum() > 3 else ''}); a map needs a finite input: replace them, "
+                     f"e.g. with np.nan_to_num")
 
 
 def seeds_per_pass(chunk, count, elements):
@@ -61,9 +85,16 @@ class Call:
             raise TypeError(f"x must be a numeric array or Tensor, got dtype {arr.dtype}")
         if arr.ndim not in (3, 4):
             raise ValueError(f"x must have shape (N, C, H, W) or (C, H, W), got shape {arr.shape}")
+        if arr.ndim == 4 and arr.shape[0] == 0:
+            raise InputError(f"x is an empty batch (shape {arr.shape}); pass at least one image")
+        if 0 in arr.shape[-3:]:
+            raise InputError(f"x has shape {arr.shape}: an image needs at least one channel, row and column")
         dtype = _param_dtype(model) or (arr.dtype if arr.dtype.kind == "f" else np.float32)
+        check_finite(arr)
         if arr.dtype != dtype:
-            arr = arr.astype(dtype)
+            with np.errstate(over="ignore"):    # values too large for dtype: reported just below
+                arr = arr.astype(dtype)
+            check_finite(arr, f"x cast to the model's {dtype}")
         self.unbatched = arr.ndim == 3
         self.x = arr[None] if self.unbatched else arr  # never written to
 
@@ -86,8 +117,11 @@ class Call:
         """The model output at x (an ndarray): its array (no graph recorded), or with grad=True the pair
         (x as a fresh leaf requiring grad, output Tensor)."""
         xt = Tensor(x, requires_grad=grad)
-        with (enable_grad() if grad else no_grad()), frozen(self.model):
-            y = self.model(xt)
+        try:
+            with (enable_grad() if grad else no_grad()), frozen(self.model):
+                y = self.model(xt)
+        except LayerInputError as exc:
+            raise _first_layer_error(exc, x.shape) from None
         if not isinstance(y, Tensor):
             raise TypeError(f"model must return a Tensor, got {type(y).__name__}")
         if y.ndim < 1 or y.shape[0] != x.shape[0]:
@@ -157,6 +191,19 @@ class Call:
         return a[:, 0] if seed.count is not None else a[0]
 
 
+def _first_layer_error(exc, x_shape):
+    """InputError for a layer that got x as it is (or x through elementwise ops, same shape, or x
+    flattened): the model's first layer does not fit the input. Other layers' errors pass unchanged."""
+    given = exc.input_shape
+    if exc.what == "channels" and given[1:] == tuple(x_shape[1:]):
+        return InputError(f"the model's first layer takes {exc.expected} channels; the input has {exc.got} "
+                          f"(shape {tuple(x_shape)})")
+    if exc.what == "features" and len(given) == 2 and given[1] == math.prod(x_shape[1:]):
+        return InputError(f"the model's first layer takes {exc.expected} features; the input has {exc.got} "
+                          f"({'x'.join(map(str, x_shape[1:]))} flattened)")
+    return exc
+
+
 def default_seed(seed, y):
     """predicted() for a classification output (N, K), ones() otherwise; checks the type."""
     if seed is None:
@@ -180,10 +227,12 @@ def baseline_like(baseline, xs):
         return np.zeros_like(xs)
     b = baseline.data if isinstance(baseline, Tensor) else baseline
     try:
-        return np.ascontiguousarray(np.broadcast_to(np.asarray(b, dtype=xs.dtype), xs.shape))
+        out = np.ascontiguousarray(np.broadcast_to(np.asarray(b, dtype=xs.dtype), xs.shape))
     except ValueError:
         raise ValueError(f"baseline of shape {np.shape(b)} does not broadcast to the input shape {xs.shape}; "
                          f"pass a number, an array of shape {xs.shape[1:]} or one of the input's shape") from None
+    check_finite(out, "baseline")
+    return out
 
 
 def weighted(y, v, batched):

@@ -8,6 +8,7 @@ import numpy as np
 
 from ..autograd import creation
 from ..autograd.functions import cross_entropy, mse_loss, nll_loss, pad, relu, sigmoid, tanh  # noqa: F401
+from ..autograd.errors import LayerInputError
 from ..autograd.tensor import Tensor
 
 __all__ = ["cross_entropy", "dropout", "flatten", "linear", "log_softmax", "mse_loss", "nll_loss", "pad", "relu",
@@ -45,8 +46,10 @@ def linear(input, weight, bias=None):
     input = _tensor(input)
     weight = _tensor(weight)
     if input.shape[-1:] != weight.shape[-1:]:
-        raise ValueError(f"linear: input of shape {input.shape} does not fit a weight of shape {weight.shape}; "
-                         f"the input's last dimension must equal in_features = {weight.shape[-1]}")
+        got = input.shape[-1] if input.ndim else 0
+        raise LayerInputError(f"linear: input of shape {input.shape} does not fit a weight of shape {weight.shape}; "
+                              f"the input's last dimension must equal in_features = {weight.shape[-1]}",
+                              what="features", expected=weight.shape[-1], got=got, input_shape=input.shape)
     out = input @ weight.t()
     return out if bias is None else out + bias
 

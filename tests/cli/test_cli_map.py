@@ -97,7 +97,12 @@ def test_any_image_is_resized_with_a_note(tmp_path):
     (["map", "{star}", "--sign", "both"], "unknown sign 'both'"),
     (["map", "{star}", "--weights", "{weights}"], "does not fit the 'shapes' model"),
     (["map", "{star}", "--out", "{tmp}/x.jpg"], "ending in .png"),
-    (["batch", "/no/such/dir", "--out", "{tmp}"], "is not a folder"),
+    (["batch", "/no/such/dir", "--out", "{tmp}"], "folder /no/such/dir does not exist"),
+    (["batch", "{star}", "--out", "{tmp}"], "is not a folder"),
+    (["map", "{tmp}"], "is a folder, not an image file (for every image in a folder: saliency batch)"),
+    (["map", "{star}", "--out", "{tmp}"], "is a folder; give a file name ending in .png, e.g. {tmp}/star_gradient.png"),
+    (["receptive-field", "{scene}", "--pixel", "3,3", "--out", "{tmp}"], "is a folder; give a file name"),
+    (["look-distance", "{scene}", "--out", "{tmp}"], "is a folder; give a file name"),
 ])
 def test_bad_input_is_one_clear_line(star, scene, tmp_path, capsys, args, message):
     text = tmp_path / "t.png"
@@ -105,6 +110,7 @@ def test_bad_input_is_one_clear_line(star, scene, tmp_path, capsys, args, messag
     weights = tmp_path / "w.npz"
     sl.nn.save({"fc.weight": np.zeros((3, 3), np.float32)}, weights)
     args = [a.format(star=star, scene=scene, text=text, weights=weights, tmp=tmp_path) for a in args]
+    message = message.format(tmp=tmp_path)
     with pytest.raises(SystemExit) as info:
         main(args)
     assert info.value.code == 2
@@ -131,20 +137,6 @@ def test_a_users_own_model_from_a_file(star, tmp_path):
     with pytest.raises(SystemExit) as info:
         main(["map", str(star), "--model", f"{tmp_path / 'mine.py'}:nothing"])
     assert info.value.code == 2
-
-
-def test_batch_skips_a_bad_file_and_does_the_rest(star, tmp_path):
-    folder = tmp_path / "in"
-    folder.mkdir()
-    images, _ = data.shapes(2, seed=33)
-    _png(folder / "a.png", images[0])
-    _png(folder / "c.png", images[1])
-    (folder / "b.png").write_text("not a picture")
-    (folder / "notes.txt").write_text("ignored")
-    result = runner.invoke(app, ["batch", str(folder), "--out", str(tmp_path / "out")])
-    assert result.exit_code == 0, result.output
-    assert "skipped b.png" in result.output and "wrote 2 of 3 maps" in result.output
-    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["a_gradient.png", "c_gradient.png"]
 
 
 def test_real_subprocess_error_has_no_traceback(tmp_path):
@@ -185,3 +177,16 @@ def test_gradcam_layer_by_name(star, tmp_path, capsys):
     assert info.value.code == 2
     err = capsys.readouterr().err
     assert "the model has no layer 'block9'; its convolutions are: features.block1.conv" in err
+
+
+def test_a_model_whose_first_layer_takes_other_channels_is_one_line(star, tmp_path, capsys):
+    (tmp_path / "four.py").write_text(
+        "import saliency.nn as nn\n"
+        "def build():\n"
+        "    return nn.Sequential(nn.Conv2d(4, 2, 3), nn.AdaptiveAvgPool2d(1), nn.Flatten())\n")
+    with pytest.raises(SystemExit) as info:
+        main(["map", str(star), "--model", f"{tmp_path / 'four.py'}:build", "--out", str(tmp_path / "o.png")])
+    assert info.value.code == 2
+    assert capsys.readouterr().err == "error: the model's first layer takes 4 channels; the input has 3 " \
+                                      "(shape (1, 3, 64, 64))\n"
+    assert not (tmp_path / "o.png").exists()

@@ -7,6 +7,7 @@ input-VJP kernel call, and the forward keeps no reference to x.
 import numpy as np
 
 from ... import kernels
+from ..errors import LayerInputError
 from ..function import Function
 
 
@@ -29,6 +30,11 @@ class Convolution(Function):
         if x.dtype != w.dtype:
             raise TypeError(f"conv2d input has dtype {x.dtype} but weight has dtype {w.dtype}; "
                             f"convert one of them (model.to(...) or x.to(...))")
+        if isinstance(groups, int) and groups >= 1 and x.shape[1] != w.shape[1] * groups:
+            takes = w.shape[1] * groups
+            raise LayerInputError(f"conv2d with weight of shape {w.shape}{f' and groups={groups}' if groups > 1 else ''} "
+                                  f"takes {takes} input channels; its input has {x.shape[1]} (shape {x.shape})",
+                                  what="channels", expected=takes, got=x.shape[1], input_shape=x.shape)
         needs_x, needs_w = self.needs_input_grad[0], self.needs_input_grad[1]
         self.config = (stride, padding, dilation, groups)
         self.x_shape, self.w_shape = x.shape, w.shape
