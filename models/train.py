@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 import saliency as sl
+from saliency._write import write_text
 
 from . import data, zoo
 
@@ -174,7 +175,7 @@ def save(model, card, out):
     out = out.with_suffix("") if out.suffix == ".npz" else out
     out.parent.mkdir(parents=True, exist_ok=True)
     sl.nn.save(model.state_dict(), out.with_suffix(".npz"), compressed=True)
-    out.with_suffix(".json").write_text(json.dumps(card, indent=2) + "\n")
+    write_text(out.with_suffix(".json"), json.dumps(card, indent=2) + "\n")
     return out.with_suffix(".npz")
 
 

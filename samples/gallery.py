@@ -26,6 +26,7 @@ from matplotlib.patches import Circle, Rectangle
 import saliency as sl
 from saliency import attribution as A
 from saliency import viz
+from saliency._write import write_text
 from saliency.attribution import seeds
 from saliency.cli.mapping import gradcam_layer
 from saliency.models import data, zoo
@@ -423,9 +424,7 @@ def write_index(out, entries):
                   f'<img src="{html.escape(name)}" alt="{html.escape(title)}">',
                   f"<figcaption>{html.escape(caption)}</figcaption>", "</figure>"]
     parts.append("</body></html>")
-    path = out / "index.html"
-    path.write_text("\n".join(parts) + "\n", encoding="utf-8")
-    return path
+    return write_text(out / "index.html", "\n".join(parts) + "\n")   # whole or not at all, as viz.save
 
 
 def self_check(out, entries, checks):
