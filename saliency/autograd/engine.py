@@ -5,6 +5,7 @@ any length backpropagates, in time linear in its number of nodes and edges.
 """
 import contextvars
 import heapq
+import threading
 
 import numpy as np
 
@@ -14,6 +15,10 @@ from .patch import Patch, from_seed
 # The Trace that `saliency.autograd.trace()` sets while it is active, or None; gets one record per
 # node run. Context-local: a trace sees the backward passes of its own thread (or asyncio task) only.
 tracer_var = contextvars.ContextVar("saliency.tracer", default=None)
+
+# Held while a gradient is added into a tensor's .grad: threads whose backward passes reach the
+# same leaf (Hogwild-style training on one model) lose none of each other's additions.
+_grad_lock = threading.Lock()
 
 _FREED = ("trying to backward through the graph a second time: {name} needs values that the "
           "previous backward freed; pass retain_graph=True to every backward but the last "
@@ -166,18 +171,18 @@ def _run_hooks(hooks, g, node):
 
 def _accumulate(tensor, g):
     """Add `g` into `tensor.grad`, in place when the tensor already owns a gradient."""
-    current = tensor._grad
-    if type(g) is Patch:
-        g = g.dense()
-        if current is None:  # a fresh array: no copy needed
-            tensor._grad = _tensor.Tensor._make(g.astype(tensor.data.dtype, copy=False), False, None)
-            return
-    if current is None:
-        tensor._grad = _tensor.Tensor._make(np.array(g, dtype=tensor.data.dtype), False, None)
-    elif current.data.flags.writeable and current.data.shape == np.shape(g):
-        current.data += g
-    else:
-        current.data = current.data + g
+    fresh = type(g) is Patch
+    if fresh:
+        g = g.dense()  # a new array: kept without a copy if it becomes the gradient
+    with _grad_lock:
+        current = tensor._grad
+        if current is None:
+            g = g.astype(tensor.data.dtype, copy=False) if fresh else np.array(g, dtype=tensor.data.dtype)
+            tensor._grad = _tensor.Tensor._make(g, False, None)
+        elif current.data.flags.writeable and current.data.shape == np.shape(g):
+            current.data += g
+        else:
+            current.data = current.data + g
 
 
 from . import tensor as _tensor  # noqa: E402  (tensor.py imports this module)

@@ -300,7 +300,30 @@ def test_leaving_a_block_in_another_thread_restores_the_mode_there():
             yield sl.is_grad_enabled()
 
     g = gen()
-    assert next(g) is False
-    assert not sl.is_grad_enabled()  # a generator's block switches its caller's mode, as in PyTorch
-    assert in_thread(lambda: (list(g), sl.is_grad_enabled())) == ([], True)
-    sl.set_grad_enabled(True)
+    try:
+        assert next(g) is False
+        assert not sl.is_grad_enabled()  # a generator's block switches its caller's mode, as in PyTorch
+        assert in_thread(lambda: (list(g), sl.is_grad_enabled())) == ([], True)
+    finally:
+        sl.set_grad_enabled(True)
+
+
+def test_backward_passes_of_two_threads_into_one_leaf_lose_no_gradient():
+    """Hogwild-style: both threads add into the same .grad at once; every addition arrives."""
+    n, rounds = 1 << 20, 100
+    w = sl.tensor(np.zeros(n), requires_grad=True)
+    x = sl.tensor(np.ones(n))
+    (w * x).sum().backward()  # w.grad exists from here on: the threads add into it in place
+    barrier = threading.Barrier(2, timeout=TIMEOUT)
+
+    def run():
+        for _ in range(rounds):
+            barrier.wait()
+            (w * x).sum().backward()
+
+    workers = [threading.Thread(target=run) for _ in range(2)]
+    for t in workers:
+        t.start()
+    for t in workers:
+        t.join(TIMEOUT)
+    np.testing.assert_array_equal(w.grad.numpy(), np.full(n, 1.0 + 2 * rounds))
