@@ -2,9 +2,13 @@
 
 Guided backprop switches ReLU's VJP for its own backward pass (`relu_rule("guided")`); the switch
 is context-local, so a plain gradient computed meanwhile in another thread keeps the true VJP.
-The maps are compared exactly: both threads run the same kernels on the same single image (no
-call is large enough to split across the kernels' helper thread), so every sum is taken in the
-same order as in the sequential run.
+
+The maps are compared to 1e-6 of their largest value, not exactly: the kernels set OpenBLAS's
+thread count around their matrix products, and in NumPy's OpenBLAS that count is process-wide,
+so a product of one thread now and then runs on the number of threads another thread has just
+set. One thread or two sum in different orders: the classifier's maps move by up to 2e-7 of
+their largest value (rarely: about one map in 30,000 here). A ReLU rule leaking between the
+threads moves them by the order of the map itself.
 """
 import sys
 import threading
@@ -31,7 +35,7 @@ def test_guided_backprop_and_gradient_at_once_equal_their_sequential_maps(shapes
     # the two methods differ on every image, so a rule that leaks from one thread into the other shows
     assert all(not np.array_equal(a, b) for a, b in zip(expected["guided"], expected["gradient"]))
     barrier = threading.Barrier(len(methods), timeout=60)
-    wrong = {name: 0 for name in methods}
+    wrong = {name: [] for name in methods}  # (image, max |difference| / max |map|, equal to the other method's)
     errors = []
 
     def run(name):
@@ -39,9 +43,12 @@ def test_guided_backprop_and_gradient_at_once_equal_their_sequential_maps(shapes
         try:
             for _ in range(ROUNDS):
                 barrier.wait()
-                for x, want in zip(images, expected[name]):
-                    if not np.array_equal(method(model, x).map, want):
-                        wrong[name] += 1
+                for i, (x, want) in enumerate(zip(images, expected[name])):
+                    got = method(model, x).map
+                    scale = np.abs(want).max()
+                    if not np.allclose(got, want, rtol=0, atol=1e-6 * scale):
+                        other = expected["gradient" if name == "guided" else "guided"][i]
+                        wrong[name].append((i, float(np.abs(got - want).max() / scale), np.array_equal(got, other)))
         except BaseException as e:  # noqa: BLE001  (reported by the main thread)
             errors.append(e)
             barrier.abort()
@@ -57,4 +64,4 @@ def test_guided_backprop_and_gradient_at_once_equal_their_sequential_maps(shapes
     finally:
         sys.setswitchinterval(interval)
     assert not errors, errors
-    assert wrong == {name: 0 for name in methods}, f"maps that differ from the sequential ones (of {ROUNDS * 4})"
+    assert wrong == {name: [] for name in methods}, f"maps that differ from the sequential ones (of {ROUNDS * 4})"
