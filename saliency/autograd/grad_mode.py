@@ -16,25 +16,36 @@ def is_grad_enabled():
     return enabled_var.get()
 
 
-def restore(var, token):
-    """Put `var` back as it was before the `var.set` that returned `token`.
+def leave(var, tokens):
+    """Undo the latest `var.set` made in this context among `tokens` (the tokens of one object's
+    entries, oldest first), and drop its token.
 
-    When the block is left in another context than the one it was entered in (a generator that
-    held the block open, resumed in another thread), the token cannot reset that context: the
-    value it replaced is set there instead, as a thread-local switch would do.
+    One object may be entered in several threads or tasks at once (a module-level `no_grad()` or
+    `relu_rule("guided")`): each exit finds the token of its own context. When a block is left in
+    another context than the one it was entered in (a generator that held it open, resumed in
+    another thread), no token can reset that context: the value the latest entry replaced is set
+    there instead, as a thread-local switch would do.
     """
-    try:
-        var.reset(token)
-    except ValueError:
-        old = token.old_value
-        var.set(contextvars.Context().run(var.get) if old is contextvars.Token.MISSING else old)  # the default
+    entries = list(tokens)
+    for token in reversed(entries):
+        try:
+            var.reset(token)
+        except ValueError:  # set in another context
+            continue
+        tokens.remove(token)
+        return
+    token = entries[-1]
+    tokens.remove(token)
+    old = token.old_value
+    var.set(contextvars.Context().run(var.get) if old is contextvars.Token.MISSING else old)  # the default
 
 
 class _GradMode:
     """Switches recording to `mode` inside a `with` block (or a decorated function), then restores it.
 
-    One instance may be entered again while it is active (nested `with` of the same object): each
-    entry keeps its own token, and each exit restores what its entry replaced."""
+    One instance may be entered again while it is active (nested `with` of the same object, or the
+    same object in several threads): each entry keeps its own token, and each exit restores what
+    its own entry replaced."""
 
     def __init__(self, mode):
         self.mode = bool(mode)
@@ -45,7 +56,7 @@ class _GradMode:
         return self
 
     def __exit__(self, *exc):
-        restore(enabled_var, self._tokens.pop())
+        leave(enabled_var, self._tokens)
         return False
 
     def __call__(self, fn):
@@ -77,7 +88,7 @@ class set_grad_enabled(_GradMode):
 
     def __call__(self, fn):
         if self._pending is not None:  # used as a decorator: only the decorated function runs in the mode
-            restore(enabled_var, self._pending)
+            leave(enabled_var, [self._pending])
             self._pending = None
         return super().__call__(fn)
 

@@ -8,7 +8,7 @@ A new thread starts with "gradient". The rule is restored on exit, also when the
 """
 import contextvars
 
-from .grad_mode import restore
+from .grad_mode import leave
 
 # The rule Relu's VJP applies: "gradient" (the true VJP, g * [x > 0]) or "guided"
 # (Springenberg et al. guided backprop: also zero the negative incoming gradients, relu(g) * [x > 0]).
@@ -22,7 +22,7 @@ class relu_rule:
 
     "gradient": the true VJP g * [x > 0]. "guided": relu(g) * [x > 0] (guided backprop).
     The nodes keep their names (ReluBackward0). Blocks nest, and one instance may be entered
-    again while it is active.
+    again while it is active (nested, or in several threads at once).
     """
 
     def __init__(self, rule):
@@ -36,5 +36,5 @@ class relu_rule:
         return self
 
     def __exit__(self, *exc):
-        restore(relu_var, self._tokens.pop())
+        leave(relu_var, self._tokens)
         return False

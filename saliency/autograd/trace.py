@@ -11,7 +11,7 @@ import numpy as np
 
 from .engine import tracer_var
 from .function import AccumulateGrad
-from .grad_mode import restore
+from .grad_mode import leave
 from .printing import format_array
 
 
@@ -116,7 +116,7 @@ def trace(names=None):
     try:
         yield t
     finally:
-        restore(tracer_var, token)
+        leave(tracer_var, [token])
 
 
 def render_graph(output, names=None):

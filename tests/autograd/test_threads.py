@@ -327,3 +327,53 @@ def test_backward_passes_of_two_threads_into_one_leaf_lose_no_gradient():
     for t in workers:
         t.join(TIMEOUT)
     np.testing.assert_array_equal(w.grad.numpy(), np.full(n, 1.0 + 2 * rounds))
+
+
+class Turns:
+    """Steps of two threads in a fixed order: `take(k)` waits for turn k, `done()` passes the turn on."""
+
+    def __init__(self):
+        self.turn = 0
+        self.cond = threading.Condition()
+
+    def take(self, k):
+        with self.cond:
+            assert self.cond.wait_for(lambda: self.turn == k, TIMEOUT), f"turn {k} never came"
+
+    def done(self):
+        with self.cond:
+            self.turn += 1
+            self.cond.notify_all()
+
+
+def test_one_mode_object_entered_in_two_threads_restores_each_threads_own_mode():
+    """A module-level `enable_grad()` / `relu_rule("guided")` object, entered in thread A, then in
+    thread B, left in A, then in B: each exit puts back what its own thread had before."""
+    shared_mode, shared_rule = sl.enable_grad(), relu_rule("guided")
+    turns = Turns()
+    seen = {}
+
+    def a():  # grad mode on and rule "gradient" before
+        turns.take(0)
+        with shared_mode, shared_rule:
+            turns.done()
+            turns.take(2)
+        seen["a"] = (sl.is_grad_enabled(), sl.autograd.rules.relu_var.get())
+        turns.done()
+
+    def b():  # grad mode off and rule "guided" before
+        sl.set_grad_enabled(False)
+        with relu_rule("guided"):
+            turns.take(1)
+            with shared_mode, shared_rule:
+                turns.done()
+                turns.take(3)
+            seen["b"] = (sl.is_grad_enabled(), sl.autograd.rules.relu_var.get())
+
+    workers = [threading.Thread(target=f) for f in (a, b)]
+    for t in workers:
+        t.start()
+    for t in workers:
+        t.join(TIMEOUT)
+    assert seen == {"a": (True, "gradient"), "b": (False, "guided")}
+    assert shared_mode._tokens == [] and shared_rule._tokens == []
