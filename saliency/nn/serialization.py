@@ -12,6 +12,7 @@ import zipfile
 
 import numpy as np
 
+from .._write import atomic_open, atomic_path
 from ..autograd.tensor import Tensor
 
 # safetensors dtype -> NumPy dtype (little-endian); BF16 is widened to float32 on reading
@@ -38,10 +39,11 @@ def _arrays(obj):
 
 
 def save(obj, path, compressed=False):
-    """Write a Module's state dict (or a dict of arrays/Tensors) to an `.npz` file at exactly `path`."""
+    """Write a Module's state dict (or a dict of arrays/Tensors) to an `.npz` file at exactly `path`
+    (written beside it and renamed into place: `path` is never left truncated)."""
     arrays = _arrays(obj)
     mode = zipfile.ZIP_DEFLATED if compressed else zipfile.ZIP_STORED
-    with zipfile.ZipFile(os.fspath(path), "w", compression=mode, allowZip64=True) as zf:
+    with atomic_path(path) as tmp, zipfile.ZipFile(tmp, "w", compression=mode, allowZip64=True) as zf:
         for name, arr in arrays.items():
             if arr.dtype.hasobject:
                 raise TypeError(f"cannot save {name!r}: dtype {arr.dtype} is not numeric")
@@ -184,6 +186,7 @@ def _code(name, arr):
 
 
 def save_safetensors(obj, path, metadata=None):
-    """Write `obj` (a Module or a dict of arrays/Tensors) as a `.safetensors` file."""
-    with open(os.fspath(path), "wb") as f:
+    """Write `obj` (a Module or a dict of arrays/Tensors) as a `.safetensors` file (written beside
+    `path` and renamed into place)."""
+    with atomic_open(path, "wb") as f:
         f.write(safetensors_bytes(obj, metadata))

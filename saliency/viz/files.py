@@ -6,6 +6,7 @@ import numpy as np
 from matplotlib.figure import Figure
 from PIL import Image, ImageOps, UnidentifiedImageError
 
+from .._write import atomic_path
 from .errors import ImageError, VizError
 
 FIGURE_SUFFIXES = (".png", ".pdf", ".svg")
@@ -122,7 +123,8 @@ def _as_picture(array):
 
 def save(picture, path, dpi=150):
     """Write a Figure (.png, .pdf or .svg, at `dpi`) or a picture array / Pillow image (.png)
-    to `path`, creating missing parent folders; returns the path."""
+    to `path`, creating missing parent folders; returns the path. The file is written beside
+    `path` and renamed into place, so `path` is never left truncated."""
     path = Path(path)
     suffix = path.suffix.lower()
     is_figure = isinstance(picture, Figure)
@@ -134,10 +136,11 @@ def save(picture, path, dpi=150):
         picture = Image.fromarray(np.ascontiguousarray(_as_picture(picture)))
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        if is_figure:
-            picture.savefig(path, dpi=dpi, format=suffix[1:])
-        else:
-            picture.save(path, format="PNG")
+        with atomic_path(path) as tmp:
+            if is_figure:
+                picture.savefig(tmp, dpi=dpi, format=suffix[1:])
+            else:
+                picture.save(tmp, format="PNG")
     except OSError as exc:
         raise VizError(f"cannot write '{path}': {exc.strerror or exc}") from None
     return path
