@@ -27,12 +27,14 @@ def _input_errors():
 
     from saliency.attribution import InputError, SeedError
     from saliency.autograd.errors import LayerInputError
+    from saliency.nn import WeightsError
     from saliency.viz import VizError
 
     from .mapping import MapError
 
-    # ImageError is a VizError; LayerInputError: a user's model whose layers do not fit each other
-    return (MapError, SeedError, ZooError, VizError, InputError, LayerInputError, OSError)
+    # ImageError is a VizError; LayerInputError: a user's model whose layers do not fit each other;
+    # WeightsError: a --weights file that is malformed
+    return (MapError, SeedError, ZooError, VizError, InputError, LayerInputError, WeightsError, OSError)
 
 
 @app.command()

@@ -67,9 +67,12 @@ def build(name):
 
 
 def _load_weights(model, path, what):
-    """Load a weights file into `model`, or ZooError naming the missing/unexpected/mis-shaped keys."""
+    """Load a weights file into `model`, or ZooError naming the missing/unexpected/mis-shaped keys.
+    A malformed file raises `saliency.nn.WeightsError` unchanged: it names the file and the defect."""
     try:
         model.load_state_dict(nn.load(path))
+    except nn.WeightsError:
+        raise
     except (KeyError, RuntimeError, ValueError) as err:
         detail = " ".join(str(err).split())        # the state-dict report spans lines; keep one
         raise ZooError(f"{path} does not fit {what}: {detail}") from None

@@ -2,7 +2,7 @@
 
 A model is a `Module`; its `Parameter`s are leaves of the graph, so `y.backward(v)` fills their
 `.grad` as well as the input's. Weights load from a PyTorch state dict converted to arrays
-(`{k: v.detach().numpy()}`), from `.npz` and from `.safetensors` (`saliency.nn.load`).
+(`{k: v.detach().numpy()}`), from `.npz` and from `.safetensors` (`saliency.nn.load`); a malformed weights file raises `WeightsError`.
 """
 from . import functional, init
 from .activation import LogSoftmax, ReLU, Sigmoid, Softmax, Tanh
@@ -17,11 +17,11 @@ from .loss import CrossEntropyLoss, MSELoss, NLLLoss
 from .module import Module
 from .parameter import Parameter
 from .pooling import AdaptiveAvgPool2d, AvgPool2d, MaxPool2d
-from .serialization import load, load_safetensors, save, save_safetensors
+from .serialization import WeightsError, load, load_safetensors, save, save_safetensors
 from .state import IncompatibleKeys
 from .upsampling import Upsample
 
 __all__ = ["AdaptiveAvgPool2d", "AvgPool2d", "BatchNorm2d", "Conv2d", "MaxPool2d", "Upsample", "CrossEntropyLoss", "Dropout", "Flatten", "Identity", "IncompatibleKeys", "Linear", "LogSoftmax",
            "MSELoss", "Module", "ModuleList", "NLLLoss", "Parameter", "ReLU", "RemovableHandle", "Sequential",
-           "Sigmoid", "Softmax", "Tanh", "functional", "init", "load", "load_safetensors", "save",
+           "Sigmoid", "Softmax", "Tanh", "WeightsError", "functional", "init", "load", "load_safetensors", "save",
            "save_safetensors"]

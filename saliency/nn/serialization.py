@@ -6,6 +6,7 @@ A safetensors file is: 8 bytes, the header length N as a little-endian uint64; N
 overlaps (offsets are relative to its start), little-endian.
 """
 import json
+import math
 import os
 import struct
 import zipfile
@@ -14,6 +15,11 @@ import numpy as np
 
 from .._write import atomic_open, atomic_path
 from ..autograd.tensor import Tensor
+from .errors import WeightsError, one_line, read_exactly, short
+from .npz import finish, read_npz
+
+__all__ = ["WeightsError", "load", "load_safetensors", "parse_safetensors", "safetensors_bytes", "save",
+           "save_safetensors"]
 
 # safetensors dtype -> NumPy dtype (little-endian); BF16 is widened to float32 on reading
 _DTYPES = {"F64": "<f8", "F32": "<f4", "F16": "<f2", "BF16": "<u2", "I64": "<i8", "I32": "<i4", "I16": "<i2",
@@ -22,6 +28,7 @@ _CODES = {np.dtype(v): k for k, v in _DTYPES.items() if k != "BF16"}
 # the reference writer orders tensors by dtype (largest alignment first), then by name
 _WRITE_ORDER = ["BOOL", "U8", "I8", "I16", "U16", "F16", "BF16", "I32", "U32", "F32", "F64", "I64", "U64"]
 _MAX_HEADER = 100_000_000
+_MAX_DIMS = 32
 
 
 def _arrays(obj):
@@ -52,95 +59,128 @@ def save(obj, path, compressed=False):
 
 
 def load(path):
-    """{name: ndarray} from an `.npz` file or a `.safetensors` file (recognised by content)."""
+    """{name: ndarray} from an `.npz` file or a `.safetensors` file (recognised by content);
+    WeightsError (a ValueError) names the file and what is wrong if it is malformed."""
     path = os.fspath(path)
     with open(path, "rb") as f:
         magic = f.read(4)
-    if magic == b"PK\x03\x04" or (not magic and path.endswith(".npz")):
-        return _load_npz(path)
+    if magic in (b"PK\x03\x04", b"PK\x05\x06") or (not magic and path.endswith(".npz")):
+        return read_npz(path)
     return load_safetensors(path)
 
 
-def _load_npz(path):
-    try:
-        # open the file here: np.load(path) leaves it open when the archive is broken
-        with open(path, "rb") as f, np.load(f, allow_pickle=False) as data:
-            return {name: np.array(data[name]) for name in data.files}
-    except (zipfile.BadZipFile, EOFError, OSError, ValueError) as exc:
-        raise ValueError(f"{path} is not a readable .npz file: {exc}") from None
-
-
 def load_safetensors(path):
-    """{name: ndarray} from a `.safetensors` file (BF16 becomes float32; the metadata is ignored)."""
-    with open(os.fspath(path), "rb") as f:
-        blob = f.read()
-    return parse_safetensors(blob, name=os.fspath(path))[0]
+    """{name: ndarray} from a `.safetensors` file (BF16 becomes float32; the metadata is ignored).
+    Reads the header, checks every length and offset in it against the file's real size, and only
+    then reads each tensor into an array of its (now verified) size."""
+    path = os.fspath(path)
+    bad = _complaint(path)
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        n = _header_length(f.read(8), size, bad)
+        text = f.read(n)
+        if len(text) < n:
+            raise bad(f"the file ended while its {n}-byte header was read (truncated while being read?)")
+        entries, _ = _header(text, size - 8 - n, bad)
+        tensors = {}
+        for key, code, shape, begin, end in entries:
+            f.seek(8 + n + begin)
+            buf, got = read_exactly(f, end - begin)
+            if got < end - begin:
+                raise bad(f"the file ended while tensor {short(key)} was read (truncated while being read?)")
+            tensors[key] = _tensor(buf, code, shape)
+    return tensors
 
 
 def parse_safetensors(blob, name="<bytes>"):
-    """(tensors, metadata) from the bytes of a safetensors file; ValueError names what is wrong."""
-    def bad(msg):
-        return ValueError(f"{name} is not a valid safetensors file: {msg}")
+    """(tensors, metadata) from the bytes of a safetensors file; WeightsError names what is wrong."""
+    bad = _complaint(name)
+    n = _header_length(bytes(blob[:8]), len(blob), bad)
+    entries, metadata = _header(bytes(blob[8:8 + n]), len(blob) - 8 - n, bad)
+    tensors = {}
+    for key, code, shape, begin, end in entries:
+        buf = np.frombuffer(blob, np.uint8, count=end - begin, offset=8 + n + begin).copy()
+        tensors[key] = _tensor(buf, code, shape)
+    return tensors, metadata
 
-    if len(blob) < 8:
-        raise bad(f"it has {len(blob)} bytes, fewer than the 8-byte header length")
-    (n,) = struct.unpack("<Q", blob[:8])
+
+def _complaint(name):
+    return lambda msg: WeightsError(f"{name} is not a valid safetensors file: {msg}")
+
+
+def _header_length(head, size, bad):
+    """The header length N from the first 8 bytes, checked against the file's `size` in bytes."""
+    if size < 8 or len(head) < 8:
+        raise bad(f"it has {size} bytes, fewer than the 8-byte header length")
+    (n,) = struct.unpack("<Q", head)
+    if n > size - 8:
+        raise bad(f"the header length {n} exceeds the file's size of {size} bytes (truncated file?)")
     if n > _MAX_HEADER:
         raise bad(f"the header length {n} exceeds the limit of {_MAX_HEADER} bytes")
-    if 8 + n > len(blob):
-        raise bad(f"the header claims {n} bytes but only {len(blob) - 8} follow (truncated file?)")
+    return n
+
+
+def _header(text, data_size, bad):
+    """([(key, dtype code, shape, begin, end)], metadata) from the JSON header; every entry is
+    checked, with Python ints, against the `data_size` bytes that follow the header."""
     try:
-        header = json.loads(blob[8:8 + n].decode("utf-8"), object_pairs_hook=_no_duplicates)
-    except (UnicodeDecodeError, json.JSONDecodeError, KeyError) as exc:
-        raise bad(f"the header is not valid UTF-8 JSON ({exc})") from None
+        header = json.loads(text.decode("utf-8"), object_pairs_hook=_no_duplicates)
+    except (ValueError, KeyError, RecursionError) as exc:  # UnicodeDecodeError, JSONDecodeError are ValueErrors
+        raise bad(f"the header is not valid UTF-8 JSON ({one_line(exc)})") from None
     if not isinstance(header, dict):
         raise bad(f"the header must be a JSON object, got {type(header).__name__}")
-    metadata = header.pop("__metadata__", None) or {}
+    metadata = header.pop("__metadata__", None)
+    metadata = {} if metadata is None else metadata
     if not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values()):
         raise bad("__metadata__ must map strings to strings")
-    buffer = memoryview(blob)[8 + n:]
-    spans = []
-    tensors = {}
+    entries = []
     for key, info in header.items():
-        dtype, shape, (begin, end) = _entry(key, info, bad)
-        count = int(np.prod(shape, dtype=np.int64))
-        size = count * np.dtype(_DTYPES[dtype]).itemsize
+        code, shape, (begin, end) = _entry(key, info, bad)
+        size = math.prod(shape) * np.dtype(_DTYPES[code]).itemsize
         if end - begin != size:
-            raise bad(f"tensor {key!r} ({dtype}, shape {tuple(shape)}) needs {size} bytes but its data_offsets "
-                      f"[{begin}, {end}] span {end - begin}")
-        if end > len(buffer):
-            raise bad(f"tensor {key!r} ends at byte {end} of a data buffer of {len(buffer)} bytes (truncated file?)")
-        spans.append((begin, end, key))
-        arr = np.frombuffer(buffer[begin:end], dtype=_DTYPES[dtype], count=count).reshape(shape)
-        if dtype == "BF16":
-            arr = (arr.astype(np.uint32) << 16).view(np.float32)
-        tensors[key] = arr.astype(arr.dtype.newbyteorder("="), copy=True)
-    _check_coverage(spans, len(buffer), bad)
-    return tensors, metadata
+            raise bad(f"tensor {short(key)} ({code}, shape {short(tuple(shape))}) needs {size} bytes but its "
+                      f"data_offsets [{begin}, {end}] span {end - begin}")
+        if end > data_size:
+            raise bad(f"tensor {short(key)} ends at byte {end} of a data buffer of {data_size} bytes (truncated file?)")
+        entries.append((key, code, shape, begin, end))
+    _check_coverage([(begin, end, key) for key, _, _, begin, end in entries], data_size, bad)
+    return entries, metadata
+
+
+def _tensor(buf, code, shape):
+    """The array a safetensors entry's bytes `buf` hold (BF16 widened to float32, native byte order)."""
+    if code == "BF16":
+        return (buf.view("<u2").astype(np.uint32) << 16).view(np.float32).reshape(shape)
+    return finish(buf, np.dtype(_DTYPES[code]), shape)
 
 
 def _no_duplicates(pairs):
     out = {}
     for key, value in pairs:
         if key in out:
-            raise KeyError(f"duplicate key {key!r}")
+            raise KeyError(f"duplicate key {short(key)}")
         out[key] = value
     return out
 
 
+def _is_count(value):
+    return type(value) is int and value >= 0
+
+
 def _entry(key, info, bad):
     if not isinstance(info, dict) or not {"dtype", "shape", "data_offsets"} <= set(info):
-        raise bad(f"entry {key!r} must be an object with dtype, shape and data_offsets, got {info!r}")
+        raise bad(f"entry {short(key)} must be an object with dtype, shape and data_offsets, got {short(info)}")
     dtype, shape, offsets = info["dtype"], info["shape"], info["data_offsets"]
-    if dtype not in _DTYPES:
-        raise bad(f"tensor {key!r} has dtype {dtype!r}, which is not supported; supported: "
+    if not isinstance(dtype, str) or dtype not in _DTYPES:
+        raise bad(f"tensor {short(key)} has dtype {short(dtype)}, which is not supported; supported: "
                   f"{', '.join(sorted(_DTYPES))}")
-    if not isinstance(shape, list) or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0
-                                              for d in shape):
-        raise bad(f"tensor {key!r} has shape {shape!r}; expected a list of non-negative integers")
-    if not (isinstance(offsets, list) and len(offsets) == 2 and all(isinstance(o, int) and o >= 0 for o in offsets)
+    if not isinstance(shape, list) or len(shape) > _MAX_DIMS or not all(_is_count(d) for d in shape):
+        raise bad(f"tensor {short(key)} has shape {short(shape)}; expected a list of at most {_MAX_DIMS} "
+                  f"non-negative integers")
+    if not (isinstance(offsets, list) and len(offsets) == 2 and all(_is_count(o) for o in offsets)
             and offsets[0] <= offsets[1]):
-        raise bad(f"tensor {key!r} has data_offsets {offsets!r}; expected [begin, end] with 0 <= begin <= end")
+        raise bad(f"tensor {short(key)} has data_offsets {short(offsets)}; expected [begin, end] with "
+                  f"0 <= begin <= end")
     return dtype, shape, offsets
 
 
