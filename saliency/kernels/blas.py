@@ -3,13 +3,21 @@
 NumPy's OpenBLAS splits every product over all cores. For the small products of a batch-1
 attribution map (tens of microseconds of work) waking its other threads costs more than they
 save, so below `SMALL_FLOPS` the product runs on the calling thread alone. This uses
-OpenBLAS's thread-local `openblas_set_num_threads_local` (OpenBLAS >= 0.3.27, which NumPy's
-wheels bundle); where that is not found, every product runs as NumPy would run it.
+OpenBLAS's `openblas_set_num_threads_local` (OpenBLAS >= 0.3.27, which NumPy's wheels bundle);
+where that is not found, every product runs as NumPy would run it.
+
+Despite its name, in the pthreads build NumPy ships that setter changes the thread count of the
+whole process. So the one-thread setting is a shared section (`one_thread`): the first thread to
+enter it saves the count and sets 1, the last to leave restores the count. Threads computing maps
+at once never leave the process on one BLAS thread, and products of other threads that run while
+a section is open use one thread too.
 """
+import contextlib
 import ctypes
 import glob
 import math
 import os
+import threading
 
 import numpy as np
 
@@ -37,6 +45,30 @@ def _thread_setter():
 
 
 _set_threads = _thread_setter()
+_section_lock = threading.Lock()
+_section_depth = 0
+_saved_threads = None
+
+
+@contextlib.contextmanager
+def one_thread():
+    """Within the block, BLAS products (of every thread) run on one thread; sections of several
+    threads may overlap, and the count in force before the first one is restored after the last."""
+    global _section_depth, _saved_threads
+    if _set_threads is None:
+        yield
+        return
+    with _section_lock:
+        if _section_depth == 0:
+            _saved_threads = _set_threads(1)
+        _section_depth += 1
+    try:
+        yield
+    finally:
+        with _section_lock:
+            _section_depth -= 1
+            if _section_depth == 0:
+                _set_threads(_saved_threads)
 
 
 def matmul(a, b, out=None):
@@ -45,8 +77,5 @@ def matmul(a, b, out=None):
     flops = 2.0 * batch * a.shape[-2] * a.shape[-1] * b.shape[-1]
     if _set_threads is None or flops >= SMALL_FLOPS:
         return np.matmul(a, b) if out is None else np.matmul(a, b, out=out)
-    previous = _set_threads(1)
-    try:
+    with one_thread():
         return np.matmul(a, b) if out is None else np.matmul(a, b, out=out)
-    finally:
-        _set_threads(previous)

@@ -39,8 +39,6 @@ _pool_lock = threading.Lock()
 
 def _helper_init():
     _local.inside = True  # what runs on the helper never splits again
-    if blas._set_threads is not None:
-        blas._set_threads(1)
 
 
 def _helper():
@@ -71,14 +69,12 @@ def split_batch(n, elements, body):
         body(0, n)
         return
     half = n // 2
-    other = _helper().submit(body, half, n)
-    _local.inside = True
-    previous = blas._set_threads(1) if blas._set_threads is not None else None
-    try:
-        body(0, half)
-    finally:
-        if previous is not None:
-            blas._set_threads(previous)
-        _local.inside = False
-        other.exception()  # wait for the other half, whatever happened to this one
+    with blas.one_thread():                 # open until both halves are done
+        other = _helper().submit(body, half, n)
+        _local.inside = True
+        try:
+            body(0, half)
+        finally:
+            _local.inside = False
+            other.exception()  # wait for the other half, whatever happened to this one
     other.result()  # raises the other half's exception, if it had one

@@ -1,8 +1,20 @@
-"""Matrix products on one BLAS thread when small give NumPy's results."""
+"""Matrix products on one BLAS thread when small give NumPy's results, and leave the process's
+BLAS thread count as they found it, whichever threads ran them."""
+import threading
+
 import numpy as np
 import pytest
 
-from saliency.kernels import blas
+from saliency.kernels import blas, threads
+
+needs_setter = pytest.mark.skipif(blas._set_threads is None, reason="no OpenBLAS thread setting found")
+
+
+def _threads_now():
+    """The process's BLAS thread count (setting a count returns the one before)."""
+    count = blas._set_threads(1)
+    blas._set_threads(count)
+    return count
 
 
 @pytest.mark.parametrize("small", [0.0, 1e12], ids=["every product on all threads", "every product on one thread"])
@@ -28,3 +40,43 @@ def test_numpys_openblas_thread_setting_is_found():
     if "openblas" not in str(config.get("Build Dependencies", {}).get("blas", {})).lower():
         pytest.skip("NumPy is not built with OpenBLAS here")
     assert blas._set_threads is not None
+
+
+@needs_setter
+def test_sections_of_many_threads_restore_the_count_in_force_before():
+    before = _threads_now()
+    blas._set_threads(2)
+    try:
+        barrier = threading.Barrier(4)
+        inside = []
+
+        def work():
+            barrier.wait()
+            for _ in range(300):
+                with blas.one_thread():
+                    inside.append(_threads_now())
+                blas.matmul(np.ones((8, 8), np.float32), np.ones((8, 8), np.float32))
+
+        workers = [threading.Thread(target=work) for _ in range(4)]
+        for t in workers:
+            t.start()
+        for t in workers:
+            t.join()
+        assert set(inside) == {1}
+        assert _threads_now() == 2
+    finally:
+        blas._set_threads(before)
+
+
+@needs_setter
+def test_the_helper_thread_leaves_the_process_count_alone(monkeypatch):
+    before = _threads_now()
+    blas._set_threads(2)
+    try:
+        monkeypatch.setattr(threads, "SPLIT_ELEMENTS", 1)
+        counts = []
+        threads.split_batch(4, 10, lambda n0, n1: counts.append(_threads_now()))
+        assert counts == [1, 1]                  # both halves on one BLAS thread
+        assert _threads_now() == 2               # and all of them again afterwards
+    finally:
+        blas._set_threads(before)
