@@ -14,9 +14,11 @@ def short(value, limit=60):
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
-def one_line(exc):
-    """An exception's message on one line (its type name when it has no message)."""
-    return " ".join(str(exc).split()) or type(exc).__name__
+def one_line(exc, limit=200):
+    """An exception's message on one line of at most `limit` characters (its type name when it
+    has no message)."""
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def read_exactly(stream, nbytes):

@@ -29,7 +29,7 @@ _MAGIC = b"\x93NUMPY"
 # plain numeric dtypes only: object and structured dtypes (which np.load would unpickle) are refused
 _DESCR = re.compile(r"[<>|=]?(?:\?|b1|[iu][1248]|f(?:2|4|8|16)|c(?:8|16|32))")
 _ZIP_ERRORS = (zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, EOFError, NotImplementedError,
-               OverflowError, RuntimeError, ValueError, struct.error, OSError)
+               OverflowError, RuntimeError, ValueError, struct.error)
 
 
 class _Bad(Exception):
@@ -47,6 +47,8 @@ def read_npz(path):
                 return _members(zf, size)
         except _Bad as exc:
             reason = str(exc)
+        except OSError as exc:  # e.g. a seek to a negative offset the zip records computed
+            reason = f"reading it failed ({one_line(exc)}); its zip records may point outside the file"
         except _ZIP_ERRORS as exc:
             reason = one_line(exc)
     raise WeightsError(f"{path} is not a readable .npz file: {reason}")
