@@ -4,13 +4,13 @@ Every gradient goes through `autograd.grad` (never `.backward()`), so no `.grad`
 During a call the model's parameters are set not to require grad (and restored afterwards):
 the backward pass then computes no weight gradients it would throw away.
 """
-import contextlib
 import math
 import time
 
 import numpy as np
 
 from .. import autograd
+from ..autograd import grad_mode
 from ..autograd.errors import LayerInputError
 from ..autograd.grad_mode import enable_grad, no_grad
 from ..autograd.tensor import Tensor
@@ -267,15 +267,8 @@ def _param_dtype(model):
     return None
 
 
-@contextlib.contextmanager
 def frozen(model):
-    """Parameters of `model` (if it has any) do not require grad inside the block; restored after."""
+    """Parameters of `model` (if it has any) do not require grad inside the block, in this thread
+    only: the parameters themselves are not changed, so another thread may train the model."""
     params = getattr(model, "parameters", None)
-    changed = [p for p in params() if p.requires_grad] if callable(params) else []
-    for p in changed:
-        p.requires_grad = False
-    try:
-        yield
-    finally:
-        for p in changed:
-            p.requires_grad = True
+    return grad_mode.frozen([p for p in params() if p._requires_grad] if callable(params) else [])

@@ -16,11 +16,12 @@ import itertools
 
 import numpy as np
 
-from .grad_mode import enabled_var
+from .grad_mode import enabled_var, frozen_var
 
 _next_seq = itertools.count().__next__
 _NO_EDGE = (None, 0)
 _grad_enabled = enabled_var.get  # the grad mode of the calling thread or task
+_frozen = frozen_var.get          # leaves that record no graph in the calling thread or task
 # AccumulateGrad nodes run as soon as they are ready (as in PyTorch); the
 # engine pops the largest sequence number first.
 _LEAF_PRIORITY = 1 << 62
@@ -47,11 +48,19 @@ class Function:
         needs = []
         record = _grad_enabled()
         any_grad = False
+        frozen = None
         for t in inputs:
             if isinstance(t, Tensor):
                 arrays.append(t.data)
                 if record and t._requires_grad:
                     fn = t.grad_fn
+                    if fn is None:
+                        if frozen is None:
+                            frozen = _frozen()
+                        if frozen and id(t) in frozen:
+                            edges.append(_NO_EDGE)
+                            needs.append(False)
+                            continue
                     edges.append((fn if fn is not None else t._accumulator(), 0))
                     needs.append(True)
                     any_grad = True

@@ -4,11 +4,35 @@ The mode is context-local (a `contextvars.ContextVar`), so it belongs to the thr
 task) that set it: `no_grad()` in one thread does not stop another from recording. A new thread
 starts with grad mode on, whatever the thread that started it was doing, as in PyTorch.
 """
+import contextlib
 import contextvars
 import functools
 
 # Read by Function.apply on every op (enabled_var.get()); set only through the classes below.
 enabled_var = contextvars.ContextVar("saliency.grad_enabled", default=True)
+
+
+# Ids of leaf tensors that record no graph in this context (read by Function.apply and
+# Tensor.requires_grad); set only through `frozen`.
+frozen_var = contextvars.ContextVar("saliency.frozen", default=frozenset())
+
+
+@contextlib.contextmanager
+def frozen(tensors):
+    """Inside the block, in this thread or task only, the leaf `tensors` behave as if they did not
+    require grad: operations on them record no edge to them and their .grad is left alone. Other
+    threads see them unchanged (a model can be trained in one thread while maps of it are computed
+    in another)."""
+    keep = list(tensors)  # alive for the block, so that their ids stay theirs
+    token = frozen_var.set(frozen_var.get() | {id(t) for t in keep})
+    try:
+        yield
+    finally:
+        try:
+            frozen_var.reset(token)
+        except ValueError:  # left in another context than the one it was entered in
+            frozen_var.set(token.old_value)
+        del keep
 
 
 def is_grad_enabled():

@@ -7,7 +7,7 @@ import weakref
 import numpy as np
 
 from .function import AccumulateGrad, _RemovableHandle
-from .grad_mode import is_grad_enabled
+from .grad_mode import frozen_var, is_grad_enabled
 from .ops.elementwise import (Abs, Add, Cast, Clamp, Clone, Div, Exp, Log, Maximum, Minimum, Mul, Neg, Pow, Relu,
                               Sigmoid, Sqrt, Sub, Tanh)
 from .ops.linalg import Matmul
@@ -84,7 +84,9 @@ class Tensor:
     # ---- autograd state -------------------------------------------------------------------
     @property
     def requires_grad(self):
-        return self._requires_grad
+        """Whether operations on this tensor record the graph (False for a leaf frozen in this
+        thread by `grad_mode.frozen`, as attribution methods freeze a model's parameters)."""
+        return self._requires_grad and (self.grad_fn is not None or id(self) not in frozen_var.get())
 
     @requires_grad.setter
     def requires_grad(self, flag):

@@ -65,3 +65,40 @@ def test_guided_backprop_and_gradient_at_once_equal_their_sequential_maps(shapes
         sys.setswitchinterval(interval)
     assert not errors, errors
     assert wrong == {name: [] for name in methods}, f"maps that differ from the sequential ones (of {ROUNDS * 4})"
+
+
+def test_a_map_computed_while_another_thread_trains_the_model_leaves_its_gradients_alone(shapes):
+    model, images = shapes
+    expected = A.gradient(model, images[0]).map
+
+    def train_step():
+        for p in model.parameters():
+            p.grad = None
+        model(images[1:2]).sum().backward()      # the model's weights require grad here
+        return [p.grad.data.copy() if p.grad is not None else None for p in model.parameters()]
+
+    alone = train_step()
+    # the map's forward pass waits, inside the method, until the other thread has trained one step
+    main = threading.current_thread()
+    result = {}
+
+    def hold(module, inputs, output):
+        if threading.current_thread() is main:
+            worker = threading.Thread(target=lambda: result.setdefault("grads", train_step()))
+            worker.start()
+            worker.join(60)
+
+    handle = model.register_forward_hook(hold)
+    try:
+        got = A.gradient(model, images[0]).map
+    finally:
+        handle.remove()
+    during = result["grads"]
+    assert all(g is not None for g in during), "the other thread's weights did not require grad"
+    for g, want in zip(during, alone):
+        np.testing.assert_allclose(g, want, rtol=1e-6, atol=1e-9)
+    for g, want in zip((p.grad.data for p in model.parameters()), alone):
+        np.testing.assert_allclose(g, want, rtol=1e-6, atol=1e-9)   # the map added nothing to them
+    np.testing.assert_allclose(got, expected, rtol=0, atol=1e-6 * np.abs(expected).max())
+    for p in model.parameters():
+        p.grad = None

@@ -377,3 +377,31 @@ def test_one_mode_object_entered_in_two_threads_restores_each_threads_own_mode()
         t.join(TIMEOUT)
     assert seen == {"a": (True, "gradient"), "b": (False, "guided")}
     assert shared_mode._tokens == [] and shared_rule._tokens == []
+
+
+def test_a_leaf_frozen_in_one_thread_still_requires_grad_in_another():
+    w = leaf([1.0, 2.0])
+
+    def frozen_here(held):
+        with sl.autograd.grad_mode.frozen([w]):
+            y = (w * 3.0).sum()
+            seen = (w.requires_grad, y.requires_grad)
+            held.hold()
+        return seen, w.requires_grad
+
+    with HeldOpen(frozen_here) as held:
+        assert w.requires_grad
+        (w * 2.0).sum().backward()           # the other thread's freeze does not stop this one
+    assert held.result == ((False, False), True)
+    np.testing.assert_array_equal(w.grad, [2.0, 2.0])
+
+
+def test_a_frozen_leaf_gets_no_edge_and_no_grad():
+    w, x = leaf([1.0, 2.0]), leaf([3.0, 4.0])
+    with sl.autograd.grad_mode.frozen([w]):
+        y = (w * x).sum()
+        assert [fn is None for fn, _ in y.grad_fn.next_functions[0][0].next_functions] == [True, False]
+        y.backward()
+    assert w.grad is None
+    np.testing.assert_array_equal(x.grad, [1.0, 2.0])
+    assert w.requires_grad                      # and it requires grad again after the block
