@@ -1,5 +1,6 @@
 """Checks of an attribution: deletion/insertion curves (Petsiuk et al. 2018, RISE) and the cascading
 model-parameter randomisation test (Adebayo et al. 2018, "Sanity checks for saliency maps")."""
+import threading
 import time
 from dataclasses import dataclass, field
 
@@ -126,7 +127,9 @@ def randomisation_check(model, x, method, seed=None, *, rng=None):
     in one pass over x (last = top); modules the pass does not call are left alone. The seed is
     fixed at the original model's (e.g. its predicted class). `rng`: np.random.Generator (default
     np.random.default_rng(0)). The original weights, and the buffers (batch-norm statistics, which a
-    model in training mode updates), are put back afterwards, also when `method` raises.
+    model in training mode updates), are put back afterwards, also when `method` raises. The
+    weights are changed in place meanwhile: do not use `model` in another thread during the check
+    (run it on a copy, e.g. a model built again with the same state dict).
     """
     if not callable(getattr(model, "named_modules", None)):
         raise TypeError(f"model must be a saliency.nn.Module (its layers are randomised), got {type(model).__name__}")
@@ -169,8 +172,10 @@ def _layers_top_down(model, x):
     names = {id(m): name or type(m).__name__ for name, m in model.named_modules()}
     owners = [m for _, m in model.named_modules() if next(iter(m.parameters(recurse=False)), None) is not None]
     called, handles = [], []
+    here = threading.get_ident()  # calls of the model from other threads are not this pass's
     for m in owners:
-        handles.append(m.register_forward_hook(lambda mod, inputs, output: called.append(mod)))
+        handles.append(m.register_forward_hook(
+            lambda mod, inputs, output: called.append(mod) if threading.get_ident() == here else None))
     try:
         call = Call(model, x)
         call.forward(call.x)

@@ -1,4 +1,6 @@
 """Grad-CAM (Selvaraju et al., arXiv:1610.02391) on any layer with a (N, C, h, w) output."""
+import threading
+
 import numpy as np
 
 from ..autograd.tensor import Tensor
@@ -39,9 +41,11 @@ def gradcam(model, x, seed=None, *, layer):
                         f"got {type(layer).__name__}")
     call = Call(model, x)
     seen = []
+    here = threading.get_ident()
 
     def keep(module, args, out):
-        seen.append(out)
+        if threading.get_ident() == here:  # another thread may run the model at the same time
+            seen.append(out)
 
     handle = register(keep)
     try:

@@ -102,3 +102,23 @@ def test_a_map_computed_while_another_thread_trains_the_model_leaves_its_gradien
     np.testing.assert_allclose(got, expected, rtol=0, atol=1e-6 * np.abs(expected).max())
     for p in model.parameters():
         p.grad = None
+
+
+def test_gradcam_keeps_the_layer_output_of_its_own_forward_pass(shapes):
+    model, images = shapes
+    layer = [m for m in model.modules() if type(m).__name__ == "Conv2d"][-1]
+    expected = A.gradcam(model, images[0], layer=layer).map
+    main = threading.current_thread()
+
+    def other_pass(module, inputs, output):     # another thread runs the model while gradcam's hook is on
+        if threading.current_thread() is main:
+            worker = threading.Thread(target=lambda: model(images[1:2]))
+            worker.start()
+            worker.join(60)
+
+    handle = model.register_forward_hook(other_pass)
+    try:
+        got = A.gradcam(model, images[0], layer=layer).map
+    finally:
+        handle.remove()
+    np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-9)
