@@ -66,6 +66,20 @@ def build(name):
     return model
 
 
+def _shown(path):
+    """A path for a one-line message: as given, or its repr if it holds control characters."""
+    text = str(path)
+    return text if text.isprintable() else repr(text)
+
+
+def _is_file(path, what):
+    """Whether `path` is a regular file; ZooError when the system cannot even look (a name too long, ...)."""
+    try:
+        return Path(path).is_file()
+    except OSError as err:
+        raise ZooError(f"cannot look for {what} {_shown(path)}: {err.strerror or err}") from None
+
+
 def _load_weights(model, path, what):
     """Load a weights file into `model`, or ZooError naming the missing/unexpected/mis-shaped keys.
     A malformed file raises `saliency.nn.WeightsError` unchanged: it names the file and the defect."""
@@ -75,7 +89,7 @@ def _load_weights(model, path, what):
         raise
     except (KeyError, RuntimeError, ValueError) as err:
         detail = " ".join(str(err).split())        # the state-dict report spans lines; keep one
-        raise ZooError(f"{path} does not fit {what}: {detail}") from None
+        raise ZooError(f"{_shown(path)} does not fit {what}: {detail}") from None
 
 
 def load(name, weights=None):
@@ -83,9 +97,9 @@ def load(name, weights=None):
     and `.metrics`; `weights` loads another ``.npz``/``.safetensors`` file into the same architecture."""
     model = build(name)
     path = Path(weights) if weights is not None else WEIGHTS_DIR / f"{model.name}.npz"
-    if not path.is_file():
+    if not _is_file(path, "the weights file"):
         hint = "" if weights is not None else f"; train it with: saliency train {name}"
-        raise ZooError(f"no weights file {path}{hint}")
+        raise ZooError(f"no weights file {_shown(path)}{hint}")
     _load_weights(model, path, f"the {name!r} model")
     model.metrics = dict(card(name).get("metrics", {})) if weights is None else {}
     return model.eval()
@@ -99,24 +113,25 @@ def load_user(spec, weights=None):
     path, sep, fn = str(spec).rpartition(":")
     if not sep or not path.endswith(".py") or not fn.isidentifier():
         raise ZooError(f"unknown model {spec!r}: give a zoo name ({', '.join(SPECS)}) or path/to/file.py:build_fn")
-    if not Path(path).is_file():
-        raise ZooError(f"model file {path} does not exist")
+    if not _is_file(path, "the model file"):
+        raise ZooError(f"model file {_shown(path)} does not exist")
     module_spec = importlib.util.spec_from_file_location(f"_saliency_user_model_{Path(path).stem}", path)
     module = importlib.util.module_from_spec(module_spec)
     try:
         module_spec.loader.exec_module(module)
     except Exception as err:
-        raise ZooError(f"importing {path} failed: {type(err).__name__}: {err}") from None
+        detail = " ".join(str(err).split())
+        raise ZooError(f"importing {_shown(path)} failed: {type(err).__name__}: {detail}") from None
     build_fn = getattr(module, fn, None)
     if not callable(build_fn):
-        raise ZooError(f"{path} has no function {fn}()")
+        raise ZooError(f"{_shown(path)} has no function {fn}()")
     model = build_fn()
     if weights is not None:
         if not isinstance(model, nn.Module):
             raise ZooError(f"{fn}() returned a {type(model).__name__}, not a saliency.nn.Module; "
                            "weights load only into a Module")
-        if not Path(weights).is_file():
-            raise ZooError(f"no weights file {weights}")
+        if not _is_file(weights, "the weights file"):
+            raise ZooError(f"no weights file {_shown(weights)}")
         _load_weights(model, weights, f"the model from {spec}")
     return model.eval() if isinstance(model, nn.Module) else model
 

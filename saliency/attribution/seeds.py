@@ -164,15 +164,22 @@ class _Pixel(Seed):
         return f"pixel ({self.row}, {self.col})" + ("" if self.channel is None else f" channel {self.channel}")
 
 
+def _is_int_box(value):
+    """Whether `value` is a tuple or list of four integers (not bools)."""
+    return isinstance(value, (tuple, list)) and len(value) == 4 and all(
+        isinstance(b, (int, np.integer)) and not isinstance(b, (bool, np.bool_)) for b in value)
+
+
 class _Region(Seed):
     def __init__(self, mask_or_box, channel=None):
         self.channel = None if channel is None else _index(channel, "channel")
-        arr = np.asarray(mask_or_box)
-        if arr.dtype == np.bool_ and arr.ndim == 2:
+        # a box of Python ints of any size stays as it is: NumPy would turn ints past int64 into floats
+        arr = mask_or_box if _is_int_box(mask_or_box) else np.asarray(mask_or_box)
+        if isinstance(arr, np.ndarray) and arr.dtype == np.bool_ and arr.ndim == 2:
             if not arr.any():
                 raise SeedError("region mask selects no pixels; pass a mask with at least one True pixel")
             self.mask, self.box = arr.copy(), None
-        elif arr.shape == (4,) and arr.dtype.kind in "iu":
+        elif _is_int_box(arr) or (arr.shape == (4,) and arr.dtype.kind in "iu"):
             r0, c0, r1, c1 = (_index(int(b), "box corner") for b in arr)
             if r1 <= r0 or c1 <= c0:
                 raise SeedError(f"region box {(r0, c0, r1, c1)} is empty; a box is (r0, c0, r1, c1) with r0 < r1 "
