@@ -4,6 +4,10 @@ A safetensors file is: 8 bytes, the header length N as a little-endian uint64; N
 {"name": {"dtype": "F32", "shape": [2, 3], "data_offsets": [begin, end]}, ..., "__metadata__":
 {str: str}}, padded with spaces; then the byte buffer, which the tensors cover without gaps or
 overlaps (offsets are relative to its start), little-endian.
+
+Reading trusts no length field: every declared size is checked, with Python ints, against the
+file's real size before anything is allocated for it, and a malformed file of either kind raises
+`WeightsError` (a ValueError), one sentence naming the file and the defect.
 """
 import json
 import math

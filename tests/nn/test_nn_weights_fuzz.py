@@ -323,3 +323,50 @@ def test_a_real_highly_compressed_member_still_loads(tmp_path):
     info = zipfile.ZipFile(tmp_path / "zeros.npz").infolist()[0]
     assert info.file_size / info.compress_size > 500
     assert nn.load(tmp_path / "zeros.npz")["z"].shape == (10 ** 6,)
+
+
+def _zip(members, compression=zipfile.ZIP_STORED):
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", compression) as zf:
+        for name, data in members.items():
+            zf.writestr(name, data)
+    return buf.getvalue()
+
+
+def _npy(arr):
+    buf = io.BytesIO()
+    np.save(buf, arr)
+    return buf.getvalue()
+
+
+def _encrypted():
+    blob = bytearray(_zip({"w.npy": _npy(np.ones(2))}))
+    central = blob.find(b"PK\x01\x02")
+    blob[central + 8] |= 1                                  # the "encrypted" flag bit
+    return bytes(blob)
+
+
+@pytest.mark.parametrize("blob, message", [
+    (_zip({"w.npy": _npy(np.ones(2))}, zipfile.ZIP_BZIP2), "member 'w.npy' uses compression method 12; only "
+                                                           "stored and deflated members are read"),
+    (_encrypted(), "member 'w.npy' is encrypted"),
+    (_zip({"w.txt": b"hello"}), "member 'w.txt' is not a .npy array"),
+    (_zip({"w.npy": b"hello"}), "member 'w.npy' is not a .npy array (it does not start with the .npy magic)"),
+    (_npz_member("{}", version=(4, 0)), "member 'w.npy' has .npy format version 4.0"),
+    (_npz_member("{'descr': '<f4', 'fortran_order': False, 'shape': (1,), 'x': 1}"),
+     "header that is not a dict literal with the keys descr, fortran_order and shape"),
+    (_npz_member("__import__('os').system('true')"), "header that is not a dict literal"),
+    (_npz_member(repr({"descr": "<f4", "fortran_order": 0, "shape": ()}), bytes(4)),
+     "fortran_order 0; expected True or False"),
+    (_npz_member(repr({"descr": "<f4", "fortran_order": False, "shape": (1,) * 33}), bytes(4)),
+     "expected a tuple of at most 32 non-negative integers"),
+    (_npz_member(repr({"descr": "<f4", "fortran_order": False, "shape": (True,)}), bytes(4)),
+     "has shape (True,)"),
+    (_npz_member("{'descr': '<f4', 'fortran_order': False, 'shape': (8,)}", bytes(8)),
+     "declares shape (8,) of <f4 (32 bytes) but holds 8 bytes of data"),
+    (_zip({"w.npy": b"\x93NUMPY\x01\x00" + struct.pack("<H", 100) + b"{}"}),
+     "member 'w.npy' has a .npy header length of 100 bytes, more than the member's 12 bytes"),
+    (_zip({"w.npy": b"\x93NUMPY\x02\x00\x00\x00"}), "member 'w.npy' ends inside its .npy header"),
+])
+def test_each_npz_defect_has_its_own_message(tmp_path, blob, message):
+    assert message in _load_error(tmp_path / "defect.npz", blob)
