@@ -1,4 +1,6 @@
 """The error a malformed weights file raises, and the helpers both weight readers share."""
+import math
+
 import numpy as np
 
 
@@ -12,6 +14,12 @@ def short(value, limit=60):
     """repr(value) cut to `limit` characters, for error messages that must stay one short line."""
     text = repr(value)
     return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def too_big(shape, itemsize):
+    """Whether NumPy would refuse an array of `shape` even when it is empty: its nonzero dimensions
+    times the item size must stay below 2**63 bytes."""
+    return math.prod(d for d in shape if d) * itemsize >= 2 ** 63
 
 
 def one_line(exc, limit=200):

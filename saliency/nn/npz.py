@@ -20,7 +20,7 @@ import zlib
 
 import numpy as np
 
-from .errors import WeightsError, one_line, read_exactly, short
+from .errors import WeightsError, one_line, read_exactly, short, too_big
 
 MAX_RATIO = 1100     # deflate expands at most ~1032:1; a member that claims more is a zip bomb
 _MAX_HEADER = 65536  # numpy writes .npy headers of a few hundred bytes
@@ -116,6 +116,8 @@ def _read_npy(member, info):
     if start + nbytes != info.file_size:
         raise _Bad(f"member {name} declares shape {short(shape)} of {dtype.str} ({nbytes} bytes) but holds "
                    f"{info.file_size - start} bytes of data")
+    if too_big(shape, dtype.itemsize):  # only an empty array gets here with such a shape
+        raise _Bad(f"member {name} has shape {short(shape)}, too large for any array")
     buf, got = read_exactly(member, nbytes)
     if got < nbytes or member.read(1):  # the extra read also makes zipfile check the CRC
         raise _Bad(f"member {name} ends after {got} of its {nbytes} data bytes")

@@ -19,7 +19,7 @@ import numpy as np
 
 from .._write import atomic_open, atomic_path
 from ..autograd.tensor import Tensor
-from .errors import WeightsError, one_line, read_exactly, short
+from .errors import WeightsError, one_line, read_exactly, short, too_big
 from .npz import finish, read_npz
 
 __all__ = ["WeightsError", "load", "load_safetensors", "parse_safetensors", "safetensors_bytes", "save",
@@ -140,10 +140,13 @@ def _header(text, data_size, bad):
     entries = []
     for key, info in header.items():
         code, shape, (begin, end) = _entry(key, info, bad)
-        size = math.prod(shape) * np.dtype(_DTYPES[code]).itemsize
+        itemsize = np.dtype(_DTYPES[code]).itemsize
+        size = math.prod(shape) * itemsize
         if end - begin != size:
             raise bad(f"tensor {short(key)} ({code}, shape {short(tuple(shape))}) needs {size} bytes but its "
                       f"data_offsets [{begin}, {end}] span {end - begin}")
+        if too_big(shape, itemsize):  # only an empty tensor gets here with such a shape
+            raise bad(f"tensor {short(key)} has shape {short(shape)}, too large for any array")
         if end > data_size:
             raise bad(f"tensor {short(key)} ends at byte {end} of a data buffer of {data_size} bytes (truncated file?)")
         entries.append((key, code, shape, begin, end))

@@ -253,6 +253,17 @@ def test_safetensors_shape_whose_byte_count_overflows_int64(tmp_path):
     assert "needs 73786976294838206464 bytes but its data_offsets [0, 0] span 0" in msg
 
 
+@pytest.mark.parametrize("shape", [[0, 2 ** 63], [0, 2 ** 62, 4], [2 ** 70, 0]])
+def test_empty_arrays_with_dimensions_numpy_cannot_hold(tmp_path, shape):
+    """Zero elements and zero bytes, but NumPy refuses the shape: a WeightsError, not its ValueError."""
+    header = json.dumps({"x": {"dtype": "F32", "shape": shape, "data_offsets": [0, 0]}}).encode()
+    msg = _load_error(tmp_path / "a.safetensors", struct.pack("<Q", len(header)) + header)
+    assert f"tensor 'x' has shape {shape}, too large for any array" in msg
+    blob = _npz_member(repr({"descr": "<f4", "fortran_order": False, "shape": tuple(shape)}))
+    assert f"member 'w.npy' has shape {tuple(shape)}, too large for any array" in _load_error(tmp_path / "a.npz",
+                                                                                               blob)
+
+
 def test_safetensors_bools_are_not_offsets_or_dims():
     header = json.dumps({"x": {"dtype": "U8", "shape": [1], "data_offsets": [False, True]}}).encode()
     with pytest.raises(nn.WeightsError, match=r"data_offsets \[false, true\]|data_offsets \[False, True\]"):
