@@ -118,7 +118,10 @@ def _read_npy(member, info):
                    f"{info.file_size - start} bytes of data")
     if too_big(shape, dtype.itemsize):  # only an empty array gets here with such a shape
         raise _Bad(f"member {name} has shape {short(shape)}, too large for any array")
-    buf, got = read_exactly(member, nbytes)
+    try:  # nbytes <= MAX_RATIO x the compressed size, yet a large lying file can still ask for too much
+        buf, got = read_exactly(member, nbytes)
+    except MemoryError:
+        raise _Bad(f"member {name} declares {nbytes} bytes of data, more than this machine can allocate") from None
     if got < nbytes or member.read(1):  # the extra read also makes zipfile check the CRC
         raise _Bad(f"member {name} ends after {got} of its {nbytes} data bytes")
     return finish(buf, dtype, shape, fortran)

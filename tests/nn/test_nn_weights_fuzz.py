@@ -381,3 +381,14 @@ def _encrypted():
 ])
 def test_each_npz_defect_has_its_own_message(tmp_path, blob, message):
     assert message in _load_error(tmp_path / "defect.npz", blob)
+
+
+def test_a_member_too_large_to_allocate_is_a_weights_error(tmp_path, monkeypatch):
+    """Within the ratio bound a big lying file may still declare more than memory holds."""
+    import saliency.nn.npz as npz
+
+    def no_memory(stream, nbytes):
+        raise MemoryError
+    monkeypatch.setattr(npz, "read_exactly", no_memory)
+    msg = _load_error(tmp_path / "a.npz", _FILES["stored.npz"])
+    assert "declares 96 bytes of data, more than this machine can allocate" in msg
