@@ -1,10 +1,13 @@
 """Image files in (load_image: PNG/JPEG -> float (C, H, W)) and pictures out (save: PNG)."""
+import contextlib
 import numbers
+import re
+import warnings
 from pathlib import Path
 
 import numpy as np
 from matplotlib.figure import Figure
-from PIL import Image, ImageOps, UnidentifiedImageError
+from PIL import Image, UnidentifiedImageError
 
 from .._write import atomic_path
 from .errors import ImageError, VizError
@@ -14,51 +17,116 @@ _SIXTEEN_BIT = ("I;16", "I;16L", "I;16B", "I;16N", "I")
 _LUMA = np.array([0.299, 0.587, 0.114], dtype=np.float32)  # ITU-R 601, as Pillow's "L"
 
 
-def _open(path):
-    """The decoded Pillow image at `path` (a Path or an open binary file), EXIF orientation applied,
-    and whether it was rotated."""
+# EXIF orientation tag (0x0112) -> the transpose that shows the image upright
+_UPRIGHT = {2: Image.Transpose.FLIP_LEFT_RIGHT, 3: Image.Transpose.ROTATE_180, 4: Image.Transpose.FLIP_TOP_BOTTOM,
+            5: Image.Transpose.TRANSPOSE, 6: Image.Transpose.ROTATE_270, 7: Image.Transpose.TRANSVERSE,
+            8: Image.Transpose.ROTATE_90}
+_STRIP_BYTES = 1 << 23  # float32 bytes of one strip of rows converted at a time
+_BOMB = re.compile(r"\((\d+) pixels\) exceeds limit of (\d+) pixels")
+
+
+def _name(path):
+    return getattr(path, "name", path)
+
+
+@contextlib.contextmanager
+def _opened(path):
+    """The Pillow image at `path` (a Path or an open binary file), not yet decoded, and a note when
+    it is larger than Pillow's MAX_IMAGE_PIXELS (which Pillow would print as a warning)."""
     if isinstance(path, Path) and not path.exists():
         raise ImageError(f"cannot read image '{path}': no such file")
     if isinstance(path, Path) and path.is_dir():
         raise ImageError(f"cannot read image '{path}': it is a folder, not an image file")
     try:
-        with Image.open(path) as img:
-            img.load()
-            rotated = img.getexif().get(0x0112, 1) not in (0, 1)
-            return (ImageOps.exif_transpose(img) if rotated else img.copy()), rotated
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            img = Image.open(path)
     except UnidentifiedImageError:
-        path = getattr(path, "name", path)
-        raise ImageError(f"cannot read image '{path}': not an image file Pillow can decode (use PNG or JPEG)") from None
-    except (OSError, ValueError, Image.DecompressionBombError) as exc:
-        path = getattr(path, "name", path)
-        raise ImageError(f"cannot read image '{path}': {exc}") from None
+        raise ImageError(f"cannot read image '{_name(path)}': not an image file Pillow can decode "
+                         "(use PNG or JPEG)") from None
+    except Image.DecompressionBombError as exc:
+        found = _BOMB.search(str(exc))
+        what = (f"it has {int(found[1]):,} pixels, more than Pillow's limit of {int(found[2]):,} against "
+                f"decompression bombs" if found else str(exc))
+        raise ImageError(f"cannot read image '{_name(path)}': {what} (raise PIL.Image.MAX_IMAGE_PIXELS for an "
+                         "image you trust, or make it smaller first)") from None
+    except (OSError, ValueError) as exc:
+        raise ImageError(f"cannot read image '{_name(path)}': {exc}") from None
+    width, height = img.size
+    limit = Image.MAX_IMAGE_PIXELS
+    note = (f"a very large image ({width}x{height} = {width * height:,} pixels, over Pillow's MAX_IMAGE_PIXELS)"
+            if limit and width * height > limit else None)
+    with img:
+        yield img, note
+
+
+def _working_mode(img):
+    """The mode each strip of `img` is converted to before it becomes floats."""
+    mode = img.mode
+    if mode in _SIXTEEN_BIT or mode in ("F", "L", "LA", "RGB", "RGBA"):
+        return mode
+    if mode == "P":
+        return "RGBA" if "transparency" in img.info else "RGB"
+    if mode in ("PA", "RGBa"):              # a palette of colours: "LA" would drop them
+        return "RGBA"
+    return {"La": "LA", "1": "L"}.get(mode, "RGB")
 
 
 def _pixels(img):
-    """(float32 (H, W, C) in [0, 1] with C = 1 or 3, alpha (H, W) or None) of a Pillow image."""
+    """(float32 (H, W, C) with C = 1 or 3, alpha (H, W) or None) of a Pillow image; values in
+    [0, 1] except for mode "F", whose values are returned as they are."""
     mode = img.mode
     if mode in _SIXTEEN_BIT:
         return np.clip(np.asarray(img, dtype=np.float32) / 65535.0, 0.0, 1.0)[..., None], None
     if mode == "F":
-        return np.clip(np.nan_to_num(np.asarray(img, dtype=np.float32)), 0.0, 1.0)[..., None], None
-    if mode == "P":
-        img = img.convert("RGBA" if "transparency" in img.info else "RGB")
-    elif mode == "PA":                  # a palette of colours: converting to "LA" would drop them
-        img = img.convert("RGBA")
-    elif mode == "La":
-        img = img.convert("LA")
-    elif mode == "RGBa":
-        img = img.convert("RGBA")
-    elif mode == "1":
-        img = img.convert("L")
-    elif img.mode not in ("L", "LA", "RGB", "RGBA"):
-        img = img.convert("RGB")
-    arr = np.asarray(img, dtype=np.float32) / 255.0
+        return np.asarray(img, dtype=np.float32)[..., None], None
+    if mode != _working_mode(img):
+        img = img.convert(_working_mode(img))
+    arr = np.asarray(img, dtype=np.float32)
+    arr *= np.float32(1 / 255)
     if arr.ndim == 2:
         arr = arr[..., None]
     if img.mode in ("LA", "RGBA"):
         return arr[..., :-1], arr[..., -1]
     return arr, None
+
+
+def _box_means(arr, factor):
+    """Means of the `factor` x `factor` blocks of (h, w, C) `arr` (partial blocks at the bottom and
+    right edges averaged over the pixels they have). Rows are summed, then columns: each sum has at
+    most `factor` terms, so float32 keeps about six digits."""
+    if factor == 1:
+        return arr
+    h, w = arr.shape[:2]
+    rows, cols = np.arange(0, h, factor), np.arange(0, w, factor)
+    sums = np.add.reduceat(np.add.reduceat(arr, rows, axis=0), cols, axis=1)
+    counts = np.minimum(factor, h - rows)[:, None] * np.minimum(factor, w - cols)[None, :]
+    return sums / counts[..., None].astype(np.float32)
+
+
+def _decoded(img, factor):
+    """(float32 (H', W', C) of the decoded `img` composited on white, each `factor` x `factor` block
+    averaged; what was found: {"transparent": bool, "outside": values of a float image outside
+    [0, 1], "bad": its NaN and infinite values}).
+
+    The image is converted a strip of rows at a time, so that no float copy of the whole image is
+    made when `factor` > 1: the extra memory is one strip and the reduced result."""
+    width, height = img.size
+    bands = 4 if len(_working_mode(img)) >= 3 else 2
+    rows = max(factor, _STRIP_BYTES // (4 * bands * max(width, 1)) // factor * factor)
+    parts, found = [], {"transparent": False, "outside": 0, "bad": 0}
+    for top in range(0, height, rows):
+        arr, alpha = _pixels(img.crop((0, top, width, min(height, top + rows))))
+        if img.mode == "F":
+            finite = np.isfinite(arr)
+            found["bad"] += int(arr.size - np.count_nonzero(finite))
+            found["outside"] += int(np.count_nonzero(finite & ((arr < 0.0) | (arr > 1.0))))
+            arr = np.clip(np.where(finite, arr, 0.0), 0.0, 1.0)
+        if alpha is not None and alpha.min() < 1.0:
+            arr = arr * alpha[..., None] + (1.0 - alpha[..., None])
+            found["transparent"] = True
+        parts.append(_box_means(arr, factor))
+    return np.concatenate(parts, axis=0), found
 
 
 def _check_size(size):
@@ -73,22 +141,43 @@ def load_image(path, size=None, channels=3):
     """(float32 (channels, H, W) in [0, 1], note) read from a PNG, JPEG or other file Pillow decodes
     (`path`: a path, or a binary file object).
 
-    Grey, RGB, RGBA, palette and 16-bit images are accepted (16-bit keeps its precision). A
-    transparent image is composited on white; grey becomes RGB by repetition and RGB becomes grey
-    by ITU-R 601 luma; EXIF rotation is applied; with `size` = (H, W) the image is stretched to it
-    (bilinear). `note` says which of these happened, e.g. "resized 640x480 -> 64x64" (width x
-    height), joined by "; ", or is None when the pixels were used as they are.
+    Grey, RGB, RGBA, palette, 1-bit and 16-bit images are accepted (16-bit keeps its precision); a
+    32-bit float image is taken as values in [0, 1] and refused if it holds NaN or infinite values.
+    A transparent image is composited on white; grey becomes RGB by repetition and RGB becomes grey
+    by ITU-R 601 luma; EXIF rotation is applied; an animated image gives its first frame; with
+    `size` = (H, W) the image is stretched to it (bilinear). `note` says which of these happened,
+    e.g. "resized 640x480 -> 64x64" (width x height), joined by "; ", or is None when the pixels
+    were used as they are.
+
+    Memory: an image at least four times `size` is shrunk while it is decoded (a JPEG by its
+    decoder's 1/2, 1/4 or 1/8 scaling, then any image by averaging blocks of pixels, a strip of rows
+    at a time) to between two and four times `size` before the final bilinear resize, so reading it
+    takes about its decoded 8-bit size in memory, not a float copy of it. Pillow's guard against
+    decompression bombs holds: an image of more than twice `PIL.Image.MAX_IMAGE_PIXELS` pixels is
+    refused with an ImageError, one over it gets a note.
     """
     if channels not in (1, 3) or isinstance(channels, bool):
         raise VizError(f"channels must be 1 or 3, got {channels!r}")
     size = None if size is None else _check_size(size)
     path = path if hasattr(path, "read") else Path(path)
-    img, rotated = _open(path)
-    notes = ["rotated as its EXIF orientation says"] if rotated else []
-    arr, alpha = _pixels(img)
-    if alpha is not None and alpha.min() < 1.0:
-        arr = arr * alpha[..., None] + (1.0 - alpha[..., None])
+    with _opened(path) as (img, large):
+        notes = [large] if large else []
+        frames = getattr(img, "n_frames", 1)
+        if frames > 1:
+            notes.append(f"animated image: used its first frame of {frames}")
+        try:
+            arr, found = _read(img, size)
+        except (OSError, ValueError, EOFError) as exc:
+            raise ImageError(f"cannot read image '{_name(path)}': {exc}") from None
+    if found["bad"]:
+        raise ImageError(f"cannot read image '{_name(path)}': it holds {found['bad']} NaN or infinite values")
+    if found["turned"]:
+        notes.insert(0, "rotated as its EXIF orientation says")
+    if found["transparent"]:
         notes.append("transparent pixels composited on white")
+    if found["outside"]:
+        notes.append(f"{found['outside']} values outside [0, 1] clipped")
+    width, height = found["shown"]
     if arr.shape[-1] != channels:
         if channels == 3:
             arr = np.repeat(arr, 3, axis=-1)
@@ -96,13 +185,49 @@ def load_image(path, size=None, channels=3):
         else:
             arr = (arr @ _LUMA)[..., None]
             notes.append("RGB converted to grey")
-    height, width = arr.shape[:2]
     if size is not None and size != (height, width):
-        arr = np.stack([np.asarray(Image.fromarray(np.ascontiguousarray(arr[..., c]))
-                                   .resize((size[1], size[0]), Image.Resampling.BILINEAR)) for c in range(channels)], -1)
+        if arr.shape[:2] != size:
+            arr = np.stack([np.asarray(Image.fromarray(np.ascontiguousarray(arr[..., c]))
+                                       .resize((size[1], size[0]), Image.Resampling.BILINEAR))
+                            for c in range(channels)], -1)
         notes.append(f"resized {width}x{height} -> {size[1]}x{size[0]}")
     chw = np.ascontiguousarray(np.clip(np.moveaxis(arr, -1, 0), 0.0, 1.0), dtype=np.float32)
     return chw, ("; ".join(notes) or None)
+
+
+def _read(img, size):
+    """(float32 (H', W', C) upright, what was found: as `_decoded` says, and "turned" (EXIF
+    orientation applied), "shown" (the upright image's full (width, height))) of the open image
+    `img`, shrunk for `size` when it is at least four times as large."""
+    orientation = img.getexif().get(0x0112, 1)
+    sideways = orientation in (5, 6, 7, 8)
+    width, height = img.size
+    factor = 1
+    if size is not None:
+        want_w, want_h = (size[0], size[1]) if sideways else (size[1], size[0])  # in the stored layout
+        if img.format == "JPEG" and min(width // want_w, height // want_h) >= 4:
+            img.draft(img.mode, (2 * want_w, 2 * want_h))  # the decoder's scaling keeps >= this size
+        factor = max(1, min(img.size[0] // (2 * want_w), img.size[1] // (2 * want_h)))
+    img.load()
+    arr, found = _decoded(img, factor)
+    if orientation in _UPRIGHT:
+        arr = _turn(arr, _UPRIGHT[orientation])
+    found.update(turned=orientation in _UPRIGHT, shown=(height, width) if sideways else (width, height))
+    return arr, found
+
+
+def _turn(arr, method):
+    """(H, W, C) `arr` transposed as Pillow's `Image.transpose(method)` would."""
+    T = Image.Transpose
+    return np.ascontiguousarray({
+        T.FLIP_LEFT_RIGHT: lambda a: a[:, ::-1],
+        T.FLIP_TOP_BOTTOM: lambda a: a[::-1],
+        T.ROTATE_180: lambda a: a[::-1, ::-1],
+        T.ROTATE_90: lambda a: np.rot90(a, 1),
+        T.ROTATE_270: lambda a: np.rot90(a, -1),
+        T.TRANSPOSE: lambda a: a.transpose(1, 0, 2),
+        T.TRANSVERSE: lambda a: a[::-1, ::-1].transpose(1, 0, 2),
+    }[method](arr))
 
 
 def _as_picture(array):
