@@ -21,12 +21,13 @@ _LUMA = np.array([0.299, 0.587, 0.114], dtype=np.float32)  # ITU-R 601, as Pillo
 _UPRIGHT = {2: Image.Transpose.FLIP_LEFT_RIGHT, 3: Image.Transpose.ROTATE_180, 4: Image.Transpose.FLIP_TOP_BOTTOM,
             5: Image.Transpose.TRANSPOSE, 6: Image.Transpose.ROTATE_270, 7: Image.Transpose.TRANSVERSE,
             8: Image.Transpose.ROTATE_90}
-_STRIP_BYTES = 1 << 23  # float32 bytes of one strip of rows converted at a time
+_STRIP_BYTES = 1 << 22  # float32 bytes of one strip of rows converted at a time
 _BOMB = re.compile(r"\((\d+) pixels\) exceeds limit of (\d+) pixels")
 
 
 def _name(path):
-    return getattr(path, "name", path)
+    """How an error names the image: its path, or a file object's name."""
+    return path if isinstance(path, Path) else getattr(path, "name", "<file object>")
 
 
 @contextlib.contextmanager
@@ -186,10 +187,10 @@ def load_image(path, size=None, channels=3):
             arr = (arr @ _LUMA)[..., None]
             notes.append("RGB converted to grey")
     if size is not None and size != (height, width):
-        if arr.shape[:2] != size:
-            arr = np.stack([np.asarray(Image.fromarray(np.ascontiguousarray(arr[..., c]))
-                                       .resize((size[1], size[0]), Image.Resampling.BILINEAR))
-                            for c in range(channels)], -1)
+        box = found["box"]  # the whole image in pixels of `arr`, whose edge pixels may stand for part blocks
+        arr = np.stack([np.asarray(Image.fromarray(np.ascontiguousarray(arr[..., c]))
+                                   .resize((size[1], size[0]), Image.Resampling.BILINEAR, box=box))
+                        for c in range(channels)], -1)
         notes.append(f"resized {width}x{height} -> {size[1]}x{size[0]}")
     chw = np.ascontiguousarray(np.clip(np.moveaxis(arr, -1, 0), 0.0, 1.0), dtype=np.float32)
     return chw, ("; ".join(notes) or None)
@@ -197,7 +198,9 @@ def load_image(path, size=None, channels=3):
 
 def _read(img, size):
     """(float32 (H', W', C) upright, what was found: as `_decoded` says, and "turned" (EXIF
-    orientation applied), "shown" (the upright image's full (width, height))) of the open image
+    orientation applied), "shown" (the upright image's full (width, height)), "box" (the whole
+    image as (x0, y0, x1, y1) in pixels of the result, fractional where an edge column or row of
+    the result stands for a partial block)) of the open image
     `img`, shrunk for `size` when it is at least four times as large."""
     orientation = img.getexif().get(0x0112, 1)
     sideways = orientation in (5, 6, 7, 8)
@@ -210,10 +213,27 @@ def _read(img, size):
         factor = max(1, min(img.size[0] // (2 * want_w), img.size[1] // (2 * want_h)))
     img.load()
     arr, found = _decoded(img, factor)
+    box = (0.0, 0.0, img.size[0] / factor, img.size[1] / factor)  # the image, in pixels of `arr`
     if orientation in _UPRIGHT:
+        box = _turn_box(box, arr.shape[1], arr.shape[0], _UPRIGHT[orientation])
         arr = _turn(arr, _UPRIGHT[orientation])
-    found.update(turned=orientation in _UPRIGHT, shown=(height, width) if sideways else (width, height))
+    found.update(turned=orientation in _UPRIGHT, shown=(height, width) if sideways else (width, height), box=box)
     return arr, found
+
+
+def _turn_box(box, width, height, method):
+    """`box` (x0, y0, x1, y1) in a (width, height) picture, where the picture transposed by
+    `method` shows it."""
+    T = Image.Transpose
+    move = {T.FLIP_LEFT_RIGHT: lambda x, y: (width - x, y),
+            T.FLIP_TOP_BOTTOM: lambda x, y: (x, height - y),
+            T.ROTATE_180: lambda x, y: (width - x, height - y),
+            T.ROTATE_90: lambda x, y: (y, width - x),
+            T.ROTATE_270: lambda x, y: (height - y, x),
+            T.TRANSPOSE: lambda x, y: (y, x),
+            T.TRANSVERSE: lambda x, y: (height - y, width - x)}[method]
+    (xa, ya), (xb, yb) = move(box[0], box[1]), move(box[2], box[3])
+    return min(xa, xb), min(ya, yb), max(xa, xb), max(ya, yb)
 
 
 def _turn(arr, method):
