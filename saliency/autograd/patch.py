@@ -16,6 +16,7 @@ import math
 
 import numpy as np
 
+from . import geometry
 from ..kernels import window as _window
 
 # A seed becomes windows when its windows cover at most this fraction of the map; windows
@@ -82,11 +83,15 @@ class Patch:
 
     def sliding(self, kernel, stride=1, padding=0, dilation=1):
         """(origins, size) of the input windows that a sliding-window op (convolution, pooling) reads
-        for these output windows: origin * stride - padding, (h - 1) * stride + (k - 1) * dilation + 1
-        rows, likewise columns. Arguments are ints or (rows, cols) pairs."""
-        k, s, p, d = (np.broadcast_to(np.asarray(v, np.int64), (2,)) for v in (kernel, stride, padding, dilation))
-        size = tuple(int(e) for e in (np.array(self.size) - 1) * s + (k - 1) * d + 1)
-        return self.origins * s - p, size
+        for these output windows, per axis `geometry.reads` (not clipped to the map): origin * stride
+        - padding, (h - 1) * stride + (k - 1) * dilation + 1 rows, likewise columns. Arguments are ints
+        or (rows, cols) pairs."""
+        origins, size = [], []
+        for axis, (n, k, s, p, d) in enumerate(zip(self.size, *map(geometry.pair, (kernel, stride, padding, dilation)))):
+            lo, hi = geometry.reads(0, n, k, s, p, d)
+            origins.append(geometry.reads(self.origins[:, axis], self.origins[:, axis] + n, k, s, p, d)[0])
+            size.append(hi - lo)
+        return np.stack(origins, axis=1), tuple(size)
 
     def window(self, a):
         """The windows of `a` (an array of the output's shape, or of its map with fewer lead

@@ -15,163 +15,21 @@ recorded graph with these rules: the union over all paths, so a theoretical rece
 several nodes the result contains the bounding box of the true support and equals it unless a
 dilated or strided window leaves holes that a later window straddling the border drops.
 
-The per-axis functions (`sliding`, `nearest`, `bilinear`, `adaptive`) map an output interval
-[lo, hi) to an input interval and are what an engine needs to crop a VJP to its window.
+The geometry (`Box` and the per-axis and per-op-type functions `sliding`, `nearest`, `bilinear`,
+`adaptive`, `conv_window`, ...) lives in `saliency.autograd.geometry` and is re-exported here.
 """
 import heapq
-from typing import NamedTuple
 
 from .function import AccumulateGrad
+# the geometry's public names are re-exported here (users and tests import them from this module)
+from .geometry import (Box, adaptive, adaptive_pool_window, bilinear, broadcast_window, conv_window,  # noqa: F401
+                       nearest, per_axis as _per_axis, pool_window, shifted as _shifted, slice_axis as _slice_axis,
+                       sliding, spatial, trailing_kept as _trailing_kept, upsample_conv_window, upsample_window)
 from .ops import conv, elementwise, linalg, loss, norm, pool, reduce, resize, shape
-
-
-class Box(NamedTuple):
-    """Rows r0:r1 and columns c0:c1 of a map (end-exclusive), as seeds.region's (r0, c0, r1, c1)."""
-
-    r0: int
-    c0: int
-    r1: int
-    c1: int
-
-    @property
-    def size(self):
-        """(rows, cols)."""
-        return self.r1 - self.r0, self.c1 - self.c0
-
-    @classmethod
-    def whole(cls, shape):
-        """The whole map of a tensor of this shape."""
-        h, w = spatial(shape)
-        return cls(0, 0, h, w)
-
-    def clip(self, shape):
-        """The part inside the map of a tensor of this shape, or None if that is empty."""
-        h, w = spatial(shape)
-        r0, c0, r1, c1 = max(self.r0, 0), max(self.c0, 0), min(self.r1, h), min(self.c1, w)
-        return Box(r0, c0, r1, c1) if r0 < r1 and c0 < c1 else None
-
-    def union(self, other):
-        """The bounding box of both (None is empty)."""
-        if other is None:
-            return self
-        return Box(min(self.r0, other.r0), min(self.c0, other.c0), max(self.r1, other.r1), max(self.c1, other.c1))
-
-
-def spatial(shape):
-    """(H, W): the last two dimensions of `shape`, with 1 for a missing one."""
-    shape = tuple(shape)
-    return ((1, 1) + shape)[-2:]
 
 
 def _union(a, b):
     return b if a is None else a.union(b)
-
-
-def _pair(v):
-    return (int(v), int(v)) if not isinstance(v, (tuple, list)) else (int(v[0]), int(v[1]))
-
-
-def _ceil_div(a, b):
-    return -(-a // b)
-
-
-# ---- per axis: an output interval [lo, hi) -> the input interval it reads, or None ----------------
-
-def sliding(lo, hi, n, kernel, stride=1, padding=0, dilation=1):
-    """A sliding window (convolution, pooling): output i reads input i*stride - padding + k*dilation
-    for k < kernel, where that is inside 0..n-1."""
-    first, last = None, None
-    for k in range(kernel):
-        c = k * dilation - padding
-        i_lo = max(lo, _ceil_div(-c, stride))
-        i_hi = min(hi - 1, (n - 1 - c) // stride)
-        if i_lo <= i_hi:
-            a, b = i_lo * stride + c, i_hi * stride + c
-            first = a if first is None else min(first, a)
-            last = b if last is None else max(last, b)
-    return None if first is None else (first, last + 1)
-
-
-def nearest(lo, hi, n, scale):
-    """Nearest upsampling by an integer scale: output i reads input i // scale."""
-    return (lo // scale, min((hi - 1) // scale + 1, n)) if lo < hi else None
-
-
-def bilinear(lo, hi, n, scale):
-    """Bilinear upsampling by an integer scale, align_corners=False: output i reads the source rows
-    floor(s) and floor(s) + 1 (clipped to n - 1) around s = (i + 0.5) / scale - 0.5 >= 0; the
-    second has weight 0 when s is a whole number."""
-    if lo >= hi:
-        return None
-
-    def source(i):  # s = t / (2 * scale) exactly, clamped at 0
-        t = max(2 * i + 1 - scale, 0)
-        return t // (2 * scale), t % (2 * scale)
-
-    first = source(lo)[0]
-    base, frac = source(hi - 1)
-    return first, min(base + (frac != 0), n - 1) + 1
-
-
-def adaptive(lo, hi, n, n_out):
-    """Adaptive pooling: output i reads PyTorch's bin floor(i*n/n_out) .. ceil((i+1)*n/n_out)."""
-    return ((lo * n) // n_out, _ceil_div(hi * n, n_out)) if lo < hi else None
-
-
-def _per_axis(box, rows, cols):
-    r, c = rows(box.r0, box.r1), cols(box.c0, box.c1)
-    return None if r is None or c is None else Box(r[0], c[0], r[1], c[1])
-
-
-# ---- per node type: a box of the output -> a box of the input ----------------------------------
-
-def conv_window(box, in_shape, kernel, stride=1, padding=0, dilation=1):
-    """Convolution (any kernel, stride, padding, dilation; groups do not matter)."""
-    (h, w), k, s, p, d = spatial(in_shape), _pair(kernel), _pair(stride), _pair(padding), _pair(dilation)
-    return _per_axis(box, lambda a, b: sliding(a, b, h, k[0], s[0], p[0], d[0]),
-                     lambda a, b: sliding(a, b, w, k[1], s[1], p[1], d[1]))
-
-
-def pool_window(box, in_shape, kernel, stride=None, padding=0):
-    """Max or average pooling (stride None: the kernel size)."""
-    return conv_window(box, in_shape, kernel, kernel if stride is None else stride, padding)
-
-
-def adaptive_pool_window(box, in_shape, out_shape):
-    """Adaptive average pooling to the output map of `out_shape`."""
-    (h, w), (oh, ow) = spatial(in_shape), spatial(out_shape)
-    return _per_axis(box, lambda a, b: adaptive(a, b, h, oh), lambda a, b: adaptive(a, b, w, ow))
-
-
-def upsample_window(box, in_shape, scale, mode="nearest"):
-    """Upsampling by an integer scale, 'nearest' or 'bilinear' (align_corners=False)."""
-    (h, w), rule = spatial(in_shape), {"nearest": nearest, "bilinear": bilinear}[mode]
-    return _per_axis(box, lambda a, b: rule(a, b, h, scale), lambda a, b: rule(a, b, w, scale))
-
-
-def upsample_conv_window(box, in_shape, scale):
-    """The fused node: conv2d(upsample_nearest(x, scale), w 3x3, padding=1)."""
-    h, w = spatial(in_shape)
-    up = conv_window(box, (h * scale, w * scale), 3, 1, 1)
-    return None if up is None else upsample_window(up, in_shape, scale, "nearest")
-
-
-def broadcast_window(box, in_shape):
-    """Elementwise ops: the same box; a dimension of size 1 (broadcast) is read at 0."""
-    h, w = spatial(in_shape)
-    return Box(*(0 if h == 1 else box.r0, 0 if w == 1 else box.c0),
-               *(1 if h == 1 else box.r1, 1 if w == 1 else box.c1)).clip(in_shape)
-
-
-def _slice_axis(lo, hi, s, n):
-    start, _, step = s.indices(n)
-    a, b = start + lo * step, start + (hi - 1) * step
-    return min(a, b), max(a, b) + 1
-
-
-def _shifted(lo, hi, start, n):
-    a, b = max(lo, start), min(hi, start + n)
-    return (a - start, b - start) if a < b else None
 
 
 # ---- rules: (node, box, input shapes) -> one box (or None) per input -----------------------------
@@ -189,11 +47,6 @@ def _first(rule):
     def apply(node, box, shapes):
         return (rule(node, box, shapes[0]),) + _whole(node, box, shapes[1:])
     return apply
-
-
-def _trailing_kept(axes, nd):
-    """True when reducing or mixing `axes` leaves the last two dimensions alone."""
-    return nd >= 2 and nd - 2 not in axes and nd - 1 not in axes
 
 
 def _reduction(node, box, shapes):
