@@ -38,6 +38,11 @@ class Function:
     # that is zero outside windows (a `saliency.autograd.patch.Patch`), returning one Patch, dense
     # array or None per input, or None as a whole to get the dense gradient through `backward`.
     backward_window = None
+    # Every op also declares `window_rule(self, box, shapes)`, where in each input its VJP can be
+    # non-zero for a box of its output (a method, or a shared rule of saliency.autograd.geometry:
+    # `elementwise_window`, `whole_window` for an op that mixes positions). The base class declares
+    # none, so a missing rule is detectable (tests/autograd/test_op_registry.py); a Function without
+    # one gets whole maps in saliency.autograd.windows.
 
     @classmethod
     def apply(cls, *inputs, **params):

@@ -201,3 +201,9 @@ def elementwise_window(node, box, shapes):
 def first_input(first, shapes):
     """`first` for input 0, the whole map for the others (weights, biases)."""
     return (first,) + tuple(None if s is None else Box.whole(s) for s in shapes[1:])
+
+
+def along_axes_window(axes, node, box, shapes):
+    """An op that mixes positions along `axes` only (a reduction, a softmax): the elementwise rule
+    when those leave the last two dimensions alone, else the whole map."""
+    return (elementwise_window if trailing_kept(axes, len(shapes[0])) else whole_window)(node, box, shapes)

@@ -18,6 +18,7 @@ import warnings
 import numpy as np
 
 from ..autograd.function import Function
+from ..autograd.geometry import whole_window
 from ..autograd.grad_mode import is_grad_enabled
 from ..autograd.tensor import Tensor
 
@@ -49,6 +50,7 @@ class _Gate(Function):
     gives its input-side hooks)."""
 
     __slots__ = ("on_grads", "materialize", "stash", "shapes")
+    window_rule = whole_window  # a hook may return any gradient
 
     def forward(self, first, *rest, on_grads, materialize):
         self.on_grads, self.materialize = on_grads, materialize
@@ -77,6 +79,7 @@ class _Carry(Function):
     tensor got no gradient (the others send None, which still counts as done)."""
 
     __slots__ = ("gate", "index")
+    window_rule = whole_window
 
     def forward(self, carrier, *, data, gate, index):
         self.gate, self.index = gate, index

@@ -9,6 +9,7 @@ import numpy as np
 from ... import kernels
 from ..errors import LayerInputError
 from ..function import Function
+from ..geometry import conv_window, first_input, upsample_conv_window
 
 
 def _frozen(needs):
@@ -70,6 +71,10 @@ class Convolution(Function):
             db = p.data.sum(axis=(1, 3, 4)).reshape(p.seed_shape + self.w_shape[:1])
         return (dx, dw, db)[:len(needs)]
 
+    def window_rule(self, box, shapes):
+        """Input 0: the rows and columns the kernel taps; weight and bias: their whole maps."""
+        return first_input(conv_window(box, shapes[0], self.w_shape[2:], *self.config[:3]), shapes)
+
     def name(self):
         return "ConvolutionBackward0"
 
@@ -114,3 +119,7 @@ class UpsampleConvolution(Function):
             return (kernels.upsample_nearest2d_grad_input(up, self.x_shape, s),) + (None,) * (len(needs) - 1)
         dx, origins = kernels.window.nearest_grad(up.data, up.origins, s)
         return (p.like(dx, origins, (H, W)),) + (None,) * (len(needs) - 1)
+
+    def window_rule(self, box, shapes):
+        """Input 0: the 3x3 taps on the upsampled map, then the nearest upsampling's sources."""
+        return first_input(upsample_conv_window(box, shapes[0], self.scale), shapes)

@@ -4,6 +4,7 @@ import numpy as np
 from ...kernels.activation import relu_forward, relu_grad
 from .. import rules
 from ..function import Function, shape_of, unbroadcast
+from ..geometry import elementwise_window
 
 
 def promote(x, y):
@@ -33,6 +34,7 @@ class _Binary(Function):
     """Shared by the broadcasting binary ops: remembers both input shapes."""
 
     __slots__ = ("shapes",)
+    window_rule = elementwise_window
     broadcasts = True
 
     def reduce(self, g, gx, gy):
@@ -210,6 +212,7 @@ class Where(Function):
     """z = where(cond, x, y); `cond` is a boolean constant."""
 
     __slots__ = ("shapes",)
+    window_rule = elementwise_window
 
     def forward(self, cond, x, y):
         x, y = promote(x, y)
@@ -237,6 +240,7 @@ class Neg(Function):
     """z = -x"""
 
     __slots__ = ()
+    window_rule = elementwise_window
 
     def forward(self, x):
         return -x
@@ -249,6 +253,7 @@ class Exp(Function):
     """z = exp(x)"""
 
     __slots__ = ()
+    window_rule = elementwise_window
 
     def forward(self, x):
         out = np.exp(x)
@@ -266,6 +271,7 @@ class Log(Function):
     """z = log(x)"""
 
     __slots__ = ()
+    window_rule = elementwise_window
 
     def forward(self, x):
         self.save_for_backward(x)
@@ -279,6 +285,7 @@ class Sqrt(Function):
     """z = sqrt(x)"""
 
     __slots__ = ()
+    window_rule = elementwise_window
 
     def forward(self, x):
         out = np.sqrt(x)
@@ -293,6 +300,7 @@ class Abs(Function):
     """z = |x|; the gradient at 0 is 0."""
 
     __slots__ = ()
+    window_rule = elementwise_window
 
     def forward(self, x):
         self.save_for_backward(x)
@@ -306,6 +314,7 @@ class Relu(Function):
     """z = max(x, 0); the gradient at 0 is 0 (and passes through NaN, as PyTorch's)."""
 
     __slots__ = ()
+    window_rule = elementwise_window
 
     def forward(self, x):
         # one pass (kernels.activation) for max(x, 0) and the mask; the VJP needs only where the output
@@ -329,6 +338,7 @@ class Sigmoid(Function):
     """z = 1 / (1 + exp(-x))"""
 
     __slots__ = ()
+    window_rule = elementwise_window
 
     def forward(self, x):
         # exp of -|x| never overflows: for x < 0, sigmoid(x) = e^x / (1 + e^x)
@@ -346,6 +356,7 @@ class Tanh(Function):
     """z = tanh(x)"""
 
     __slots__ = ()
+    window_rule = elementwise_window
 
     def forward(self, x):
         out = np.tanh(x)
@@ -361,6 +372,7 @@ class Clamp(Function):
     """z = min(max(x, lo), hi); the gradient passes where lo <= x <= hi (bounds included)."""
 
     __slots__ = ()
+    window_rule = elementwise_window
 
     def forward(self, x, *, lo=None, hi=None):
         if lo is None and hi is None:
@@ -384,6 +396,7 @@ class Cast(Function):
     """z = x converted to another float dtype; the gradient is converted back."""
 
     __slots__ = ("in_dtype",)
+    window_rule = elementwise_window
 
     def forward(self, x, *, dtype):
         self.in_dtype = x.dtype
@@ -400,6 +413,7 @@ class Clone(Function):
     """z = a copy of x"""
 
     __slots__ = ()
+    window_rule = elementwise_window
 
     def forward(self, x):
         return x.copy()

@@ -2,6 +2,7 @@
 import numpy as np
 
 from ..function import Function, unbroadcast
+from ..geometry import whole_window
 
 
 class Matmul(Function):
@@ -9,6 +10,7 @@ class Matmul(Function):
     DotBackward0 and BmmBackward0 for vector and batched operands)."""
 
     __slots__ = ("kind",)
+    window_rule = whole_window
 
     def forward(self, x, w):
         if x.ndim == 0 or w.ndim == 0:

@@ -2,6 +2,7 @@
 import numpy as np
 
 from ..function import Function
+from ..geometry import along_axes_window, whole_window
 from .reduce import normalize_dims
 
 _REDUCTIONS = ("mean", "sum", "none")
@@ -31,6 +32,9 @@ class Softmax(Function):
         axis = self.seed_ndim(g) + self.axis
         return (y * (g - (g * y).sum(axis=axis, keepdims=True)),)
 
+    def window_rule(self, box, shapes):
+        return along_axes_window((self.axis,), self, box, shapes)
+
 
 class LogSoftmax(Function):
     """z = x - log(sum(exp(x), dim))"""
@@ -54,11 +58,15 @@ class LogSoftmax(Function):
         axis = self.seed_ndim(g) + self.axis
         return (g - np.exp(y) * g.sum(axis=axis, keepdims=True),)
 
+    def window_rule(self, box, shapes):
+        return along_axes_window((self.axis,), self, box, shapes)
+
 
 class NllLoss(Function):
     """z = -logp[n, target[n]] averaged (or summed) over n; logp is (N, C) or (N, C, d1, ...)."""
 
     __slots__ = ("reduction", "in_shape", "count")
+    window_rule = whole_window
 
     def forward(self, logp, *, target, reduction="mean"):
         _check_reduction(reduction)
@@ -104,6 +112,7 @@ class MseLoss(Function):
     """z = mean((x - t) ** 2) (or the sum, or elementwise with reduction='none')."""
 
     __slots__ = ("reduction",)
+    window_rule = whole_window
 
     def forward(self, x, t, *, reduction="mean"):
         _check_reduction(reduction)

@@ -3,6 +3,7 @@ import numpy as np
 
 from ... import kernels
 from ..function import Function
+from ..geometry import first_input, whole_window
 
 
 class BatchNorm(Function):
@@ -55,6 +56,10 @@ class BatchNorm(Function):
         if self.training or any(needs[1:]):
             return None
         return (p.like(p.data * self._scale(p.dtype)[:, None, None]),) + (None,) * (len(needs) - 1)
+
+    def window_rule(self, box, shapes):
+        """Eval mode: cell by cell for x (weight and bias: whole); training: batch statistics mix all cells."""
+        return whole_window(self, box, shapes) if self.training else first_input(box.clip(shapes[0]), shapes)
 
     def _scale(self, dtype):
         """weight / sqrt(running_var + eps) per channel: eval mode's dx / dy."""

@@ -3,6 +3,7 @@ import numpy as np
 
 from ... import kernels
 from ..function import Function
+from ..geometry import adaptive_pool_window, pool_window
 
 
 def _check_nchw(x, op):
@@ -34,6 +35,9 @@ class MaxPool2d(Function):
         dx = kernels.window.max_pool_grad(p.data, p.origins, self.saved[0], self.x_shape[3], origins, size)
         return (p.like(dx, origins, self.x_shape[2:]),)
 
+    def window_rule(self, box, shapes):
+        return (pool_window(box, shapes[0], *self.config),)
+
     def name(self):
         return "MaxPool2DWithIndicesBackward0"
 
@@ -63,6 +67,9 @@ class AvgPool2d(Function):
         dx = kernels.conv2d_grad_input(p.data, weight, self.x_shape[:2] + size, stride, 0, 1, c)
         return (p.moved(dx, origins, self.x_shape[2:]),)
 
+    def window_rule(self, box, shapes):
+        return (pool_window(box, shapes[0], *self.config),)
+
     def name(self):
         return "AvgPool2DBackward0"
 
@@ -79,6 +86,9 @@ class AdaptiveAvgPool2d(Function):
 
     def backward(self, g):
         return (kernels.adaptive_avg_pool2d_grad_input(g, self.x_shape, self.output_size),)
+
+    def window_rule(self, box, shapes):
+        return (adaptive_pool_window(box, shapes[0], self.out_shape),)
 
     def name(self):
         # PyTorch computes a 1x1 adaptive average as a mean over H and W

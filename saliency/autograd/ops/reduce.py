@@ -2,6 +2,7 @@
 import numpy as np
 
 from ..function import Function
+from ..geometry import along_axes_window
 
 
 def normalize_dims(dim, ndim, what="dim"):
@@ -48,6 +49,9 @@ class _Reduction(Function):
         self.keepdim = bool(keepdim)
         self.in_shape = x.shape
         self.full = dim is None
+
+    def window_rule(self, box, shapes):
+        return along_axes_window(self.axes, self, box, shapes)
 
     def expand(self, g):
         return expand_reduced(g, self.in_shape, self.axes, self.keepdim, self.seed_ndim(g))
@@ -158,6 +162,9 @@ class MaxDim(Function):
         gx = np.zeros(lead + self.in_shape, dtype=g.dtype)
         np.put_along_axis(gx, np.broadcast_to(index, lead + index.shape), g, axis=nb + self.axis)
         return (gx,)
+
+    def window_rule(self, box, shapes):
+        return along_axes_window((self.axis,), self, box, shapes)
 
     def name(self):
         return f"{self.kind}Backward0"

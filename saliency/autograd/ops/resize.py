@@ -1,6 +1,7 @@
 """Upsampling NCHW images by an integer factor: nearest, and bilinear with align_corners=False."""
 from ... import kernels
 from ..function import Function
+from ..geometry import upsample_window
 
 _MODES = {
     "nearest": (kernels.upsample_nearest2d_forward, kernels.upsample_nearest2d_grad_input, "UpsampleNearest2D"),
@@ -35,6 +36,9 @@ class Upsample(Function):
         cols = kernels.resample_table(W, self.scale, self.mode, p.dtype)
         dx, origins = kernels.window.resample_grad(p.data, p.origins, p.map_size, rows, cols)
         return (p.like(dx, origins, (H, W)),)
+
+    def window_rule(self, box, shapes):
+        return (upsample_window(box, shapes[0], self.scale, self.mode),)
 
     def name(self):
         return _MODES[self.mode][2] + "Backward0"

@@ -3,6 +3,7 @@ unsqueeze, expand, indexing, cat, stack, pad. Their VJPs move the gradient back.
 import numpy as np
 
 from ..function import Function, unbroadcast
+from ..geometry import Box, elementwise_window, per_axis, shifted, slice_axis, spatial, whole_window
 from .reduce import normalize_dims
 
 
@@ -10,10 +11,29 @@ def _lead(g, node):
     return (slice(None),) * node.seed_ndim(g)
 
 
+def regroup_window(node, box, shapes):
+    """The window rule of reshape/view/flatten/squeeze/unsqueeze: a C-order reshape keeps a position
+    when the last two dimensions are the same before and after; otherwise it mixes positions."""
+    same = spatial(shapes[0]) == spatial(node.out_shape) and len(shapes[0]) >= 2 and len(node.out_shape) >= 2
+    return elementwise_window(node, box, shapes) if same else whole_window(node, box, shapes)
+
+
+def _reorder_window(node, box, shapes, order):
+    """Transpose/permute, output dimension j being input dimension order[j]: the map kept, its rows
+    and columns swapped, or mixed with other dimensions."""
+    nd = len(order)
+    if nd < 2 or tuple(order[-2:]) == (nd - 2, nd - 1):
+        return elementwise_window(node, box, shapes)
+    if tuple(order[-2:]) == (nd - 1, nd - 2):
+        return (Box(box.c0, box.r0, box.c1, box.r1).clip(shapes[0]),)
+    return whole_window(node, box, shapes)
+
+
 class Reshape(Function):
     """z = x.reshape(shape) (also view and flatten); the node is ViewBackward0, as in PyTorch."""
 
     __slots__ = ("in_shape",)
+    window_rule = regroup_window
 
     def forward(self, x, *, shape):
         self.in_shape = x.shape
@@ -46,6 +66,13 @@ class Transpose(Function):
         nb = self.seed_ndim(g)
         return (np.swapaxes(g, nb + self.dims[0], nb + self.dims[1]),)
 
+    def window_rule(self, box, shapes):
+        order = list(range(len(shapes[0])))
+        if order:
+            d0, d1 = self.dims
+            order[d0], order[d1] = d1, d0
+        return _reorder_window(self, box, shapes, order)
+
     def name(self):
         return "TBackward0" if self.short else "TransposeBackward0"
 
@@ -66,11 +93,18 @@ class Permute(Function):
         nb = self.seed_ndim(g)
         return (g.transpose(tuple(range(nb)) + tuple(nb + i for i in self.inverse)),)
 
+    def window_rule(self, box, shapes):
+        order = [0] * len(self.inverse)
+        for i, j in enumerate(self.inverse):
+            order[j] = i
+        return _reorder_window(self, box, shapes, order)
+
 
 class Squeeze(Function):
     """z = x.squeeze(dim): drops size-1 dimensions (all of them when dim is None)."""
 
     __slots__ = ("in_shape", "variant")
+    window_rule = regroup_window
 
     def forward(self, x, *, dim=None):
         # PyTorch's overloads: SqueezeBackward0 (all), 1 (one dim), 2 (a tuple of dims)
@@ -90,6 +124,7 @@ class Unsqueeze(Function):
     """z = x.unsqueeze(dim): inserts a size-1 dimension."""
 
     __slots__ = ("in_shape",)
+    window_rule = regroup_window
 
     def forward(self, x, *, dim):
         self.in_shape = x.shape
@@ -104,6 +139,7 @@ class Expand(Function):
     """z = x.expand(shape) / broadcast_to(x, shape): a broadcast view; -1 keeps a size."""
 
     __slots__ = ("in_shape",)
+    window_rule = elementwise_window
 
     def forward(self, x, *, shape):
         self.in_shape = x.shape
@@ -178,6 +214,33 @@ class GetItem(Function):
         data = np.zeros((len(p.origins),) + self.in_shape[:-2] + p.size, p.dtype)
         data[(slice(None),) + lead_key] = p.data
         return (p.like(data, p.origins + np.array(starts), self.in_shape[-2:]),)
+
+    def window_rule(self, box, shapes):
+        """Basic indexing (ints, slices, None, ...): slices of the last two dimensions shift the box;
+        anything else that touches them (an int, advanced indexing) mixes positions."""
+        (in_shape,) = shapes
+        nd = len(in_shape)
+        if self.post is not None or nd < 2:
+            return whole_window(self, box, shapes)
+        key = list(self.pre)
+        used = sum(1 for k in key if k is not None and k is not Ellipsis)
+        dots = [i for i, k in enumerate(key) if k is Ellipsis]
+        if dots:
+            key[dots[0]:dots[0] + 1] = [slice(None)] * (nd - used)
+        key += [slice(None)] * (nd - sum(1 for k in key if k is not None))
+        kept, d = [], 0  # (input dimension, slice) of each output dimension; (None, None) for a new one
+        for k in key:
+            if k is None:
+                kept.append((None, None))
+                continue
+            if isinstance(k, slice):
+                kept.append((d, k))
+            d += 1
+        if len(kept) < 2 or (kept[-2][0], kept[-1][0]) != (nd - 2, nd - 1):
+            return whole_window(self, box, shapes)
+        (_, rs), (_, cs) = kept[-2:]
+        return (per_axis(box, lambda a, b: slice_axis(a, b, rs, in_shape[-2]),
+                         lambda a, b: slice_axis(a, b, cs, in_shape[-1])),)
 
     def _crop(self):
         """(key of the lead dimensions, (row start, col start)) when the key is a crop, else None."""
@@ -278,6 +341,24 @@ class Cat(Function):
             return None
         return tuple(p.like(np.ascontiguousarray(d)) for d in np.split(p.data, self.bounds, axis=1 + self.axis))
 
+    def window_rule(self, box, shapes):
+        """Along a dimension before the map: the same box in every input; along rows or columns:
+        each input gets the part of the box that falls on its block."""
+        nd = len(self.out_shape)
+        if self.axis < nd - 2:
+            return elementwise_window(self, box, shapes)
+        out, start = [], 0
+        for s in shapes:
+            n = s[self.axis]
+            if self.axis == nd - 2:
+                rows = shifted(box.r0, box.r1, start, n)
+                out.append(None if rows is None else Box(rows[0], box.c0, rows[1], box.c1))
+            else:
+                cols = shifted(box.c0, box.c1, start, n)
+                out.append(None if cols is None else Box(box.r0, cols[0], box.r1, cols[1]))
+            start += n
+        return tuple(out)
+
 
 class Stack(Function):
     """z = stack(tensors, dim)"""
@@ -297,6 +378,11 @@ class Stack(Function):
     def backward(self, g):
         lead = _lead(g, self) + (slice(None),) * self.axis
         return tuple(g[lead + (i,)] for i in range(len(self.needs_input_grad)))
+
+    def window_rule(self, box, shapes):
+        if self.axis <= len(self.out_shape) - 3:
+            return elementwise_window(self, box, shapes)
+        return whole_window(self, box, shapes)
 
 
 class Pad(Function):
@@ -329,6 +415,15 @@ class Pad(Function):
         data = np.array(p.data[(slice(None),) + self.window[:-2]])  # a copy: `moved` zeroes cells in place
         in_map = (rows.stop - rows.start, cols.stop - cols.start)
         return (p.moved(data, p.origins - np.array([rows.start, cols.start]), in_map),)
+
+    def window_rule(self, box, shapes):
+        """The box moves back by the padding before each map axis; cells on the padding read nothing."""
+        if len(shapes[0]) < 2:
+            return whole_window(self, box, shapes)
+        rs, cs = self.window[-2:]
+        rows = shifted(box.r0, box.r1, rs.start, rs.stop - rs.start)
+        cols = shifted(box.c0, box.c1, cs.start, cs.stop - cs.start)
+        return (None if rows is None or cols is None else Box(rows[0], cols[0], rows[1], cols[1]),)
 
     def name(self):
         return "ConstantPadNdBackward0"
