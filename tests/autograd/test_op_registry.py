@@ -1,0 +1,197 @@
+"""Every op in the package declares where its VJP can be non-zero, and every cropped VJP equals the dense one.
+
+The ops are found by walking `Function.__subclasses__()` after importing every module of the package,
+so a new op is checked without being listed here: it fails by name when it has no `window_rule`
+(forgetting one used to give it whole-map windows silently), and when it has a cropped VJP
+(`backward_window`) that no case below exercises.
+"""
+import importlib
+import os
+import pkgutil
+import zlib
+
+import numpy as np
+import pytest
+
+import saliency
+import saliency as sl
+from saliency.autograd import Function, geometry, relu_rule
+from saliency.autograd.ops import conv, elementwise, norm, pool, resize, shape
+from saliency.autograd.patch import Patch
+from saliency.autograd.windows import Box, input_boxes, receptive_window
+from saliency.kernels import window as kernel_window
+from saliency.nn import functional as F
+
+N, C, H, W = 2, 3, 9, 11  # not square: a row/column mix-up shows
+
+
+def package_ops():
+    """Every Function subclass defined in the saliency package (all its modules imported first)."""
+    # saliency.__path__ also holds the repository root (for saliency.models and saliency.cli): walk the
+    # package's own folder, then those two, so that no folder is walked twice
+    roots = [(os.path.dirname(saliency.__file__), "saliency.")]
+    roots += [(importlib.import_module(f"saliency.{sub}").__path__[0], f"saliency.{sub}.") for sub in ("models", "cli")]
+    for path, prefix in roots:
+        for info in pkgutil.walk_packages([path], prefix):
+            if not info.name.endswith("__main__"):
+                importlib.import_module(info.name)
+    found, stack = [], [Function]
+    while stack:
+        for sub in stack.pop().__subclasses__():
+            stack.append(sub)
+            if sub.__module__.startswith("saliency.") and sub not in found:
+                found.append(sub)
+    return found
+
+
+OPS = package_ops()
+
+
+def test_the_walk_finds_the_ops_of_every_family_and_the_hook_nodes():
+    names = {cls.__name__ for cls in OPS}
+    assert {"Add", "Relu", "Convolution", "MaxPool2d", "Upsample", "Sum", "Reshape", "Matmul", "NllLoss",
+            "BatchNorm", "_Gate", "_Carry"} <= names
+
+
+def test_every_op_declares_a_window_rule():
+    missing = [f"{cls.__module__}.{cls.__qualname__}" for cls in OPS if not callable(getattr(cls, "window_rule", None))]
+    assert not missing, ("these ops declare no window_rule (give them geometry.elementwise_window, a method "
+                         "window_rule(self, box, shapes), or geometry.whole_window if they mix positions): "
+                         + ", ".join(missing))
+
+
+def test_an_op_with_a_cropped_vjp_has_a_local_window_rule():
+    """A cropped VJP means the gradient stays local; its window rule must say where, not the whole map."""
+    whole = [cls.__name__ for cls in OPS
+             if getattr(cls, "backward_window", None) is not None
+             and getattr(cls, "window_rule", None) is geometry.whole_window]
+    assert not whole
+
+
+class Identity(Function):
+    """A user's op, defined without a window rule."""
+
+    def forward(self, x):
+        return x.copy()
+
+    def backward(self, g):
+        return (g,)
+
+
+def test_a_user_function_without_a_window_rule_gets_the_whole_map():
+    x = sl.tensor(np.ones((1, 2, 5, 7)), requires_grad=True)
+    y = Identity.apply(x)
+    assert input_boxes(y.grad_fn, Box(1, 2, 2, 3)) == (Box(0, 0, 5, 7),)
+    z = sl.relu(y * 2)  # elementwise ops keep the box, down to the user's node
+    assert receptive_window(z, y, Box(1, 2, 2, 3)) == Box(1, 2, 2, 3)
+    assert receptive_window(z, x, Box(1, 2, 2, 3)) == Box(0, 0, 5, 7)
+
+
+# ---- cropped VJP == dense VJP, op by op, on random windows ---------------------------------------------
+def leaf(rng, shape=(N, C, H, W), low=None):
+    a = rng.normal(size=shape) if low is None else rng.uniform(low, low + 2, shape)
+    return sl.tensor(a, requires_grad=True)
+
+
+def const(rng, shape):
+    return sl.tensor(rng.normal(size=shape))
+
+
+# (id, op class, graph builder rng -> output whose grad_fn is the op, whether the cropped VJP applies
+#  [, the relu_rule the backward runs under])
+CASES = [
+    ("add", elementwise.Add, lambda r: leaf(r) + leaf(r), True),
+    ("add a broadcast bias", elementwise.Add, lambda r: leaf(r) + leaf(r, (1, C, 1, 1)), True),
+    ("add a number", elementwise.Add, lambda r: leaf(r) + 2.0, True),
+    ("sub", elementwise.Sub, lambda r: leaf(r) - leaf(r), True),
+    ("number - tensor", elementwise.Sub, lambda r: 1.0 - leaf(r), True),
+    ("mul", elementwise.Mul, lambda r: leaf(r) * leaf(r), True),
+    ("mul by a constant map", elementwise.Mul, lambda r: leaf(r) * const(r, (N, C, H, W)), True),
+    ("mul by a number", elementwise.Mul, lambda r: leaf(r) * 3.0, True),
+    ("mul by a broadcast factor", elementwise.Mul, lambda r: leaf(r) * leaf(r, (1, C, 1, 1)), False),
+    ("neg", elementwise.Neg, lambda r: -leaf(r), True),
+    ("exp", elementwise.Exp, lambda r: sl.exp(leaf(r)), True),
+    ("log", elementwise.Log, lambda r: sl.log(leaf(r, low=0.5)), True),
+    ("sqrt", elementwise.Sqrt, lambda r: sl.sqrt(leaf(r, low=0.5)), True),
+    ("abs", elementwise.Abs, lambda r: sl.abs(leaf(r)), True),
+    ("relu", elementwise.Relu, lambda r: sl.relu(leaf(r)), True),
+    ("relu, guided backprop", elementwise.Relu, lambda r: sl.relu(leaf(r)), True, "guided"),
+    ("sigmoid", elementwise.Sigmoid, lambda r: sl.sigmoid(leaf(r)), True),
+    ("tanh", elementwise.Tanh, lambda r: sl.tanh(leaf(r)), True),
+    ("clamp", elementwise.Clamp, lambda r: sl.clamp(leaf(r), -0.5, 0.3), True),
+    ("cast to float32", elementwise.Cast, lambda r: leaf(r).float(), True),
+    ("clone", elementwise.Clone, lambda r: sl.clone(leaf(r)), True),
+    ("conv 3x3 p1", conv.Convolution, lambda r: F.conv2d(leaf(r), const(r, (4, C, 3, 3)), padding=1), True),
+    ("conv 5x3 s2 p(2,1) d(1,2)", conv.Convolution,
+     lambda r: F.conv2d(leaf(r), const(r, (4, C, 5, 3)), stride=2, padding=(2, 1), dilation=(1, 2)), True),
+    ("conv groups 3", conv.Convolution,
+     lambda r: F.conv2d(leaf(r), const(r, (6, 1, 3, 3)), stride=(1, 2), padding=1, groups=3), True),
+    ("conv with trainable weight and bias", conv.Convolution,
+     lambda r: F.conv2d(leaf(r), leaf(r, (4, C, 3, 3)), leaf(r, (4,)), stride=2, padding=1), True),
+    ("upsample + conv fused", conv.UpsampleConvolution,
+     lambda r: F.upsample_conv2d(leaf(r), const(r, (4, C, 3, 3)), scale_factor=2), True),
+    ("upsample + conv, trainable weight", conv.UpsampleConvolution,
+     lambda r: F.upsample_conv2d(leaf(r), leaf(r, (4, C, 3, 3)), scale_factor=2), False),
+    ("max pool 2", pool.MaxPool2d, lambda r: F.max_pool2d(leaf(r), 2), True),
+    ("max pool 3 s2 p1", pool.MaxPool2d, lambda r: F.max_pool2d(leaf(r), 3, 2, 1), True),
+    ("avg pool 2", pool.AvgPool2d, lambda r: F.avg_pool2d(leaf(r), 2), True),
+    ("avg pool (3, 2) s(2, 1) p1", pool.AvgPool2d, lambda r: F.avg_pool2d(leaf(r), (3, 2), (2, 1), 1), True),
+    ("upsample nearest x2", resize.Upsample, lambda r: F.interpolate(leaf(r), 2), True),
+    ("upsample bilinear x3", resize.Upsample, lambda r: F.interpolate(leaf(r), 3, mode="bilinear"), True),
+    ("batch norm eval", norm.BatchNorm, lambda r: F.batch_norm(
+        leaf(r), r.normal(size=C), r.uniform(0.5, 2, C), const(r, (C,)), const(r, (C,))), True),
+    ("batch norm training", norm.BatchNorm, lambda r: F.batch_norm(
+        leaf(r), np.zeros(C), np.ones(C), training=True), False),
+    ("crop", shape.GetItem, lambda r: leaf(r)[:, 1:, 2:-1, 1:], True),
+    ("strided slice", shape.GetItem, lambda r: leaf(r)[:, :, ::2, 1:], False),
+    ("cat channels", shape.Cat, lambda r: sl.cat([leaf(r), leaf(r, (N, 2, H, W))], dim=1), True),
+    ("cat columns", shape.Cat, lambda r: sl.cat([leaf(r), leaf(r, (N, C, H, 4))], dim=3), False),
+    ("pad", shape.Pad, lambda r: F.pad(leaf(r), (2, 1, 0, 3)), True),
+    ("pad channels", shape.Pad, lambda r: F.pad(leaf(r), (1, 0, 2, 2, 1, 1)), True),
+]
+
+
+def test_every_op_with_a_cropped_vjp_has_a_case():
+    covered = {case[1] for case in CASES}
+    missing = [cls.__name__ for cls in OPS if getattr(cls, "backward_window", None) is not None and cls not in covered]
+    assert not missing, f"add a case to CASES for: {', '.join(missing)}"
+
+
+def random_patch(rng, out_shape, dtype, seeds):
+    """Random windows (zero outside the map) of random size, each overlapping the map, some of
+    them reaching past its border."""
+    hm, wm = out_shape[-2:]
+    h, w = int(rng.integers(1, max(hm // 2, 1) + 1)), int(rng.integers(1, max(wm // 2, 1) + 1))
+    k = int(np.prod(seeds, dtype=int))
+    origins = np.stack([rng.integers(1 - h, hm, k), rng.integers(1 - w, wm, k)], axis=1).astype(np.int64)
+    data = rng.normal(size=(k,) + tuple(out_shape[:-2]) + (h, w)).astype(dtype)
+    return Patch(kernel_window.clip(data, origins, (hm, wm)), origins, (hm, wm), seeds)
+
+
+def dense(g):
+    return g.dense() if type(g) is Patch else g
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_the_cropped_vjp_equals_the_dense_vjp_on_random_windows(case):
+    name, cls, build, crops, rule = case + ("gradient",) * (5 - len(case))
+    rng = np.random.default_rng(zlib.crc32(name.encode()))
+    node = build(rng).grad_fn
+    assert type(node) is cls
+    for seeds in [(3,), (), (2, 2)]:
+        for _ in range(4):
+            p = random_patch(rng, node.out_shape, node.out_dtype, seeds)
+            with relu_rule(rule):
+                windowed = node.backward_window(p)
+                full = node.backward(p.dense())
+            assert (windowed is not None) == crops, f"{name}: the cropped VJP should {'' if crops else 'not '}apply"
+            if windowed is None:
+                continue
+            assert len(windowed) == len(full)
+            for i, (a, b) in enumerate(zip(windowed, full)):
+                assert (a is None) == (b is None), (name, i)
+                if b is not None:
+                    a = dense(a)
+                    assert a.shape == b.shape, (name, i, seeds)
+                    tol = (1e-5 if a.dtype == np.float32 else 1e-12) * max(np.abs(b).max(), 1.0)
+                    np.testing.assert_allclose(a, b, rtol=0, atol=tol, err_msg=f"{name}, input {i}, seeds {seeds}")
