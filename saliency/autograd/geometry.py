@@ -198,8 +198,10 @@ def elementwise_window(node, box, shapes):
     return tuple(None if s is None else broadcast_window(box, s) for s in shapes)
 
 
-def first_input(first, shapes):
-    """`first` for input 0, the whole map for the others (weights, biases)."""
+def first_input(window, shapes):
+    """`window(shape)` for input 0 (None when it takes no gradient), the whole map for the others
+    (weights, biases)."""
+    first = None if shapes[0] is None else window(shapes[0])
     return (first,) + tuple(None if s is None else Box.whole(s) for s in shapes[1:])
 
 

@@ -332,3 +332,11 @@ def test_a_box_can_exceed_the_support_when_dilation_leaves_holes_at_the_border()
     v[..., 0, 5] = 1
     assert support(autograd.grad(y, x, v, retain_graph=True)[0].data) == Box(1, 2, 6, 11)
     assert receptive_box(y, x, 0, 5) == Box(0, 2, 6, 11)
+
+
+@pytest.mark.parametrize("fused", [False, True], ids=["conv2d", "upsample_conv2d"])
+def test_the_weights_of_a_convolution_whose_input_takes_no_gradient(fused):
+    x = sl.tensor(np.ones((1, 2, 5, 5), np.float32))                 # does not require grad
+    w = sl.tensor(np.ones((3, 2, 3, 3), np.float32), requires_grad=True)
+    y = F.upsample_conv2d(x, w, None, 2) if fused else F.conv2d(x, w, padding=1)
+    assert receptive_box(y, w, 2, 2) == Box(0, 0, 3, 3)               # every weight tap is read

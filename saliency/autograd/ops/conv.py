@@ -73,7 +73,7 @@ class Convolution(Function):
 
     def window_rule(self, box, shapes):
         """Input 0: the rows and columns the kernel taps; weight and bias: their whole maps."""
-        return first_input(conv_window(box, shapes[0], self.w_shape[2:], *self.config[:3]), shapes)
+        return first_input(lambda shape: conv_window(box, shape, self.w_shape[2:], *self.config[:3]), shapes)
 
     def name(self):
         return "ConvolutionBackward0"
@@ -122,4 +122,4 @@ class UpsampleConvolution(Function):
 
     def window_rule(self, box, shapes):
         """Input 0: the 3x3 taps on the upsampled map, then the nearest upsampling's sources."""
-        return first_input(upsample_conv_window(box, shapes[0], self.scale), shapes)
+        return first_input(lambda shape: upsample_conv_window(box, shape, self.scale), shapes)

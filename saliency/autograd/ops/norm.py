@@ -59,7 +59,7 @@ class BatchNorm(Function):
 
     def window_rule(self, box, shapes):
         """Eval mode: cell by cell for x (weight and bias: whole); training: batch statistics mix all cells."""
-        return whole_window(self, box, shapes) if self.training else first_input(box.clip(shapes[0]), shapes)
+        return whole_window(self, box, shapes) if self.training else first_input(box.clip, shapes)
 
     def _scale(self, dtype):
         """weight / sqrt(running_var + eps) per channel: eval mode's dx / dy."""
