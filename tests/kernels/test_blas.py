@@ -20,14 +20,17 @@ def _threads_now():
 @pytest.mark.parametrize("small", [0.0, 1e12], ids=["every product on all threads", "every product on one thread"])
 @pytest.mark.parametrize("a_shape,b_shape", [((5, 7), (7, 3)), ((2, 5, 7), (7, 3)), ((4, 1, 5, 7), (3, 7, 2)),
                                              ((300, 64), (64, 32))])
-def test_matmul_equals_numpy(monkeypatch, small, a_shape, b_shape):
+def test_matmul_equals_the_sum_of_products(monkeypatch, small, a_shape, b_shape):
     monkeypatch.setattr(blas, "SMALL_FLOPS", small)
     rng = np.random.default_rng(0)
     a = rng.standard_normal(a_shape).astype(np.float32)
     b = rng.standard_normal(b_shape).astype(np.float32)
-    expected = np.matmul(a, b)
+    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    wide_a = np.broadcast_to(a.astype(np.float64), batch + a.shape[-2:])
+    wide_b = np.broadcast_to(b.astype(np.float64), batch + b.shape[-2:])
+    expected = (wide_a[..., :, :, None] * wide_b[..., None, :, :]).sum(axis=-2)   # sum_k a[i, k] b[k, j]
     np.testing.assert_allclose(blas.matmul(a, b), expected, rtol=1e-5, atol=1e-5)
-    out = np.empty_like(expected)
+    out = np.empty(expected.shape, np.float32)
     assert blas.matmul(a, b, out=out) is out
     np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-5)
 
