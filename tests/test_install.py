@@ -14,6 +14,8 @@ import pytest
 
 from saliency.kernels._jit import ENV_VAR, cache_folder, default_root
 
+pytestmark = pytest.mark.slow  # fresh virtual environments and subprocesses
+
 ROOT = Path(__file__).resolve().parents[1]
 STAR = ROOT / "samples" / "images" / "star.png"
 # compiles and runs one small kernel, then says where the kernel cache is

@@ -6,6 +6,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow  # installs the package into fresh environments
+
 ROOT = Path(__file__).resolve().parents[1]
 PROBE = ("import saliency, saliency.models, saliency.cli.main, saliency.autograd; "
          "print(saliency.__file__); print(saliency.models.__file__); print(saliency.cli.main.__file__)")

@@ -12,6 +12,7 @@ def test_there_are_samples():
     assert SAMPLES
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("script", SAMPLES, ids=[s.name for s in SAMPLES])
 def test_sample_runs(script, tmp_path):
     out = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=300)

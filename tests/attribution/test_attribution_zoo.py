@@ -23,6 +23,7 @@ def _relative_error(ig):
     return np.abs(ig.completeness_error) / np.abs(ig.extras["delta"])
 
 
+@pytest.mark.slow
 def test_integrated_gradients_completeness_on_the_classifier(shapes):
     """ReLU and max pooling make the path integrand jump, so the error falls like 1/steps:
     at 64 steps it is about 0.5% typically (a few percent on some images), at 256 under 1% here."""
@@ -39,6 +40,7 @@ def test_integrated_gradients_completeness_on_the_classifier(shapes):
     assert np.mean(e256) < np.mean(e64)
 
 
+@pytest.mark.slow
 def test_integrated_gradients_completeness_on_the_depth_model(depth):
     """The depth model converges more slowly (measured on one scene, 6 pixels: 1-10% at 64
     steps, 0.03-1.9% at 256, under 1% at 1024). In float64: in float32 the sum of hundreds of

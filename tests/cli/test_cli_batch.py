@@ -125,6 +125,7 @@ def _maps(out_dir):
     return {p.name: p.read_bytes() for p in sorted(out_dir.glob("*.png"))}
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(os.name != "posix", reason="sends SIGINT")
 def test_ctrl_c_keeps_complete_maps_and_resume_finishes_the_same_maps(shapes, tmp_path):
     folder = _folder(tmp_path / "in", shapes[:24])

@@ -44,6 +44,7 @@ def test_look_distance_writes_a_png_and_prints_the_median_radius(scene, tmp_path
     assert picture.ndim == 3 and picture.shape[0] > 100 and picture.std() > 10
 
 
+@pytest.mark.slow
 def test_the_default_stride_and_output_name(scene, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     result = runner.invoke(app, ["look-distance", str(scene)])

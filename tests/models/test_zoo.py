@@ -56,6 +56,7 @@ def test_digits_accuracy_reproduces_on_the_test_split():
     assert abs(got - recorded) <= 1 / 359 + 1e-12   # the same 359 images: at most one flips on rounding
 
 
+@pytest.mark.slow
 def test_depth_quality_reproduces_on_fresh_scenes():
     recorded = zoo.card("depth")["metrics"]
     assert recorded["abs_rel"] <= 0.10 and recorded["delta1"] >= 0.90
@@ -91,6 +92,7 @@ def test_a_few_adam_steps_lower_the_loss(name):
     assert losses[-1] < 0.8 * losses[0]
 
 
+@pytest.mark.slow
 def test_training_is_deterministic_per_seed():
     def weights(seed):
         model, _ = train.train("shapes", epochs=1, per_epoch=48, seed=seed, stream=io.StringIO())
@@ -136,6 +138,7 @@ def test_models_command_prints_the_table():
     assert "AbsRel" in result.output and "saliency train depth" in result.output
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not HAS_SKLEARN, reason="scikit-learn (the 'train' extra) holds the digits")
 def test_train_command_writes_weights_and_card(tmp_path):
     out = tmp_path / "w" / "d.npz"
