@@ -30,6 +30,47 @@ def _name(path):
     return path if isinstance(path, Path) else getattr(path, "name", "<file object>")
 
 
+def _stated_size(path):
+    """(width, height) that the header of the image at `path` states, found the way Image.open
+    finds the file's format but without Pillow's pixel limit (only the header is read); None when
+    no format reads it."""
+    Image.init()
+    with contextlib.ExitStack() as stack:
+        fp = stack.enter_context(open(path, "rb")) if isinstance(path, Path) else path
+        fp.seek(0)
+        prefix = fp.read(16)
+        for fmt in Image.ID:
+            factory, accept = Image.OPEN[fmt]
+            accepted = not accept or accept(prefix)
+            if not accepted or isinstance(accepted, str):
+                continue
+            try:
+                fp.seek(0)
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    return factory(fp, getattr(fp, "name", "")).size
+            except Exception:  # this format does not read it (or checks the pixel limit itself)
+                continue
+    return None
+
+
+def _bomb(path, exc):
+    """The ImageError for Pillow's DecompressionBombError `exc` on the image at `path`: its width
+    and height, its pixels, the limit and how to raise it."""
+    found = _BOMB.search(str(exc))
+    if not found:
+        return ImageError(f"cannot read image '{_name(path)}': {exc} (raise PIL.Image.MAX_IMAGE_PIXELS for an "
+                          "image you trust, or make the image smaller first)")
+    try:
+        stated = _stated_size(path)
+    except (OSError, ValueError):
+        stated = None
+    dims = f"{stated[0]}x{stated[1]} = " if stated and stated[0] * stated[1] == int(found[1]) else ""
+    return ImageError(f"cannot read image '{_name(path)}': it has {dims}{int(found[1]):,} pixels, more than "
+                      f"Pillow's limit of {int(found[2]):,} against decompression bombs (twice "
+                      "PIL.Image.MAX_IMAGE_PIXELS; raise it for an image you trust, or make the image smaller first)")
+
+
 @contextlib.contextmanager
 def _opened(path):
     """The Pillow image at `path` (a Path or an open binary file), not yet decoded, and a note when
@@ -46,11 +87,7 @@ def _opened(path):
         raise ImageError(f"cannot read image '{_name(path)}': not an image file Pillow can decode "
                          "(use PNG or JPEG)") from None
     except Image.DecompressionBombError as exc:
-        found = _BOMB.search(str(exc))
-        what = (f"it has {int(found[1]):,} pixels, more than Pillow's limit of {int(found[2]):,} against "
-                f"decompression bombs" if found else str(exc))
-        raise ImageError(f"cannot read image '{_name(path)}': {what} (raise PIL.Image.MAX_IMAGE_PIXELS for an "
-                         "image you trust, or make it smaller first)") from None
+        raise _bomb(path, exc) from None
     except (OSError, ValueError) as exc:
         raise ImageError(f"cannot read image '{_name(path)}': {exc}") from None
     width, height = img.size
@@ -115,7 +152,7 @@ def _decoded(img, factor):
     width, height = img.size
     bands = 4 if len(_working_mode(img)) >= 3 else 2
     rows = max(factor, _STRIP_BYTES // (4 * bands * max(width, 1)) // factor * factor)
-    parts, found = [], {"transparent": False, "outside": 0, "bad": 0}
+    out, found = None, {"transparent": False, "outside": 0, "bad": 0}
     for top in range(0, height, rows):
         arr, alpha = _pixels(img.crop((0, top, width, min(height, top + rows))))
         if img.mode == "F":
@@ -126,8 +163,10 @@ def _decoded(img, factor):
         if alpha is not None and alpha.min() < 1.0:
             arr = arr * alpha[..., None] + (1.0 - alpha[..., None])
             found["transparent"] = True
-        parts.append(_box_means(arr, factor))
-    return np.concatenate(parts, axis=0), found
+        if out is None:  # filled strip by strip, so the float image is never held twice
+            out = np.empty((-(-height // factor), -(-width // factor), arr.shape[-1]), np.float32)
+        out[top // factor:top // factor + -(-arr.shape[0] // factor)] = _box_means(arr, factor)
+    return out, found
 
 
 def _check_size(size):
@@ -167,7 +206,11 @@ def load_image(path, size=None, channels=3):
         if frames > 1:
             notes.append(f"animated image: used its first frame of {frames}")
         try:
-            arr, found = _read(img, size)
+            with warnings.catch_warnings():  # a frame or tile over the limit: the whole image is noted
+                warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+                arr, found = _read(img, size)
+        except Image.DecompressionBombError as exc:
+            raise _bomb(path, exc) from None
         except (OSError, ValueError, EOFError) as exc:
             raise ImageError(f"cannot read image '{_name(path)}': {exc}") from None
     if found["bad"]:
