@@ -99,20 +99,21 @@ def _opened(path):
 
 
 def _working_mode(img):
-    """The mode each strip of `img` is converted to before it becomes floats."""
+    """The mode each strip of `img` is converted to before it is shrunk or becomes floats."""
     mode = img.mode
-    if mode in _SIXTEEN_BIT or mode in ("F", "L", "LA", "RGB", "RGBA"):
+    if mode in _SIXTEEN_BIT or mode in ("F", "L", "LA", "La", "RGB", "RGBA", "RGBa"):
         return mode
     if mode == "P":
         return "RGBA" if "transparency" in img.info else "RGB"
-    if mode in ("PA", "RGBa"):              # a palette of colours: "LA" would drop them
+    if mode == "PA":                        # a palette of colours: "LA" would drop them
         return "RGBA"
-    return {"La": "LA", "1": "L"}.get(mode, "RGB")
+    return {"1": "L"}.get(mode, "RGB")
 
 
 def _pixels(img):
-    """(float32 (H, W, C) with C = 1 or 3, alpha (H, W) or None) of a Pillow image; values in
-    [0, 1] except for mode "F", whose values are returned as they are."""
+    """(float32 (H, W, C) with C = 1 or 3, alpha (H, W) or None) of a Pillow image; colour not
+    multiplied by alpha (a premultiplied "La" or "RGBa" image is divided by it), values in [0, 1]
+    except for mode "F", whose values are returned as they are."""
     mode = img.mode
     if mode in _SIXTEEN_BIT:
         return np.clip(np.asarray(img, dtype=np.float32) / 65535.0, 0.0, 1.0)[..., None], None
@@ -124,9 +125,31 @@ def _pixels(img):
     arr *= np.float32(1 / 255)
     if arr.ndim == 2:
         arr = arr[..., None]
+    if img.mode in ("La", "RGBa"):
+        alpha = arr[..., -1:]
+        return np.divide(arr[..., :-1], alpha, out=np.zeros_like(arr[..., :-1]), where=alpha > 0), alpha[..., 0]
     if img.mode in ("LA", "RGBA"):
         return arr[..., :-1], arr[..., -1]
     return arr, None
+
+
+def _shrunk(strip, factor):
+    """(`strip` with each `factor` x `factor` block averaged by Pillow's Image.reduce in an integer
+    mode, whether any of its pixels is not opaque), or None for modes "F" and "I", which are
+    averaged as floats. Colour is multiplied by alpha before it is averaged ("RGBA" -> "RGBa"), so a
+    transparent pixel adds no colour to its block, and the result stays premultiplied (Pillow's
+    reduce of "RGBA" divides it back in 8 bits, which rounds colour where alpha is small); 16-bit
+    images are averaged as 32-bit "I"."""
+    if strip.mode in ("F", "I"):                # clipped (and checked) per pixel before averaging
+        return None
+    if strip.mode in _SIXTEEN_BIT:
+        return strip.convert("I").reduce(factor), False
+    if strip.mode != _working_mode(strip):
+        strip = strip.convert(_working_mode(strip))
+    clear = strip.mode in ("LA", "La", "RGBA", "RGBa") and strip.getextrema()[-1][0] < 255
+    if clear and strip.mode in ("LA", "RGBA"):
+        strip = strip.convert(strip.mode[:-1] + "a")
+    return strip.reduce(factor), clear
 
 
 def _box_means(arr, factor):
@@ -147,25 +170,31 @@ def _decoded(img, factor):
     averaged; what was found: {"transparent": bool, "outside": values of a float image outside
     [0, 1], "bad": its NaN and infinite values}).
 
-    The image is converted a strip of rows at a time, so that no float copy of the whole image is
-    made when `factor` > 1: the extra memory is one strip and the reduced result."""
+    The image is taken a strip of rows at a time; with `factor` > 1 each strip is shrunk in its own
+    8- or 16-bit mode (`_shrunk`) before it becomes floats, so the extra memory is one strip in
+    its own mode and the shrunk result. Modes "F" and "I" are converted to floats a strip at a time
+    and then averaged."""
     width, height = img.size
     bands = 4 if len(_working_mode(img)) >= 3 else 2
     rows = max(factor, _STRIP_BYTES // (4 * bands * max(width, 1)) // factor * factor)
     out, found = None, {"transparent": False, "outside": 0, "bad": 0}
     for top in range(0, height, rows):
-        arr, alpha = _pixels(img.crop((0, top, width, min(height, top + rows))))
+        strip = img.crop((0, top, width, min(height, top + rows)))
+        shrunk = _shrunk(strip, factor) if factor > 1 else None
+        arr, alpha = _pixels(shrunk[0] if shrunk else strip)
         if img.mode == "F":
             finite = np.isfinite(arr)
             found["bad"] += int(arr.size - np.count_nonzero(finite))
             found["outside"] += int(np.count_nonzero(finite & ((arr < 0.0) | (arr > 1.0))))
             arr = np.clip(np.where(finite, arr, 0.0), 0.0, 1.0)
-        if alpha is not None and alpha.min() < 1.0:
+        if alpha is not None and (shrunk[1] if shrunk else alpha.min() < 1.0):
             arr = arr * alpha[..., None] + (1.0 - alpha[..., None])
             found["transparent"] = True
+        if not shrunk:
+            arr = _box_means(arr, factor)
         if out is None:  # filled strip by strip, so the float image is never held twice
             out = np.empty((-(-height // factor), -(-width // factor), arr.shape[-1]), np.float32)
-        out[top // factor:top // factor + -(-arr.shape[0] // factor)] = _box_means(arr, factor)
+        out[top // factor:top // factor + arr.shape[0]] = arr
     return out, found
 
 

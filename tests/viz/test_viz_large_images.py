@@ -87,6 +87,15 @@ def test_half_transparent_rgba_shrunk_equals_the_full_conversion(tmp_path):
     _close(x, _resized(colour * (128 / 255) + (127 / 255), SIZE))
 
 
+def test_clear_pixels_add_no_colour_to_the_blocks_they_are_averaged_in(tmp_path):
+    rgba = np.zeros((1152, 1536, 4), np.uint8)                 # clear black pixels ...
+    rgba[:, ::2] = [255, 0, 0, 255]                             # ... between opaque red columns
+    x, note = load_image(_save(tmp_path, Image.fromarray(rgba), "x.png"), size=SIZE)
+    np.testing.assert_allclose(x, np.broadcast_to(np.array([1.0, 0.5, 0.5])[:, None, None], x.shape),
+                               rtol=0, atol=1 / 255)            # half red, half white
+    assert note == "transparent pixels composited on white; resized 1536x1152 -> 64x48"
+
+
 def test_sixteen_bit_png_keeps_its_precision_when_shrunk(tmp_path):
     deep = np.full((800, 1200), 257 * 100 + 7, dtype=np.uint16)   # between two 8-bit levels
     x, _ = load_image(_save(tmp_path, Image.fromarray(deep), "x.png"), size=(20, 30), channels=1)
@@ -166,19 +175,34 @@ def test_palette_with_alpha_tiff(tmp_path):
     assert note == "transparent pixels composited on white"
 
 
+def _premultiplied_tiff(tmp_path, grey, alpha):
+    """A TIFF of mode "La" (grey multiplied by alpha): Pillow writes "LA", whose ExtraSamples tag
+    is switched from unassociated (2) to associated (1) alpha."""
+    path = _save(tmp_path, Image.fromarray(np.stack([grey, alpha], -1), mode="LA"), "x.tif")
+    unassociated = struct.pack("<HHII", 338, 3, 1, 2)
+    data = path.read_bytes()
+    assert data.count(unassociated) == 1
+    path.write_bytes(data.replace(unassociated, struct.pack("<HHII", 338, 3, 1, 1)))
+    with Image.open(path) as img:
+        assert img.mode == "La"
+    return path
+
+
 def test_premultiplied_grey_with_alpha_tiff(tmp_path):
     rng = np.random.default_rng(11)
     alpha = rng.integers(1, 256, size=(5, 7)).astype(np.uint8)
     grey = np.round(rng.integers(0, 256, size=(5, 7)) * (alpha / 255.0)).astype(np.uint8)  # premultiplied
-    path = _save(tmp_path, Image.fromarray(np.stack([grey, alpha], -1), mode="LA"), "x.tif")
-    unassociated = struct.pack("<HHII", 338, 3, 1, 2)          # the ExtraSamples tag Pillow writes for LA
-    data = path.read_bytes()
-    assert data.count(unassociated) == 1
-    path.write_bytes(data.replace(unassociated, struct.pack("<HHII", 338, 3, 1, 1)))  # associated alpha
-    with Image.open(path) as img:
-        assert img.mode == "La"
-    x, _ = load_image(path, channels=1)
+    x, _ = load_image(_premultiplied_tiff(tmp_path, grey, alpha), channels=1)
     np.testing.assert_allclose(x[0], grey / 255.0 + 1 - alpha / 255.0, rtol=0, atol=1 / 255)
+
+
+def test_premultiplied_grey_with_alpha_shrunk(tmp_path):
+    wave = _smooth(1100, 1500, 2, seed=13)
+    alpha = _bytes8(wave[..., 1])
+    grey = np.round(_bytes8(wave[..., 0]) * (alpha / 255.0)).astype(np.uint8)
+    x, note = load_image(_premultiplied_tiff(tmp_path, grey, alpha), size=SIZE, channels=1)
+    _close(x, _resized(grey[..., None] / 255.0 + 1 - alpha[..., None] / 255.0, SIZE))
+    assert note == "transparent pixels composited on white; resized 1500x1100 -> 64x48"
 
 
 def test_premultiplied_rgba_pixels():
@@ -251,6 +275,18 @@ def test_float_image_with_nan_is_refused_and_out_of_range_values_are_noted(tmp_p
         load_image(_save(tmp_path, Image.fromarray(values, mode="F"), "x.tif"), channels=1)
 
 
+def test_float_image_is_checked_at_full_resolution_when_shrunk(tmp_path):
+    values = np.full((300, 400), 0.25, dtype=np.float32)
+    values[10, 20] = 2.0
+    values[290, 390] = -1.0
+    x, note = load_image(_save(tmp_path, Image.fromarray(values, mode="F"), "x.tif"), size=(10, 10), channels=1)
+    assert note == "2 values outside [0, 1] clipped; resized 400x300 -> 10x10"
+    assert abs(float(np.median(x)) - 0.25) < 1e-6
+    values[100:103, 200] = [np.nan, np.inf, -np.inf]
+    with pytest.raises(ImageError, match=r"it holds 3 NaN or infinite values$"):
+        load_image(_save(tmp_path, Image.fromarray(values, mode="F"), "x.tif"), size=(10, 10), channels=1)
+
+
 # --- Pillow's limit against decompression bombs -------------------------------------------------
 
 def test_images_over_the_pixel_limit_get_a_note_and_no_warning(tmp_path, monkeypatch):
@@ -298,15 +334,19 @@ print(peak() - before)
 
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="reads the peak memory from /proc")
-def test_reading_a_large_image_takes_less_than_one_and_a_half_times_its_8_bit_size(tmp_path):
+@pytest.mark.parametrize("mode", ["RGB", "RGBA"])
+def test_reading_a_large_image_takes_less_than_one_and_a_half_times_its_8_bit_size(tmp_path, mode):
     height, width = 4000, 6000
-    rgb = np.zeros((height, width, 3), np.uint8)
-    rgb[..., 0] = np.arange(width) * 255 // width
-    rgb[..., 1] = (np.arange(height) * 255 // height)[:, None]
-    path = _save(tmp_path, Image.fromarray(rgb), "big.png", compress_level=1)
-    del rgb
+    pixels = np.zeros((height, width, len(mode)), np.uint8)
+    pixels[..., 0] = np.arange(width) * 255 // width
+    pixels[..., 1] = (np.arange(height) * 255 // height)[:, None]
+    if mode == "RGBA":
+        pixels[..., 3] = 255 - pixels[..., 0]                   # from opaque to clear
+    path = _save(tmp_path, Image.fromarray(pixels), "big.png", compress_level=1)
+    del pixels
     small = _save(tmp_path, Image.new("RGB", (80, 80)), "small.png")
-    out = subprocess.run([sys.executable, "-c", textwrap.dedent(PEAK), str(path), str(small)], capture_output=True, text=True,
-                         check=True, timeout=120)
+    out = subprocess.run([sys.executable, "-c", textwrap.dedent(PEAK), str(path), str(small)], capture_output=True,
+                         text=True, check=True, timeout=120)
+    eight_bit = height * width * len(mode)
     growth = int(out.stdout)
-    assert growth < 1.5 * height * width * 3, f"peak grew by {growth / (height * width * 3):.2f}x the 8-bit image"
+    assert growth < 1.5 * eight_bit, f"peak grew by {growth / eight_bit:.2f}x the 8-bit image"
