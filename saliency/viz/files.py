@@ -219,11 +219,13 @@ def load_image(path, size=None, channels=3):
     were used as they are.
 
     Memory: an image at least four times `size` is shrunk while it is decoded (a JPEG by its
-    decoder's 1/2, 1/4 or 1/8 scaling, then any image by averaging blocks of pixels, a strip of rows
-    at a time) to between two and four times `size` before the final bilinear resize, so reading it
-    takes about its decoded 8-bit size in memory, not a float copy of it. Pillow's guard against
-    decompression bombs holds: an image of more than twice `PIL.Image.MAX_IMAGE_PIXELS` pixels is
-    refused with an ImageError, one over it gets a note.
+    decoder's 1/2, 1/4 or 1/8 scaling, then any image by averaging blocks of pixels in its own 8- or
+    16-bit mode, a strip of rows at a time) to between two and four times `size` before the final
+    bilinear resize, so reading it takes about its decoded size in Pillow's memory, not a float copy
+    of it. Pillow's guard against decompression bombs is kept as it is set: an image of more than
+    twice `PIL.Image.MAX_IMAGE_PIXELS` pixels (by default 178,956,970) is refused with an ImageError
+    naming its width x height, and one over it (by default, e.g. 12000x12000) is read with a note;
+    raise `PIL.Image.MAX_IMAGE_PIXELS`, or set it to None, to read larger images you trust.
     """
     if channels not in (1, 3) or isinstance(channels, bool):
         raise VizError(f"channels must be 1 or 3, got {channels!r}")

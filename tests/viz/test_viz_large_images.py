@@ -255,10 +255,11 @@ def test_large_rotated_image_is_shrunk_in_its_stored_layout(tmp_path):
     assert note == "rotated as its EXIF orientation says; resized 1500x1100 -> 64x48"
 
 
-def test_animated_image_gives_its_first_frame(tmp_path):
+@pytest.mark.parametrize("name, options", [("x.gif", {}), ("x.png", {}), ("x.webp", {"lossless": True})])
+def test_animated_image_gives_its_first_frame(tmp_path, name, options):
     frames = [Image.new("RGB", (8, 6), colour) for colour in [(255, 0, 0), (0, 255, 0), (0, 0, 255)]]
-    path = tmp_path / "x.gif"
-    frames[0].save(path, save_all=True, append_images=frames[1:], duration=100)
+    path = tmp_path / name
+    frames[0].save(path, save_all=True, append_images=frames[1:], duration=100, **options)
     x, note = load_image(path)
     np.testing.assert_allclose(x[:, 0, 0], [1, 0, 0], rtol=0, atol=1e-6)
     assert note == "animated image: used its first frame of 3"
