@@ -1,6 +1,6 @@
 """Reading large images for a small model: load_image against converting the whole image first.
 
-    python benchmarks/large_image.py [--sizes 4000x3000 12000x12000] [--target 64] [--runs 3]
+    python benchmarks/large_image.py [--sizes 4000x3000 9000x9000 12000x12000] [--target 64] [--runs 3]
 
 For each size, a smooth RGB image is written once as PNG and as JPEG into a temporary folder.
 Each read runs in a fresh process, alternating between
@@ -75,7 +75,7 @@ def read(path, how, target, warm):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", nargs="+", default=["4000x3000", "12000x12000"])
+    parser.add_argument("--sizes", nargs="+", default=["4000x3000", "9000x9000", "12000x12000"])
     parser.add_argument("--target", type=int, default=64)
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
