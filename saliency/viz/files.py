@@ -279,15 +279,18 @@ def _read(img, size):
     orientation = img.getexif().get(0x0112, 1)
     sideways = orientation in (5, 6, 7, 8)
     width, height = img.size
-    factor = 1
+    factor, extent = 1, None
     if size is not None:
         want_w, want_h = (size[0], size[1]) if sideways else (size[1], size[0])  # in the stored layout
-        if img.format == "JPEG" and min(width // want_w, height // want_h) >= 4:
-            img.draft(img.mode, (2 * want_w, 2 * want_h))  # the decoder's scaling keeps >= this size
+        if img.format in ("JPEG", "MPO") and min(width // want_w, height // want_h) >= 4:
+            drafted = img.draft(img.mode, (2 * want_w, 2 * want_h))  # the decoder's scaling keeps >= this size
+            if drafted:  # the image in decoded pixels: fractional where a partial 8x8 block was scaled
+                extent = drafted[1][2:]
         factor = max(1, min(img.size[0] // (2 * want_w), img.size[1] // (2 * want_h)))
     img.load()
     arr, found = _decoded(img, factor)
-    box = (0.0, 0.0, img.size[0] / factor, img.size[1] / factor)  # the image, in pixels of `arr`
+    extent = extent or img.size
+    box = (0.0, 0.0, extent[0] / factor, extent[1] / factor)  # the image, in pixels of `arr`
     if orientation in _UPRIGHT:
         box = _turn_box(box, arr.shape[1], arr.shape[0], _UPRIGHT[orientation])
         arr = _turn(arr, _UPRIGHT[orientation])

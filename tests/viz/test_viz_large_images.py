@@ -244,12 +244,16 @@ def test_exif_orientation_shows_the_image_upright(tmp_path, orientation):
     assert note == "rotated as its EXIF orientation says"
 
 
-def test_large_rotated_image_is_shrunk_in_its_stored_layout(tmp_path):
+@pytest.mark.parametrize("name, options", [("x.png", {}), ("x.jpg", {"quality": 95})])
+def test_large_rotated_image_is_shrunk_in_its_stored_layout(tmp_path, name, options):
     rgb = _bytes8(_smooth(1500, 1100, 3, seed=9))             # stored 1100 wide, shown 1500 wide
     img = Image.fromarray(rgb)
     exif = img.getexif()
     exif[0x0112] = 6
-    x, note = load_image(_save(tmp_path, img, "x.png", exif=exif), size=SIZE)
+    path = _save(tmp_path, img, name, exif=exif, **options)
+    with Image.open(path) as stored:
+        rgb = np.asarray(stored.convert("RGB"))                # as decoded at full size
+    x, note = load_image(path, size=SIZE)
     upright = np.rot90(rgb, -1) / 255.0                        # orientation 6: turned clockwise
     _close(x, _resized(upright, SIZE))
     assert note == "rotated as its EXIF orientation says; resized 1500x1100 -> 64x48"
