@@ -4,11 +4,14 @@ Every block is a Sequential of named modules (``conv``, ``bn``, ``relu``, ``pool
 reads ``model.features.block3.conv`` in ``print(model)`` and in state-dict keys, and can be
 handed to Grad-CAM as the module object.
 
-* `ShapesNet`: 3x64x64 -> 8 class scores. Four conv blocks (64 -> 32 -> 16 -> 8 -> 4 pixels),
-  global average pooling, one linear layer.
-* `DigitsNet`: 1x32x32 -> 10 class scores. Three conv blocks, global average pooling, linear.
-* `DepthNet`: 3x128x128 -> 1x128x128 depth in metres. A U-Net: an encoder of five stages
-  (128 -> 8 pixels), a decoder that upsamples bilinearly (x2, align_corners=False),
+* `shapes_net()`: a `Classifier`, 3x64x64 -> 8 class scores. Four conv blocks (16, 32, 64, 96
+  channels), max pooling after the first three (64 -> 32 -> 16 -> 8 pixels), global average
+  pooling, one linear layer.
+* `digits_net()`: a `Classifier`, 1x32x32 -> 10 class scores. Three conv blocks (16, 32, 64
+  channels), max pooling after the first two (32 -> 16 -> 8 pixels), global average pooling,
+  one linear layer.
+* `DepthNet` (`depth_net()`): 3x128x128 -> 1x128x128 depth in metres. A U-Net: an encoder of
+  five stages (128 -> 8 pixels), a decoder that upsamples bilinearly (x2, align_corners=False),
   concatenates the encoder's features of the same size (skip connections) and mixes them with
   3x3 convolutions. The last layer predicts log-depth; the output is its exponential, so the
   attribution of a depth pixel is a gradient of metres.

@@ -1,8 +1,9 @@
 """What every method shares: input checks, the forward pass, the VJP of a seed, the result.
 
 Every gradient goes through `autograd.grad` (never `.backward()`), so no `.grad` is touched.
-During a call the model's parameters are set not to require grad (and restored afterwards):
-the backward pass then computes no weight gradients it would throw away.
+During a call the model's parameters behave as if they did not require grad, in the calling
+thread only (`frozen`; the parameters themselves are not changed): the backward pass then
+computes no weight gradients it would throw away.
 """
 import math
 import time
@@ -18,18 +19,16 @@ from . import seeds as _seeds
 from .result import Attribution
 
 # Input elements per forward pass when a method runs many copies of x (noisy copies, path points,
-# occluded images) and no batch size is given: 512 KB of float32 input per pass. Bigger passes
-# are slower per image, not faster: smoothgrad n=24 on the zoo depth model took 630-680 ms in
-# passes of 2-4 copies and 2,080 ms in passes of 21 (benchmarks/methods.py; the activations of
-# a big pass leave the caches).
+# occluded images) and no batch size is given: 512 KB of float32 input per pass. The budget is
+# small on purpose: the activations of a big pass leave the caches, so bigger passes are slower
+# per image, not faster (benchmarks/methods.py times the methods).
 DEFAULT_BUDGET = 1 << 17
 
 # Seeds per backward pass for a batched seed (pixels(), classes(), jacobian_rows) when no chunk is
 # given: as many as keep K * (input elements of the pass) within this budget, at least 1: 10 seeds
-# of a 3x128x128 image. A batched backward holds K gradients of the activations it passes (about
-# 3.8 MB per seed on the zoo depth model), so thousands of seeds need several passes. Measured on
-# the depth model with cropped VJPs (look_distance at stride 8, 256 seeds, best of 3): passes of
-# 2 seeds (DEFAULT_BUDGET) 1.13 s, of 4 to 16 seeds 0.89-0.92 s, of 32 1.04 s, of 85 1.37 s.
+# of a 3x128x128 image. A batched backward holds K gradients of the activations it passes, so
+# thousands of seeds need several passes; a pass of a few seeds shares the graph's traversal
+# between them while their gradients still fit the caches.
 SEED_BUDGET = 4 * DEFAULT_BUDGET
 
 

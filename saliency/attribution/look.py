@@ -14,7 +14,7 @@ from . import seeds as _seeds
 from ._core import Call
 
 # look_distance's default grid: the smallest stride that samples at most this many output pixels
-# (a 128x128 output at stride 4: a 32x32 grid, 3.4 s on the zoo depth model).
+# (a 128x128 output at stride 4: a 32x32 grid).
 DEFAULT_PIXELS = 1024
 
 

@@ -9,11 +9,12 @@ dimensions; the seeds are folded into the batch so that K*N gradients are one wr
 GEMM-based conv VJPs then run the images through in cache-sized chunks, `im2col.chunks`).
 
 Threads: no kernel is compiled with `parallel=True`, and the matrix products inside the
-convolutions use NumPy's BLAS. Measured on 2 cores (benchmarks/thread_pools.py), Numba's worker
-threads and OpenBLAS's (or PyTorch's OpenMP threads, in the same process) spin-wait for the same
-cores: depending on import order a map took 20-50x longer. Large batched calls instead run in two
-halves, one on a helper thread that sleeps between calls (`threads`, kernels compiled `nogil`).
-The `prange` loops mark the axes whose writes never overlap.
+convolutions use NumPy's BLAS. Numba's worker threads and OpenBLAS's (or PyTorch's OpenMP
+threads, in the same process) spin-wait after each call and would compete for the same cores
+(benchmarks/thread_pools.py shows the effect). Large calls instead run in two halves, one on a
+helper thread that sleeps between calls (`threads`, kernels compiled `nogil`). Without
+`parallel=True` a `prange` loop runs serially, like `range`; it marks a loop whose iterations
+write disjoint parts of the output.
 """
 from .batchnorm import batch_norm_forward, batch_norm_grad_eval, batch_norm_grad_train, batch_norm_stats
 from .conv2d import (ConvAlgorithm, choose_algorithm, conv2d_forward, conv2d_grad_bias, conv2d_grad_input,

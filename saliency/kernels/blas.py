@@ -21,10 +21,9 @@ import threading
 
 import numpy as np
 
-# Below this many floating-point operations a product runs on one thread. Measured on 2 cores,
-# maps computed back to back (benchmarks/thread_pools.py): the classifier's products (3-9 MFLOP)
-# on one thread took a batch-1 map from 1.96 to 1.06 ms; the depth model's first layer (14 MFLOP)
-# was faster on two.
+# Below this many floating-point operations a product runs on one thread: the classifier's
+# products (a few MFLOP each) stay on one thread; larger ones, such as the depth model's first
+# layer (14 MFLOP), use OpenBLAS's threads (benchmarks/thread_pools.py compares the two).
 SMALL_FLOPS = 1e7
 
 

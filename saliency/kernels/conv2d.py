@@ -23,8 +23,8 @@ _FASTMATH = {"reassoc", "contract"}
 def _corr2d(x, w, b, out, sh, sw, ph, pw, dh, dw, groups, ob, rb):
     """out[n, o, oy, ox] = b[o] + sum_{c, ky, kx} w[o, c, ky, kx] x[n, g*Cg + c, oy*sh - ph + ky*dh, ox*sw - pw + kx*dw].
 
-    Out-of-range input positions read as zero (padding; negative padding crops). Parallel over
-    tasks (n, group, block of `ob` output channels, block of `rb` output rows): each task owns
+    Out-of-range input positions read as zero (padding; negative padding crops). One loop over
+    independent tasks (n, group, block of `ob` output channels, block of `rb` output rows): each task owns
     its block of `out`, so writes never overlap. The width loop is innermost (contiguous for
     stride 1) and each input row is reused for `ob` output channels.
     """
@@ -63,7 +63,7 @@ def _corr2d(x, w, b, out, sh, sw, ph, pw, dh, dw, groups, ob, rb):
                         # slices indexed from 0: no negative-index wraparound test, so LLVM vectorizes
                         xs = xrow[lo * sw + off:(hi - 1) * sw + off + 1:sw]
                         j = 0
-                        while j + 4 <= nb:  # 4 output channels per pass over the row: 3-5x faster
+                        while j + 4 <= nb:  # 4 output channels per pass: each input value is loaded once for all four
                             w0 = w[o0 + j, c, ky, kx]
                             w1 = w[o0 + j + 1, c, ky, kx]
                             w2 = w[o0 + j + 2, c, ky, kx]
@@ -144,7 +144,7 @@ def _corr2d_3x3(x, w, b, out, sh, sw, ph, pw, dh, dw, groups, ob, rb):
                         src = x[n, ci, iy]
                         for k in range(hi - lo):
                             dst[lo + k] = src[lo - pw + k]
-                # the 9 taps as slices indexed from 0 (no negative-index test: LLVM vectorizes; 8x faster),
+                # the 9 taps as slices indexed from 0 (no negative-index test, so LLVM vectorizes),
                 # contiguous ones for stride 1 (a runtime step of 1 would compile to gathers)
                 if sw == 1:
                     r0a, r0b, r0c = rows[0, 0:OW], rows[0, dw:dw + OW], rows[0, 2 * dw:2 * dw + OW]
@@ -163,7 +163,7 @@ def _corr2d_3x3(x, w, b, out, sh, sw, ph, pw, dh, dw, groups, ob, rb):
 def _corr2d_3x3_padded(xp, w, b, out, dh, dw, groups, ob):
     """_corr2d_3x3 at stride 1 on an input padded beforehand (xp: zeros around x, OH + 2*dh rows and
     OW + 2*dw columns): the taps read the rows of xp in place instead of copying three rows per
-    output row, channel and block (3x faster for the 16->1 depth head, 1.6-2x for 3->16 first layers)."""
+    output row, channel and block."""
     N = xp.shape[0]
     O, Cg = w.shape[0], w.shape[1]
     OH, OW = out.shape[2], out.shape[3]
@@ -213,8 +213,8 @@ def _dot9(t, r, i):
 def _corr2d_3x3_rgb(xp, w, b, out, dh, dw):
     """_corr2d_3x3_padded for three input channels and one group (a first layer on RGB): each
     output pixel of two output channels at a time takes all 27 taps from registers and is stored
-    once, instead of one pass per input channel over the output row (1.5-1.9x faster on 3->16 @64x64
-    and @128x128). An odd last output channel pairs with itself (its values are written twice)."""
+    once, instead of one pass per input channel over the output row.
+    An odd last output channel pairs with itself (its values are written twice)."""
     N = xp.shape[0]
     O = w.shape[0]
     OH, OW = out.shape[2], out.shape[3]
@@ -242,7 +242,7 @@ def _corr2d_3x3_rgb(xp, w, b, out, dh, dw):
 def _corr2d_grad_weight(g, x, dwt, sh, sw, ph, pw, dh, dw, groups):
     """dwt[k, o, c, ky, kx] = sum_{n, oy, ox} g[k, n, o, oy, ox] x[n, grp*Cg + c, oy*sh - ph + ky*dh, ox*sw - pw + kx*dw].
 
-    k indexes seeds. Parallel over (k, o, c): each task owns one (KH, KW) filter of `dwt`.
+    k indexes seeds. One loop over independent tasks (k, o, c): each owns one (KH, KW) filter of `dwt`.
     """
     K, N, O, OH, OW = g.shape
     H, W = x.shape[2], x.shape[3]
@@ -329,7 +329,8 @@ def _check(x_shape, w_shape, stride, padding, dilation, groups):
 
 
 def _block(o_per_group, n_out_rows, n_tasks_other):
-    """Output-channel block (register/L1 reuse of an input row) and row block (enough parallel tasks)."""
+    """Output-channel block (register/L1 reuse of an input row) and row block (rows halved until there
+    are at least 8 tasks; the kernels run their tasks in one serial loop, so it sets only a task's size)."""
     ob = min(8, o_per_group)
     rb = n_out_rows
     while rb > 1 and n_tasks_other * ((n_out_rows + rb - 1) // rb) < 8:
@@ -377,17 +378,16 @@ def _direct(x, w, b, out_shape, s, p, d, groups):
 
 
 def choose_algorithm(x_shape, w_shape, out_shape, groups, vjp=False):
-    """The faster algorithm for this shape (the forward, or with vjp=True the input and weight
-    VJPs), as measured by benchmarks/kernels_conv.py.
+    """The algorithm for this shape (the forward, or with vjp=True the input and weight VJPs): the
+    faster of the two on the zoo's layers (benchmarks/kernels_conv.py compares them).
 
-    im2col + BLAS GEMM wins on every zoo layer with at least 4 output channels per group, by
-    3-10x over the direct kernel. The direct kernel wins where the GEMM degenerates to a
-    matrix-vector product: few output channels per group (the depth head, 16->1, whose input
-    VJP then has a GEMM contraction of length 1) and depthwise/grouped convs with one channel
-    per group (one tiny GEMM per group). The forward of a 3x3 conv with at most 4 input channels
-    per group (a first layer on RGB) also runs direct: the 3x3 kernels do it in 0.04-0.07 ms
-    (`_corr2d_3x3_rgb` for three channels) against 0.22 ms for im2col + a GEMM with a contraction
-    of 27 (3->16 @64x64).
+    im2col + BLAS GEMM for every layer with at least 4 output channels per group. The direct
+    kernel where the GEMM degenerates to a matrix-vector product: few output channels per group
+    (the depth head, 16->1, whose input VJP then has a GEMM contraction of length 1) and
+    depthwise/grouped convs with one channel per group (one tiny GEMM per group). The forward of
+    a 3x3 conv with at most 4 input channels per group (a first layer on RGB) also runs direct:
+    a GEMM contraction of 27 is too short to pay for building the patches, while the 3x3 kernels
+    (`_corr2d_3x3_rgb` for three channels) keep every tap in registers.
     """
     Og, Cg = w_shape[0] // groups, w_shape[1]
     if Og < 4 or (groups > 1 and Cg < 4):
@@ -395,8 +395,8 @@ def choose_algorithm(x_shape, w_shape, out_shape, groups, vjp=False):
     if not vjp and Cg <= 4 and tuple(w_shape[2:]) == (3, 3):
         return ConvAlgorithm.DIRECT
     if vjp and Cg <= 4 and tuple(w_shape[2:]) == (3, 3) and x_shape[0] * x_shape[2] * x_shape[3] <= 2 * 64 * 64:
-        # the input VJP of such a first layer on up to two 64x64 images: the padded 3x3 kernel took 0.12 ms
-        # against 0.17 ms for GEMM + col2im (3 <- 16 @64x64); from four images on, or at 128x128, GEMM wins
+        # the input VJP of such a first layer on up to two 64x64 images: the padded 3x3 kernel, which
+        # needs no patches; on more images, or larger ones, GEMM + col2im is the faster
         return ConvAlgorithm.DIRECT
     return ConvAlgorithm.GEMM
 
@@ -415,7 +415,7 @@ def conv2d_forward(x, w, b=None, stride=1, padding=0, dilation=1, groups=1, algo
         raise ValueError(f"b must have {w.shape[0]} entries (one per output channel), got shape {np.shape(b)!r}")
     algorithm = algorithm or choose_algorithm(x.shape, w.shape, out_shape, groups)
     if algorithm is ConvAlgorithm.GEMM:
-        if groups == 1 and x.shape[1] >= 8:  # row-major patches: 1.1-1.4x faster from 16 input channels
+        if groups == 1 and x.shape[1] >= 8:  # row-major patches (cols @ W: the long position axis is GEMM's M)
             return im2col.conv2d_rows(x, w, bias, out_shape, s, p, d)
         return im2col.conv2d_gemm(x, w, bias, out_shape, s, p, d, groups)
     return _direct(x, w, bias, out_shape, s, p, d, groups)
@@ -471,13 +471,12 @@ def conv2d_grad_input(g, w, x_shape, stride=1, padding=0, dilation=1, groups=1, 
     if (algorithm is ConvAlgorithm.GEMM and groups == 1 and s == (1, 1) and min(pt) >= 0 and x_shape[1] >= 16
             and x_shape[2] * x_shape[3] <= 64 * 64):
         # at stride 1 the VJP is a forward convolution of g with the flipped, transposed weight: the
-        # chunked row-major forward beat the paths below on maps up to 64x64 with >= 16 channels
-        # (classifier 16<-32 @32x32, batch 32: 3.3 -> 2.7 ms; 32<-64 @64x64, batch 1: 1.7 -> 0.9 ms)
+        # chunked row-major forward is the fastest path on maps up to 64x64 with >= 16 channels
         dx = im2col.conv2d_rows(g2, _flipped_transposed(w, 1), np.zeros(x_shape[1], g2.dtype), x2_shape, (1, 1),
                                 pt, d)
     elif algorithm is ConvAlgorithm.GEMM and groups == 1 and g2.shape[0] > 1 and x_shape[1] >= 32:
         # the correlation on row-major patches wins only for large batches with many input channels;
-        # otherwise GEMM + col2im (one GEMM, one scatter, no per-phase launches) is 1.5-2.5x faster
+        # otherwise GEMM + col2im (one GEMM, one scatter, no per-phase launches) is faster
         dx = im2col.conv2d_grad_input_rows(g2, w, x2_shape, s, p, d)
     elif algorithm is ConvAlgorithm.GEMM:
         dx = im2col.conv2d_grad_input_gemm(g2, w, x2_shape, s, p, d, groups)

@@ -147,7 +147,7 @@ def conv2d_grad_weight_gemm(g, x, w_shape, s, p, d, groups):
 
 # ---------------------------------------------------------------------------------------------
 # Row-major ("channels-last") patches: one row per output position, the taps and channels of its
-# receptive field along the row. cols @ W beats W @ cols by 1.2-2x in OpenBLAS on the zoo's shapes
+# receptive field along the row. cols @ W is the faster orientation in OpenBLAS on the zoo's shapes
 # (the long position axis becomes GEMM's M), and the same two kernels serve the forward, the
 # input VJP (as a correlation, split into stride phases) and the sub-pixel convolution.
 
@@ -160,8 +160,8 @@ def _to_nhwc(src, dst, ry, rx, sy, sx, pt, pl):
 
     Negative pt/pl crop. A blocked transpose: per (n, row of dst), 16 (then 8, then 1) channels
     at a time, each dst pixel's run of channels written contiguously from that many source rows
-    (5-8x faster than a channel-by-channel scatter, whose 64-byte-strided writes and one source
-    page per channel stalled on every element).
+    (a channel-by-channel scatter would make strided writes and touch one source page per channel
+    for every element).
     """
     N, C, H, W = src.shape
     Hl = (H - ry + sy - 1) // sy
@@ -211,7 +211,7 @@ def _im2row(xp, C, cols, offy, offx, s_y, s_x, OH, OW, k0):
 
     Offsets are >= 0 and every read is inside xp (the padding is in xp). Taps with consecutive
     column offsets are one contiguous run of xp (whatever the stride): copied in one loop.
-    Parallel over (p, n, oy): each task owns OW rows of cols.
+    One loop over independent tasks (p, n, oy): each owns OW rows of cols.
     """
     N = xp.shape[0]
     Py, nty = offy.shape
@@ -247,10 +247,10 @@ def _row2im(res, y, b, OH, OW, sy, sx, ry, rx, Px):
 
         y[n, o, oy*sy + ry + py, ox*sx + rx + px] = res[p, (n*OH + oy)*OW + ox, o] + b[o].
 
-    Every (phase, position) is written once. Parallel over (p, n, oy): each task transposes an
-    (OW, O) block of res (in L1), 16 columns at a time: a fixed-length loop of 16 strided reads
-    and 16 (contiguous, or sx-strided) writes that LLVM vectorizes (3x faster than a
-    runtime-length loop); the last OW % 16 columns go one by one.
+    Every (phase, position) is written once. One loop over independent tasks (p, n, oy): each
+    transposes an (OW, O) block of res (in L1), 16 columns at a time: a fixed-length loop of 16
+    strided reads and 16 (contiguous, or sx-strided) writes, which LLVM vectorizes (a
+    loop of runtime length it does not); the last OW % 16 columns go one by one.
     """
     P, R, O = res.shape
     N = R // (OH * OW)
@@ -286,8 +286,8 @@ def _row2im(res, y, b, OH, OW, sy, sx, ry, rx, Px):
 
 def conv2d_rows(x, w, b, out_shape, s, p, d):
     """Forward (groups = 1): GEMMs (n*OH*OW, kh*kw*C) @ (kh*kw*C, O) over chunks of n images whose
-    patches fit CHUNK_BYTES (in cache: 1.6x faster than one GEMM over a batch of 32 on the classifier's
-    16->32 layer, 2.1x on a 16->32 layer at 64x64)."""
+    patches fit CHUNK_BYTES, so that each chunk's padded copy, patches and product stay in cache
+    (one GEMM over a whole batch would stream them from memory)."""
     N, C, H, W = x.shape
     O, _, KH, KW = w.shape
     OH, OW = out_shape[2], out_shape[3]
@@ -345,7 +345,7 @@ def stride_phases(size, kernel, stride, padding, dilation):
 # from chunk to chunk, so that the padded copy, the patches and the GEMM result stay in cache
 # (the patches of 64 seeds of a 128x128 decoder layer are 268 MB). One wrapper call still serves
 # every seed; only the final output is full size.
-CHUNK_BYTES = 4 << 20  # patches per chunk; measured on the depth model's 64-seed VJP: 2-8 MB all within 5%
+CHUNK_BYTES = 4 << 20  # patches per chunk: a few MB, so that a chunk's buffers stay in the caches
 
 
 def chunks(M, bytes_per_image, start=0):

@@ -8,8 +8,8 @@ is always one of the pixels' distances.
 
 Instead of sorting every pixel of every map by distance, each map's non-zero pixels go into rings
 of width 1 (distance [k, k + 1)); only the ring where the running total crosses f * total is
-sorted. That is O(H * W) per map plus the sort of one ring, so thousands of dense 128x128 maps
-take about a second. Sums run in a fixed order that differs from a full sort's: a pixel whose
+sorted. That is O(H * W) per map plus the sort of one ring, instead of a sort of all H * W
+pixels. Sums run in a fixed order that differs from a full sort's: a pixel whose
 running total lies within rounding of f * total may move the radius by one ring step, nothing
 else. The distance is computed as in NumPy (no fastmath contraction), so radii equal NumPy's
 sqrt(dr**2 + dc**2) of the pixel offsets bit for bit.

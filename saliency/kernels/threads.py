@@ -2,22 +2,19 @@
 a helper thread, the matrix products of both on one BLAS thread each.
 
 Why not Numba's `parallel=True`, or OpenBLAS's threads for everything: their worker pools spin-wait
-after each call, and on 2 cores a pool that spins holds the core the other pool needs
-(benchmarks/thread_pools.py measured 20-50x slowdowns). The helper here is one thread of a
+after each call, and when both run in one process a pool that spins holds the core the other pool
+needs (benchmarks/thread_pools.py shows the effect). The helper here is one thread of a
 `ThreadPoolExecutor` blocked on its queue (it sleeps, it never spins); the kernels are compiled with
 `nogil=True` so the two halves run at once; and while a split call runs, the BLAS calls of both
 halves use one thread each, so OpenBLAS's workers are not woken. A batch of one, or a call whose
-output has fewer than SPLIT_ELEMENTS elements, stays on the calling thread (handing work over costs
-tens of microseconds). Measured on 2 cores, the classifier at batch 32 (one map = 10 split calls):
-back to back in one process 12.9 ms against 19.4 without the split; alternated with PyTorch as
-benchmarks/attribution.py runs it 17.3 / 18.7, 18.0 / 19.4 and 17.8 / 21.3 ms; in fresh processes
-(five alternated pairs, medians of 15 maps) 15.8 against 17.8 ms.
+output has fewer than SPLIT_ELEMENTS elements, stays on the calling thread: handing work to the
+helper has a fixed cost that a small call does not repay (benchmarks/batch_split.py compares the
+split with the unsplit call).
 
 One image splits too, by output rows, channels or phase rows (`split_image`), but only when the
-call's input or output has SPLIT_IMAGE_ELEMENTS: handing half of a call over costs about 65 us here
-(measured with an empty body), and on the depth model's 128x128 layers (0.15-0.9 ms a call) the
-split took 0.91-1.19 of the whole call's time; at 256x256 it took 0.43-0.89 in two runs (the
-halves' buffers also fit the caches better).
+call's input or output has SPLIT_IMAGE_ELEMENTS: below that (the depth model's 128x128 layers
+among them) the hand-over cost outweighs what the second thread saves; above it the halves'
+buffers also fit the caches better than the whole call's (benchmarks/image_split.py compares).
 """
 import os
 import threading

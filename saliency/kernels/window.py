@@ -38,8 +38,8 @@ def _gather(src, origins, out):
 
 @njit(cache=True)
 def _times_window(g, src, origins, out):
-    """out[k, q] = g[k, q] * src[q] on the window at origins[k] (zero outside src's map). The plain
-    loop with the test inside measured 2.6x faster than hoisting the bounds with row views."""
+    """out[k, q] = g[k, q] * src[q] on the window at origins[k] (zero outside src's map). One plain
+    loop over the window with the bounds test inside: no row views, no separate zero fill."""
     K, L, h, w = g.shape
     H, W = src.shape[1], src.shape[2]
     for k in range(K):
