@@ -93,7 +93,7 @@ def main():
                     for how in runs:
                         runs[how].append(read(path, how, args.target, warm))
                 t = {how: statistics.median(s for s, _ in r) for how, r in runs.items()}
-                m = {how: statistics.median(g for _, g in r) / eight_bit for how, r in runs.items()}
+                m = {how: statistics.median(growth for _, growth in r) / eight_bit for how, r in runs.items()}
                 print(f"{os.path.basename(path):>22} {t['ours']:8.2f} {t['reference']:8.2f} "
                       f"{t['ours'] / t['reference']:10.3f} {m['ours']:8.2f}x {m['reference']:7.2f}x", flush=True)
 

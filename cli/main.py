@@ -183,16 +183,26 @@ def models(measure: bool = typer.Option(False, "--measure", help="Re-measure eac
 @app.command()
 def train(name: str = typer.Argument(..., help="Which zoo model: shapes, digits or depth."),
           epochs: int = typer.Option(None, "--epochs", min=1, help="Epochs (default: the recipe's)."),
-          seed: int = typer.Option(0, "--seed", help="Seed of every random draw; the same seed gives the same weights."),
+          random_seed: int = typer.Option(None, "--random-seed", help="Seed of every random draw (default: 0); "
+                                          "the same random seed gives the same weights."),
           out: str = typer.Option(None, "--out", help="Weights file to write (default: NAME.npz here); "
-                                  "a .json card goes beside it.")):
+                                  "a .json card goes beside it."),
+          old_seed: int = typer.Option(None, "--seed", hidden=True, help="Deprecated name of --random-seed.")):
     """Train a zoo model from scratch with saliency's own engine (Adam), with a progress bar."""
     from saliency.models.zoo import ZooError
 
     from .zoo import train as run
 
+    # `--seed` of map and batch is the backward seed v; train's random seed was `--seed` too, and
+    # still is for commands written before the rename: hidden, with a warning
+    if old_seed is not None:
+        if random_seed is not None:
+            raise UserError("--seed is the old name of --random-seed; give only --random-seed")
+        typer.echo("warning: train --seed is deprecated, use --random-seed (--seed is the backward seed "
+                   "of map and batch)", err=True)
+        random_seed = old_seed
     try:
-        lines = run(name, epochs, seed, out)
+        lines = run(name, epochs, 0 if random_seed is None else random_seed, out)
     except (ZooError, ModuleNotFoundError, OSError) as exc:
         raise UserError(str(exc)) from None
     typer.echo("\n".join(lines))

@@ -33,11 +33,12 @@ def models_table(measure=False):
     return "\n".join(lines)
 
 
-def train(name, epochs, seed, out):
-    """Train `name` and write its weights and card; returns the lines to print."""
+def train(name, epochs, random_seed, out):
+    """Train `name`, every random draw from `random_seed`, and write its weights and card; returns the lines
+    to print."""
     zoo.spec(name)                           # an unknown name fails before any work
     out = out if out is not None else f"{name}.npz"
-    model, card = training.train(name, epochs=epochs, seed=seed)
+    model, card = training.train(name, epochs=epochs, seed=random_seed)
     path = training.save(model, card, out)
     return [f"trained {name} in {card['train_seconds']:.0f} s: {_metrics_text(card['task'], card['metrics'])}",
             f"weights: {path}", f"card:    {path.with_suffix('.json')}"]

@@ -21,12 +21,15 @@ _FASTMATH = {"reassoc", "contract"}
 
 @njit(cache=True, fastmath=_FASTMATH, nogil=True)
 def _corr2d(x, w, b, out, sh, sw, ph, pw, dh, dw, groups, ob, rb):
-    """out[n, o, oy, ox] = b[o] + sum_{c, ky, kx} w[o, c, ky, kx] x[n, g*Cg + c, oy*sh - ph + ky*dh, ox*sw - pw + kx*dw].
+    """out[n, o, oy, ox] = b[o] + sum_{c, ky, kx} w[o, c, ky, kx]
+                                   * x[n, group*Cg + c, oy*sh - ph + ky*dh, ox*sw - pw + kx*dw]
 
-    Out-of-range input positions read as zero (padding; negative padding crops). One loop over
-    independent tasks (n, group, block of `ob` output channels, block of `rb` output rows): each task owns
-    its block of `out`, so writes never overlap. The width loop is innermost (contiguous for
-    stride 1) and each input row is reused for `ob` output channels.
+    for o in group `group` (Cg input and Og output channels per group). Out-of-range input
+    positions read as zero (padding; negative padding crops). One loop over independent tasks
+    (n, group, block of `ob` output channels, block of `rb` output rows): each task owns its
+    block of `out`, so writes never overlap; its block holds `n_oc` = min(ob, what is left of the
+    group) output channels, from o0. The width loop is innermost (contiguous for stride 1) and
+    each input row is reused for `n_oc` output channels.
     """
     N, C, H, W = x.shape
     O, Cg, KH, KW = w.shape
@@ -39,13 +42,13 @@ def _corr2d(x, w, b, out, sh, sw, ph, pw, dh, dw, groups, ob, rb):
         q = t // nrb
         bi = q % nob
         q = q // nob
-        g = q % groups
+        group = q % groups
         n = q // groups
-        o0 = g * Og + bi * ob
-        nb = min(ob, g * Og + Og - o0)
+        o0 = group * Og + bi * ob
+        n_oc = min(ob, group * Og + Og - o0)
         acc = np.empty((ob, OW), dtype=out.dtype)
         for oy in range(r * rb, min(OH, (r + 1) * rb)):
-            for j in range(nb):
+            for j in range(n_oc):
                 for ox in range(OW):
                     acc[j, ox] = b[o0 + j]
             for c in range(Cg):
@@ -53,7 +56,7 @@ def _corr2d(x, w, b, out, sh, sw, ph, pw, dh, dw, groups, ob, rb):
                     iy = oy * sh - ph + ky * dh
                     if iy < 0 or iy >= H:
                         continue
-                    xrow = x[n, g * Cg + c, iy]
+                    xrow = x[n, group * Cg + c, iy]
                     for kx in range(KW):
                         off = kx * dw - pw
                         lo = max(0, -(off // sw))  # first ox with ox*sw + off >= 0
@@ -63,7 +66,7 @@ def _corr2d(x, w, b, out, sh, sw, ph, pw, dh, dw, groups, ob, rb):
                         # slices indexed from 0: no negative-index wraparound test, so LLVM vectorizes
                         xs = xrow[lo * sw + off:(hi - 1) * sw + off + 1:sw]
                         j = 0
-                        while j + 4 <= nb:  # 4 output channels per pass: each input value is loaded once for all four
+                        while j + 4 <= n_oc:  # 4 output channels per pass: each input value is loaded once for all four
                             w0 = w[o0 + j, c, ky, kx]
                             w1 = w[o0 + j + 1, c, ky, kx]
                             w2 = w[o0 + j + 2, c, ky, kx]
@@ -75,19 +78,19 @@ def _corr2d(x, w, b, out, sh, sw, ph, pw, dh, dw, groups, ob, rb):
                                 acc[j + 2, lo + i] += w2 * xv
                                 acc[j + 3, lo + i] += w3 * xv
                             j += 4
-                        for jj in range(j, nb):
+                        for jj in range(j, n_oc):
                             wv = w[o0 + jj, c, ky, kx]
                             for i in range(hi - lo):
                                 acc[jj, lo + i] += wv * xs[i]
-            for j in range(nb):
+            for j in range(n_oc):
                 for ox in range(OW):
                     out[n, o0 + j, oy, ox] = acc[j, ox]
 
 
 @njit(cache=True, fastmath=_FASTMATH, inline="always", nogil=True)
-def _taps3x3(out, n, oy, w, o0, nb, c, OW, r0a, r0b, r0c, r1a, r1b, r1c, r2a, r2b, r2c):
-    """out[n, o0 + j, oy] += the 9 taps of w[o0 + j, c] times the 9 shifted rows, for j < nb."""
-    for j in range(nb):
+def _taps3x3(out, n, oy, w, o0, n_oc, c, OW, r0a, r0b, r0c, r1a, r1b, r1c, r2a, r2b, r2c):
+    """out[n, o0 + j, oy] += the 9 taps of w[o0 + j, c] times the 9 shifted rows, for j < n_oc."""
+    for j in range(n_oc):
         wa = w[o0 + j, c]
         w0, w1, w2 = wa[0, 0], wa[0, 1], wa[0, 2]
         w3, w4, w5 = wa[1, 0], wa[1, 1], wa[1, 2]
@@ -121,18 +124,18 @@ def _corr2d_3x3(x, w, b, out, sh, sw, ph, pw, dh, dw, groups, ob, rb):
         q = t // nrb
         bi = q % nob
         q = q // nob
-        g = q % groups
+        group = q % groups
         n = q // groups
-        o0 = g * Og + bi * ob
-        nb = min(ob, g * Og + Og - o0)
+        o0 = group * Og + bi * ob
+        n_oc = min(ob, group * Og + Og - o0)
         rows = np.zeros((3, Wp), dtype=out.dtype)
         for oy in range(r * rb, min(OH, (r + 1) * rb)):
-            for j in range(nb):  # accumulate in place, in this task's rows of out
+            for j in range(n_oc):  # accumulate in place, in this task's rows of out
                 orow = out[n, o0 + j, oy]
                 for ox in range(OW):
                     orow[ox] = b[o0 + j]
             for c in range(Cg):
-                ci = g * Cg + c
+                ci = group * Cg + c
                 for ky in range(3):
                     iy = oy * sh - ph + ky * dh
                     dst = rows[ky]
@@ -150,13 +153,13 @@ def _corr2d_3x3(x, w, b, out, sh, sw, ph, pw, dh, dw, groups, ob, rb):
                     r0a, r0b, r0c = rows[0, 0:OW], rows[0, dw:dw + OW], rows[0, 2 * dw:2 * dw + OW]
                     r1a, r1b, r1c = rows[1, 0:OW], rows[1, dw:dw + OW], rows[1, 2 * dw:2 * dw + OW]
                     r2a, r2b, r2c = rows[2, 0:OW], rows[2, dw:dw + OW], rows[2, 2 * dw:2 * dw + OW]
-                    _taps3x3(out, n, oy, w, o0, nb, c, OW, r0a, r0b, r0c, r1a, r1b, r1c, r2a, r2b, r2c)
+                    _taps3x3(out, n, oy, w, o0, n_oc, c, OW, r0a, r0b, r0c, r1a, r1b, r1c, r2a, r2b, r2c)
                 else:
                     e = (OW - 1) * sw + 1
                     s0a, s0b, s0c = rows[0, 0:e:sw], rows[0, dw:dw + e:sw], rows[0, 2 * dw:2 * dw + e:sw]
                     s1a, s1b, s1c = rows[1, 0:e:sw], rows[1, dw:dw + e:sw], rows[1, 2 * dw:2 * dw + e:sw]
                     s2a, s2b, s2c = rows[2, 0:e:sw], rows[2, dw:dw + e:sw], rows[2, 2 * dw:2 * dw + e:sw]
-                    _taps3x3(out, n, oy, w, o0, nb, c, OW, s0a, s0b, s0c, s1a, s1b, s1c, s2a, s2b, s2c)
+                    _taps3x3(out, n, oy, w, o0, n_oc, c, OW, s0a, s0b, s0c, s1a, s1b, s1c, s2a, s2b, s2c)
 
 
 @njit(cache=True, fastmath=_FASTMATH, nogil=True)
@@ -172,19 +175,19 @@ def _corr2d_3x3_padded(xp, w, b, out, dh, dw, groups, ob):
     for t in prange(N * groups * nob):
         bi = t % nob
         q = t // nob
-        g = q % groups
+        group = q % groups
         n = q // groups
-        o0 = g * Og + bi * ob
-        nb = min(ob, g * Og + Og - o0)
+        o0 = group * Og + bi * ob
+        n_oc = min(ob, group * Og + Og - o0)
         for oy in range(OH):
-            for j in range(nb):
+            for j in range(n_oc):
                 orow = out[n, o0 + j, oy]
                 for ox in range(OW):
                     orow[ox] = b[o0 + j]
             for c in range(Cg):
-                ci = g * Cg + c
+                ci = group * Cg + c
                 r0, r1, r2 = xp[n, ci, oy], xp[n, ci, oy + dh], xp[n, ci, oy + 2 * dh]
-                _taps3x3(out, n, oy, w, o0, nb, c, OW, r0[0:OW], r0[dw:dw + OW], r0[2 * dw:2 * dw + OW],
+                _taps3x3(out, n, oy, w, o0, n_oc, c, OW, r0[0:OW], r0[dw:dw + OW], r0[2 * dw:2 * dw + OW],
                          r1[0:OW], r1[dw:dw + OW], r1[2 * dw:2 * dw + OW],
                          r2[0:OW], r2[dw:dw + OW], r2[2 * dw:2 * dw + OW])
 
@@ -228,19 +231,20 @@ def _corr2d_3x3_rgb(xp, w, b, out, dh, dw):
         ba, bc = b[o], b[o1]
         for oy in range(OH):
             ya, yc = out[n, o, oy], out[n, o1, oy]
-            r = _shifted_rows(xp[n, 0], oy, dh, dw, OW)
-            g = _shifted_rows(xp[n, 1], oy, dh, dw, OW)
-            u = _shifted_rows(xp[n, 2], oy, dh, dw, OW)
+            red = _shifted_rows(xp[n, 0], oy, dh, dw, OW)
+            green = _shifted_rows(xp[n, 1], oy, dh, dw, OW)
+            blue = _shifted_rows(xp[n, 2], oy, dh, dw, OW)
             for i in range(OW):  # both sums before either store: the loads are shared, the loop vectorizes
-                va = ba + _dot9(a0, r, i) + _dot9(a1, g, i) + _dot9(a2, u, i)
-                vc = bc + _dot9(c0, r, i) + _dot9(c1, g, i) + _dot9(c2, u, i)
+                va = ba + _dot9(a0, red, i) + _dot9(a1, green, i) + _dot9(a2, blue, i)
+                vc = bc + _dot9(c0, red, i) + _dot9(c1, green, i) + _dot9(c2, blue, i)
                 ya[i] = va
                 yc[i] = vc
 
 
 @njit(cache=True, fastmath=_FASTMATH, nogil=True)
 def _corr2d_grad_weight(g, x, dwt, sh, sw, ph, pw, dh, dw, groups):
-    """dwt[k, o, c, ky, kx] = sum_{n, oy, ox} g[k, n, o, oy, ox] x[n, grp*Cg + c, oy*sh - ph + ky*dh, ox*sw - pw + kx*dw].
+    """dwt[k, o, c, ky, kx] = sum_{n, oy, ox} g[k, n, o, oy, ox]
+                                 * x[n, group*Cg + c, oy*sh - ph + ky*dh, ox*sw - pw + kx*dw], group = o // Og.
 
     k indexes seeds. One loop over independent tasks (k, o, c): each owns one (KH, KW) filter of `dwt`.
     """

@@ -51,7 +51,7 @@ def _im2col(x, cols, KH, KW, sh, sw, ph, pw, dh, dw):
 def _col2im(cols, dx, KH, KW, sh, sw, ph, pw, dh, dw):
     """Adjoint of _im2col, per image: cols is (groups, N, Cg*KH*KW, OH*OW) and
 
-        dx[n, grp*Cg + c, iy, ix] = sum of cols[grp, n, (c*KH + ky)*KW + kx, oy*OW + ox] over the
+        dx[n, group*Cg + c, iy, ix] = sum of cols[group, n, (c*KH + ky)*KW + kx, oy*OW + ox] over the
         (ky, kx, oy, ox) with iy = oy*sh - ph + ky*dh and ix = ox*sw - pw + kx*dw.
     """
     N, C, H, W = dx.shape
