@@ -16,11 +16,9 @@ from . import autograd, nn, optim
 from .autograd import Tensor, enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from .autograd.creation import (arange, as_tensor, from_numpy, full, full_like, manual_seed, ones, ones_like, rand,
                                 rand_like, randn, randn_like, tensor, zeros, zeros_like)
-from .autograd.functions import (abs, add, amax, amin, argmax, argmin, batch_norm, broadcast_to, cat, clamp, clone,
-                                 conv2d, cross_entropy, div, exp, flatten, log, log_softmax, logsumexp, matmul, max,
-                                 max_pool2d, maximum, mean, min, minimum, mm, mse_loss, mul, neg, nll_loss, norm,
-                                 pad, permute, pow, relu, reshape, sigmoid, softmax, sqrt, squeeze, stack, sub, sum,
-                                 t, tanh, transpose, unsqueeze, where)
+from .autograd.api import exported as _exported
+
+globals().update(_exported("saliency"))  # every op function: sl.exp, sl.cat, sl.conv2d, ...
 
 float32 = _np.dtype("float32")
 float64 = _np.dtype("float64")

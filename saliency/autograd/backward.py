@@ -25,10 +25,10 @@ def _root(t, i):
     return t.grad_fn if t.grad_fn is not None else t._accumulator()
 
 
-def _seed(t, gradient, i, nb):
+def _seed(t, gradient, i, seed_ndim):
     """The gradient that starts the pass at output `t`: checked, as an array of t's dtype."""
     if gradient is None:
-        if nb:
+        if seed_ndim:
             raise ValueError("batched=True needs grad_outputs whose first dimension indexes the seeds")
         if t.data.size != 1:
             raise RuntimeError(f"grad can be implicitly created only for scalar outputs, but output {i} has shape "
@@ -36,8 +36,8 @@ def _seed(t, gradient, i, nb):
                                f"e.g. sl.ones_like(y) for the gradient of y.sum()")
         return np.ones(t.shape, dtype=t.dtype)
     g = as_array(gradient)
-    if g.shape[nb:] != t.shape or g.ndim != nb + t.ndim:
-        want = ("(K,) + " if nb else "") + str(t.shape)
+    if g.shape[seed_ndim:] != t.shape or g.ndim != seed_ndim + t.ndim:
+        want = ("(K,) + " if seed_ndim else "") + str(t.shape)
         raise RuntimeError(f"Mismatch in shape: gradient {i} has shape {g.shape} but output {i} has shape "
                            f"{t.shape}; pass a gradient of shape {want}")
     return g.astype(t.dtype, copy=False)
@@ -78,7 +78,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, batched=False, a
     """
     outs = _as_list(outputs, "outputs")
     ins = _as_list(inputs, "inputs")
-    nb = 1 if batched else 0
+    seed_ndim = 1 if batched else 0
     if grad_outputs is None:
         grads = [None] * len(outs)
     elif isinstance(grad_outputs, (Tensor, np.ndarray)) or np.isscalar(grad_outputs):
@@ -87,7 +87,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, batched=False, a
         grads = list(grad_outputs)
     if len(grads) != len(outs):
         raise ValueError(f"got {len(grads)} grad_outputs for {len(outs)} outputs; pass one per output")
-    roots = [(_root(t, i), _seed(t, g, i, nb)) for i, (t, g) in enumerate(zip(outs, grads))]
+    roots = [(_root(t, i), _seed(t, g, i, seed_ndim)) for i, (t, g) in enumerate(zip(outs, grads))]
     if batched and len({g.shape[0] for _, g in roots}) != 1:
         raise ValueError("batched grad_outputs must all have the same number of seeds (first dimension)")
     targets = {}
@@ -97,7 +97,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, batched=False, a
                                f"respect to tensors that require grad")
         node = t.grad_fn if t.grad_fn is not None else t._accumulator()
         targets.setdefault(node, []).append((t, slot))
-    found = engine.execute(roots, retain_graph=bool(retain_graph), targets=targets, capture=True, nb=nb)
+    found = engine.execute(roots, retain_graph=bool(retain_graph), targets=targets, capture=True, seed_ndim=seed_ndim)
     results = []
     for slot, g in enumerate(found):
         if g is None:

@@ -9,8 +9,8 @@ import threading
 
 import numpy as np
 
-from .function import AccumulateGrad
 from .patch import Patch, from_seed
+from .tensor import AccumulateGrad, Tensor
 
 # The Trace that `saliency.autograd.trace()` sets while it is active, or None; gets one record per
 # node run. Context-local: a trace sees the backward passes of its own thread (or asyncio task) only.
@@ -25,91 +25,145 @@ _FREED = ("trying to backward through the graph a second time: {name} needs valu
           "(or to autograd.grad) to keep them")
 
 
-def execute(roots, *, retain_graph=False, targets=None, capture=False, nb=0):
+def execute(roots, *, retain_graph=False, targets=None, capture=False, seed_ndim=0):
     """Backpropagate `roots`, a list of (node, gradient array) pairs.
 
     targets: None to accumulate into every reachable leaf; otherwise a dict
         {node: [(tensor, slot), ...]}; only nodes on a path to a target run, and
         the gradient arriving at each target is accumulated into `tensor.grad`
         or, with `capture=True`, returned in a list indexed by slot.
-    nb: the number of leading seed dimensions every gradient carries.
-    """
-    root_nodes = list(dict.fromkeys(node for node, _ in roots))
-    deps = _count_dependencies(root_nodes)
-    needed = None
-    if targets is not None:
-        needed, deps = _prune(root_nodes, deps, targets)
-        root_nodes = [n for n in root_nodes if n in needed]
-    results = [None] * (1 + max((s for refs in targets.values() for _, s in refs), default=-1)) \
-        if capture else None
+    seed_ndim: the number of leading seed dimensions every gradient carries.
 
-    buffers = {}
-    for node, g in roots:
-        if needed is None or node in needed:
-            prev = buffers.get(node)
-            buffers[node] = g if prev is None else prev + g
-    trace = tracer_var.get()
-    if trace is None:  # local seeds travel as windows (saliency.autograd.patch); a trace shows dense arrays
-        for node in root_nodes:
-            g = buffers.get(node)
-            if g is not None and type(node) is not AccumulateGrad:
-                buffers[node] = from_seed(g, nb) or g
-    ready = [(-n.seq, n) for n in root_nodes if n not in deps]
-    heapq.heapify(ready)
+    Nodes run in the order PyTorch runs them (the most recently recorded ready node first):
+    each one is delivered its summed gradient (`_Pass.deliver`: hooks, retain_grad, targets,
+    leaves), runs its VJP (`vjp`: windowed or dense), and adds the results into its children's
+    sums; a child is ready when all its incoming edges have been passed.
+    """
+    run = _Pass(roots, retain_graph, targets, capture, seed_ndim)
+    ready, buffers, deps, needed, trace = run.ready, run.buffers, run.deps, run.needed, run.trace
     heappop, heappush = heapq.heappop, heapq.heappush
     while ready:
         node = heappop(ready)[1]
-        g = buffers.pop(node, None)
+        grad = buffers.pop(node, None)
         grads = None
-        if g is not None:
-            if type(g) is Patch and (node.pre_hooks or (type(node) is AccumulateGrad and node.variable._hooks)):
-                g = g.dense()  # hooks see what a dense backward would show them
-            if node.pre_hooks:
-                g = _run_hooks(node.pre_hooks, g, node)
+        if grad is not None:
             is_leaf = type(node) is AccumulateGrad
-            if is_leaf and node.variable._hooks:
-                g = _run_hooks(node.variable._hooks, g, node)
-            if node.retain_ref is not None and not capture and (targets is None or node not in targets):
-                kept = node.retain_ref()
-                if kept is not None:
-                    _accumulate(kept, g)
-            if targets is not None and node in targets:
-                for tensor, slot in targets[node]:
-                    if capture:
-                        results[slot] = g if results[slot] is None else results[slot] + g
-                    else:
-                        _accumulate(tensor, g)
-            elif is_leaf:
-                _accumulate(node.variable, g)
+            if is_leaf or node.pre_hooks or node.retain_ref is not None or targets is not None:
+                grad = run.deliver(node, grad, is_leaf)
             if not is_leaf and (needed is None or any(c in needed for c, _ in node.next_functions)):
-                if node.saved is None:
-                    raise RuntimeError(_FREED.format(name=node.name()))
-                grads = node.backward_window(g) if type(g) is Patch and node.backward_window is not None else None
-                if grads is None:
-                    grads = node.backward(g if type(g) is not Patch else g.dense())
-                if not retain_graph and node.saved:
-                    node.saved = None
+                grads = vjp(node, grad, retain_graph)
             if trace is not None:
-                trace.record(node, g, grads, capture)
+                trace.record(node, grad, grads, capture)
         for i, (child, _) in enumerate(node.next_functions):
             if child is None or (needed is not None and child not in needed):
                 continue
             if grads is not None:
-                gi = grads[i]
-                if gi is not None:
-                    shape = child.out_shape
-                    if (gi.shape if nb == 0 else gi.shape[nb:]) != shape:
-                        raise RuntimeError(f"{node.name()} returned a gradient of shape {gi.shape} for input {i}, "
-                                           f"expected {shape}" + (f" after {nb} seed dimension(s)" if nb else ""))
-                    if gi.dtype != child.out_dtype:
-                        gi = gi.astype(child.out_dtype)
+                grad_i = grads[i]
+                if grad_i is not None:
+                    if (grad_i.shape if seed_ndim == 0 else grad_i.shape[seed_ndim:]) != child.out_shape \
+                            or grad_i.dtype != child.out_dtype:
+                        grad_i = _checked(node, i, grad_i, child, seed_ndim)
                     prev = buffers.get(child)
-                    buffers[child] = gi if prev is None else prev + gi
+                    buffers[child] = grad_i if prev is None else prev + grad_i
             left = deps[child] - 1
             deps[child] = left
             if left == 0:
                 heappush(ready, (-child.seq, child))
-    return results
+    return run.results
+
+
+def _checked(node, i, grad, child, seed_ndim):
+    """`grad`, the gradient `node` returned for input `i`, in the child's dtype; an error if its
+    shape is not the child's output shape after the seed dimensions."""
+    shape = child.out_shape
+    if (grad.shape if seed_ndim == 0 else grad.shape[seed_ndim:]) != shape:
+        raise RuntimeError(f"{node.name()} returned a gradient of shape {grad.shape} for input {i}, expected {shape}"
+                           + (f" after {seed_ndim} seed dimension(s)" if seed_ndim else ""))
+    return grad if grad.dtype == child.out_dtype else grad.astype(child.out_dtype)
+
+
+class _Pass:
+    """One backward pass: the nodes that run, the gradients summed so far, what to fill."""
+
+    __slots__ = ("targets", "capture", "seed_ndim", "needed", "deps", "buffers", "ready", "results", "trace")
+
+    def __init__(self, roots, retain_graph, targets, capture, seed_ndim):
+        """Prepare the graph: count each node's incoming edges (among the nodes that lead to a
+        target, when there are targets), sum the root gradients and queue the roots."""
+        self.targets = targets
+        self.capture = capture
+        self.seed_ndim = seed_ndim
+        root_nodes = list(dict.fromkeys(node for node, _ in roots))
+        deps = _count_dependencies(root_nodes)
+        needed = None
+        if targets is not None:
+            needed, deps = _prune(root_nodes, deps, targets)
+            root_nodes = [n for n in root_nodes if n in needed]
+        self.needed = needed
+        self.deps = deps
+        self.results = ([None] * (1 + max((s for refs in targets.values() for _, s in refs), default=-1))
+                        if capture else None)
+        buffers = {}
+        for node, grad in roots:
+            if needed is None or node in needed:
+                prev = buffers.get(node)
+                buffers[node] = grad if prev is None else prev + grad
+        self.trace = tracer_var.get()
+        if self.trace is None:  # local seeds travel as windows (saliency.autograd.patch); a trace shows dense arrays
+            for node in root_nodes:
+                grad = buffers.get(node)
+                if grad is not None and type(node) is not AccumulateGrad:
+                    buffers[node] = from_seed(grad, seed_ndim) or grad
+        self.buffers = buffers
+        self.ready = [(-n.seq, n) for n in root_nodes if n not in deps]
+        heapq.heapify(self.ready)
+
+    def deliver(self, node, grad, is_leaf):
+        """The gradient that reached `node`, after its hooks; stored where it is asked for
+        (a retained .grad, a target, a leaf's .grad)."""
+        leaf_hooks = is_leaf and node.variable._hooks
+        if node.pre_hooks or leaf_hooks:
+            if type(grad) is Patch:
+                grad = grad.dense()  # hooks see what a dense backward would show them
+            if node.pre_hooks:
+                grad = _run_hooks(node.pre_hooks, grad, node)
+            if leaf_hooks:
+                grad = _run_hooks(node.variable._hooks, grad, node)
+        targets = self.targets
+        is_target = targets is not None and node in targets
+        if node.retain_ref is not None and not self.capture and not is_target:
+            kept = node.retain_ref()
+            if kept is not None:
+                _accumulate(kept, grad)
+        if is_target:
+            results = self.results
+            for tensor, slot in targets[node]:
+                if self.capture:
+                    results[slot] = grad if results[slot] is None else results[slot] + grad
+                else:
+                    _accumulate(tensor, grad)
+        elif is_leaf:
+            _accumulate(node.variable, grad)
+        return grad
+
+
+def vjp(node, grad, retain_graph):
+    """The node's VJP of `grad`: one gradient (or None) per input. A windowed gradient (a Patch)
+    goes through the node's cropped VJP when it has one, else through the dense VJP; the node's
+    saved values are freed afterwards unless `retain_graph`."""
+    if node.saved is None:
+        raise RuntimeError(_FREED.format(name=node.name()))
+    grads = None
+    if type(grad) is Patch:
+        if node.backward_window is not None:
+            grads = node.backward_window(grad)
+        if grads is None:
+            grads = node.backward(grad.dense())
+    else:
+        grads = node.backward(grad)
+    if not retain_graph and node.saved:
+        node.saved = None
+    return grads
 
 
 def _count_dependencies(root_nodes):
@@ -157,7 +211,6 @@ def _prune(root_nodes, deps, targets):
 
 def _run_hooks(hooks, g, node):
     """Tensor hooks see the gradient as a Tensor and may return a replacement."""
-    Tensor = _tensor.Tensor
     for hook in list(hooks):
         out = hook(Tensor._make(g, False, None))
         if out is not None:
@@ -178,11 +231,8 @@ def _accumulate(tensor, g):
         current = tensor._grad
         if current is None:
             g = g.astype(tensor.data.dtype, copy=False) if fresh else np.array(g, dtype=tensor.data.dtype)
-            tensor._grad = _tensor.Tensor._make(g, False, None)
+            tensor._grad = Tensor._make(g, False, None)
         elif current.data.flags.writeable and current.data.shape == np.shape(g):
             current.data += g
         else:
             current.data = current.data + g
-
-
-from . import tensor as _tensor  # noqa: E402  (tensor.py imports this module)

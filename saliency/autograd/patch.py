@@ -129,15 +129,15 @@ class Patch:
                 f"{self.map_size[0]}x{self.map_size[1]} map, lead {self.lead})")
 
 
-def from_seed(g, nb):
-    """A Patch for the seed gradient `g` (seed dims nb, then the output's shape) when every seed is zero
+def from_seed(g, seed_ndim):
+    """A Patch for the seed gradient `g` (seed dims seed_ndim, then the output's shape) when every seed is zero
     outside a window of at most SPARSE_AT of the map, else None. Outputs without a map and a channel
     (fewer than 3 dimensions) stay dense: their ops (linear layers) have no window rule."""
-    out_ndim = g.ndim - nb
+    out_ndim = g.ndim - seed_ndim
     if out_ndim < 3 or g.dtype.kind != "f":
         return None
     H, W = g.shape[-2:]
-    K = math.prod(g.shape[:nb])
+    K = math.prod(g.shape[:seed_ndim])
     if K == 0 or H * W < 16:
         return None
     g3 = g.reshape((K, -1, H, W))
@@ -149,9 +149,9 @@ def from_seed(g, nb):
     if h * w > SPARSE_AT * H * W:
         return None
     origins = np.stack([np.minimum(r_lo, H - h), np.minimum(c_lo, W - w)], axis=1)
-    lead = g.shape[nb:-2]
+    lead = g.shape[seed_ndim:-2]
     rows = origins[:, 0, None] + np.arange(h)
     cols = origins[:, 1, None] + np.arange(w)
     data = g3[np.arange(K)[:, None, None, None], np.arange(g3.shape[1])[None, :, None, None],
               rows[:, None, :, None], cols[:, None, None, :]]
-    return Patch(np.ascontiguousarray(data).reshape((K,) + lead + (h, w)), origins, (H, W), g.shape[:nb])
+    return Patch(np.ascontiguousarray(data).reshape((K,) + lead + (h, w)), origins, (H, W), g.shape[:seed_ndim])

@@ -1,19 +1,18 @@
-"""`Tensor`: a NumPy array plus what autograd needs (requires_grad, grad, grad_fn, hooks)."""
-import collections
-import math
+"""`Tensor`: a NumPy array plus what autograd needs (requires_grad, grad, grad_fn, hooks), and
+`AccumulateGrad`, the graph node of a leaf tensor.
+
+This module is the bottom of the engine: it imports no op. The methods that record ops
+(`x + y`, `x.relu()`, `x.sum(dim)`, `x.backward()`, ...) are declared with each op's public
+function in `saliency.autograd.api`, which sets them on `Tensor` when `saliency.autograd` is
+imported; the methods here are the tensor's state, conversions and in-place edits.
+"""
+import itertools
 import warnings
 import weakref
 
 import numpy as np
 
-from .function import AccumulateGrad, _RemovableHandle
 from .grad_mode import frozen_var, is_grad_enabled
-from .ops.elementwise import (Abs, Add, Cast, Clamp, Clone, Div, Exp, Log, Maximum, Minimum, Mul, Neg, Pow, Relu,
-                              Sigmoid, Sqrt, Sub, Tanh)
-from .ops.linalg import Matmul
-from .ops.loss import LogSoftmax, Softmax
-from .ops.reduce import Amax, Amin, LogSumExp, MaxAll, MaxDim, Mean, MinAll, Norm, Sum, arg_index, normalize_dims
-from .ops.shape import Expand, GetItem, Permute, Reshape, Squeeze, Transpose, Unsqueeze
 from .printing import format_data
 
 DEFAULT_DTYPE = np.dtype(np.float32)
@@ -48,8 +47,12 @@ def _short(obj):
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-# (values, indices), as returned by max(dim) and min(dim)
-_ValuesIndices = collections.namedtuple("max_min", ["values", "indices"])
+# Every graph node gets a sequence number when it is made; the engine runs the ready node with
+# the largest one first (the most recently recorded op, as PyTorch does).
+next_seq = itertools.count().__next__
+# AccumulateGrad nodes run as soon as they are ready (as in PyTorch): their numbers sit above
+# every op's.
+_LEAF_PRIORITY = 1 << 62
 
 
 class Tensor:
@@ -154,13 +157,7 @@ class Tensor:
         if self._hooks is None:
             self._hooks = []
         self._hooks.append(fn)
-        return _RemovableHandle(self._hooks, fn)
-
-    def backward(self, gradient=None, retain_graph=None, inputs=None):
-        """Accumulate v^T J into the .grad of every leaf, where v = `gradient` (1 for a scalar)."""
-        from .backward import backward
-
-        backward(self, gradient, retain_graph=retain_graph, inputs=inputs)
+        return RemovableHandle(self._hooks, fn)
 
     def detach(self):
         return Tensor._make(self.data, False, None)
@@ -277,55 +274,6 @@ class Tensor:
         self.data *= as_array(other)
         return self
 
-    # ---- arithmetic ----------------------------------------------------------------------------
-    def __add__(self, other):
-        return Add.apply(self, _operand(other, self))
-
-    def __radd__(self, other):
-        return Add.apply(_operand(other, self), self)
-
-    def __sub__(self, other):
-        return Sub.apply(self, _operand(other, self))
-
-    def __rsub__(self, other):
-        return Sub.apply(_operand(other, self), self)
-
-    def __mul__(self, other):
-        return Mul.apply(self, _operand(other, self))
-
-    def __rmul__(self, other):
-        return Mul.apply(_operand(other, self), self)
-
-    def __truediv__(self, other):
-        return Div.apply(self, _operand(other, self))
-
-    def __rtruediv__(self, other):
-        return Div.apply(_operand(other, self), self)
-
-    def __pow__(self, other):
-        return Pow.apply(self, _operand(other, self))
-
-    def __rpow__(self, other):
-        return Pow.apply(_operand(other, self), self)
-
-    def __matmul__(self, other):
-        return Matmul.apply(self, _operand(other, self))
-
-    def __rmatmul__(self, other):
-        return Matmul.apply(_operand(other, self), self)
-
-    def __neg__(self):
-        return Neg.apply(self)
-
-    def __pos__(self):
-        return self
-
-    def __abs__(self):
-        return Abs.apply(self)
-
-    def __getitem__(self, key):
-        return GetItem.apply(self, key=_index_key(key))
-
     # comparisons give boolean tensors outside the graph
     def __lt__(self, other):
         return _compare(np.less, self, other)
@@ -345,143 +293,15 @@ class Tensor:
     def __ne__(self, other):
         return _compare(np.not_equal, self, other)
 
-    add = __add__
-    sub = __sub__
-    mul = __mul__
-    div = __truediv__
-    pow = __pow__
-    matmul = __matmul__
-    neg = __neg__
-    abs = __abs__
-
-    def mm(self, other):
-        if self.ndim != 2 or np.ndim(other) != 2:
-            raise ValueError(f"mm needs two matrices, got shapes {self.shape} and {np.shape(other)}; use matmul")
-        return Matmul.apply(self, _operand(other, self))
-
-    def exp(self):
-        return Exp.apply(self)
-
-    def log(self):
-        return Log.apply(self)
-
-    def sqrt(self):
-        return Sqrt.apply(self)
-
-    def relu(self):
-        return Relu.apply(self)
-
-    def sigmoid(self):
-        return Sigmoid.apply(self)
-
-    def tanh(self):
-        return Tanh.apply(self)
-
-    def clamp(self, min=None, max=None):
-        return Clamp.apply(self, lo=min, hi=max)
-
-    def maximum(self, other):
-        return Maximum.apply(self, _operand(other, self))
-
-    def minimum(self, other):
-        return Minimum.apply(self, _operand(other, self))
-
-    def softmax(self, dim):
-        return Softmax.apply(self, dim=dim)
-
-    def log_softmax(self, dim):
-        return LogSoftmax.apply(self, dim=dim)
-
-    # ---- reductions --------------------------------------------------------------------------
-    def sum(self, dim=None, keepdim=False):
-        return Sum.apply(self, dim=dim, keepdim=keepdim)
-
-    def mean(self, dim=None, keepdim=False):
-        return Mean.apply(self, dim=dim, keepdim=keepdim)
-
-    def amax(self, dim=None, keepdim=False):
-        return Amax.apply(self, dim=dim, keepdim=keepdim)
-
-    def amin(self, dim=None, keepdim=False):
-        return Amin.apply(self, dim=dim, keepdim=keepdim)
-
-    def max(self, dim=None, keepdim=False):
-        """The largest element; with dim, the (values, indices) of each row's first maximum."""
-        return MaxAll.apply(self) if dim is None else self._pick(dim, keepdim, np.argmax, "Max")
-
-    def min(self, dim=None, keepdim=False):
-        """The smallest element; with dim, the (values, indices) of each row's first minimum."""
-        return MinAll.apply(self) if dim is None else self._pick(dim, keepdim, np.argmin, "Min")
-
-    def _pick(self, dim, keepdim, fn, kind):
-        index = arg_index(self.data, dim, True, fn)
-        values = MaxDim.apply(self, index=index, dim=dim, keepdim=keepdim, kind=kind)
-        return _ValuesIndices(values, Tensor._make(arg_index(self.data, dim, keepdim, fn), False, None))
-
-    def argmax(self, dim=None, keepdim=False):
-        return Tensor._make(arg_index(self.data, dim, keepdim, np.argmax), False, None)
-
-    def argmin(self, dim=None, keepdim=False):
-        return Tensor._make(arg_index(self.data, dim, keepdim, np.argmin), False, None)
-
-    def norm(self, p=2, dim=None, keepdim=False):
-        return Norm.apply(self, p=p, dim=dim, keepdim=keepdim)
-
-    def logsumexp(self, dim=None, keepdim=False):
-        return LogSumExp.apply(self, dim=dim, keepdim=keepdim)
-
-    # ---- shapes --------------------------------------------------------------------------------
-    def reshape(self, *shape):
-        return Reshape.apply(self, shape=_shape_args(shape))
-
-    view = reshape
-
-    def flatten(self, start_dim=0, end_dim=-1):
-        if not self.ndim:
-            return Reshape.apply(self, shape=(1,))
-        start, end = (normalize_dims(d, self.ndim)[0] for d in (start_dim, end_dim))
-        if start >= end:  # nothing to merge: the tensor itself, as in PyTorch
-            return self
-        shape = self.shape[:start] + (math.prod(self.shape[start:end + 1]),) + self.shape[end + 1:]
-        return Reshape.apply(self, shape=shape)
-
-    def transpose(self, dim0, dim1):
-        return Transpose.apply(self, dim0=dim0, dim1=dim1)
-
-    def t(self):
-        if self.ndim > 2:
-            raise ValueError(f"t() expects a tensor with at most 2 dimensions, got shape {self.shape}; "
-                             f"use transpose(dim0, dim1)")
-        return Transpose.apply(self, dim0=0, dim1=-1, short=True)
+    def __pos__(self):
+        return self
 
     @property
     def T(self):
         return self.permute(*reversed(range(self.ndim)))
 
-    def permute(self, *dims):
-        return Permute.apply(self, dims=_shape_args(dims))
-
-    def squeeze(self, dim=None):
-        return Squeeze.apply(self, dim=dim)
-
-    def unsqueeze(self, dim):
-        return Unsqueeze.apply(self, dim=dim)
-
-    def expand(self, *shape):
-        return Expand.apply(self, shape=_shape_args(shape))
-
-    def broadcast_to(self, shape):
-        return Expand.apply(self, shape=tuple(shape))
-
     def contiguous(self):
         return self
-
-    def clone(self):
-        return Clone.apply(self)
-
-    def to(self, dtype):
-        dtype = np.dtype(dtype)
-        return self if dtype == self.dtype else Cast.apply(self, dtype=dtype)
 
     def float(self):
         return self.to(np.float32)
@@ -490,32 +310,49 @@ class Tensor:
         return self.to(np.float64)
 
 
-def _operand(other, like):
-    """The other operand of a binary op: Tensors and Python numbers as they are, anything else
-    as an array (integer arrays take the float dtype of the tensor they meet)."""
-    if isinstance(other, (Tensor, int, float)):
-        return other
-    arr = as_array(other)
-    if arr.dtype.kind in "biu" and like.data.dtype.kind == "f":
-        arr = arr.astype(like.data.dtype)
-    return arr
+class AccumulateGrad:
+    """The node of a leaf tensor: the gradient that reaches it is added to `.variable.grad`."""
+
+    __slots__ = ("variable", "seq", "pre_hooks", "retain_ref", "__weakref__")
+    next_functions = ()
+    needs_input_grad = ()
+    saved = ()
+    backward_window = None
+
+    def __init__(self, variable):
+        self.variable = variable
+        self.seq = _LEAF_PRIORITY - next_seq()  # older leaves first, for readable traces
+        self.pre_hooks = None
+        self.retain_ref = None
+
+    @property
+    def out_shape(self):
+        return self.variable.data.shape
+
+    @property
+    def out_dtype(self):
+        return self.variable.data.dtype
+
+    def name(self):
+        return "AccumulateGrad"
+
+    def __repr__(self):
+        return f"<AccumulateGrad object at {id(self):#x}>"
+
+
+class RemovableHandle:
+    """Returned by `register_hook`-style calls; `.remove()` unregisters the hook."""
+
+    def __init__(self, hooks, fn):
+        self._hooks = hooks
+        self._fn = fn
+
+    def remove(self):
+        try:
+            self._hooks.remove(self._fn)
+        except ValueError:
+            pass
 
 
 def _compare(ufunc, a, b):
     return Tensor._make(np.asarray(ufunc(a.data, as_array(b) if not isinstance(b, (int, float)) else b)), False, None)
-
-
-def _shape_args(args):
-    """reshape(2, 3) and reshape((2, 3)) alike."""
-    if len(args) == 1 and isinstance(args[0], (tuple, list)):
-        return tuple(int(n) for n in args[0])
-    return tuple(int(n) for n in args)
-
-
-def _index_key(key):
-    """An index with Tensors in it, as NumPy indices."""
-    if isinstance(key, Tensor):
-        return key.data
-    if isinstance(key, tuple):
-        return tuple(k.data if isinstance(k, Tensor) else k for k in key)
-    return key

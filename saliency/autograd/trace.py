@@ -10,7 +10,7 @@ import contextlib
 import numpy as np
 
 from .engine import tracer_var
-from .function import AccumulateGrad
+from .tensor import AccumulateGrad
 from .grad_mode import leave
 from .printing import format_array
 

@@ -22,7 +22,7 @@ The geometry (`Box` and the per-axis and per-op-type functions `sliding`, `neare
 """
 import heapq
 
-from .function import AccumulateGrad
+from .tensor import AccumulateGrad
 # the geometry's public names are re-exported here (users and tests import them from this module)
 from .geometry import (Box, adaptive, adaptive_pool_window, bilinear, broadcast_window, conv_window,  # noqa: F401
                        nearest, pool_window, sliding, spatial, upsample_conv_window, upsample_window, whole_window)

@@ -7,12 +7,15 @@ import warnings
 import numpy as np
 
 from ..autograd import creation
-from ..autograd.functions import cross_entropy, mse_loss, nll_loss, pad, relu, sigmoid, tanh  # noqa: F401
+from ..autograd.api import exported
 from ..autograd.errors import LayerInputError
 from ..autograd.tensor import Tensor
 
-__all__ = ["cross_entropy", "dropout", "flatten", "linear", "log_softmax", "mse_loss", "nll_loss", "pad", "relu",
-           "sigmoid", "softmax", "tanh"]
+# The op functions declared for this surface in saliency/autograd/api.py (F.relu, F.conv2d, ...);
+# the layer-level functions below (linear, dropout, softmax's legacy dim) are this module's own.
+_ops = exported("F")
+globals().update(_ops)
+upsample = _ops["interpolate"]
 
 
 def _tensor(x):
@@ -54,11 +57,6 @@ def linear(input, weight, bias=None):
     return out if bias is None else out + bias
 
 
-def flatten(input, start_dim=0, end_dim=-1):
-    """Merge dimensions start_dim..end_dim into one."""
-    return _tensor(input).flatten(start_dim, end_dim)
-
-
 def dropout(input, p=0.5, training=True, inplace=False, generator=None):
     """Zero each element with probability p and scale the rest by 1 / (1 - p) (inverted dropout);
     the identity when not training. The mask is drawn from `generator`, else from the generator
@@ -76,8 +74,4 @@ def dropout(input, p=0.5, training=True, inplace=False, generator=None):
     return input * (keep.astype(input.dtype) * input.dtype.type(1.0 / (1.0 - p)))
 
 
-# ---- convolution, pooling, upsampling, batch norm (ops in saliency/autograd/ops, kernels in saliency/kernels) --
-from ..autograd.functions import (adaptive_avg_pool2d, avg_pool2d, batch_norm, conv2d, interpolate,  # noqa: E402,F401
-                                  max_pool2d, upsample_conv2d)
-
-upsample = interpolate
+__all__ = sorted(set(_ops) | {"dropout", "linear", "log_softmax", "softmax", "upsample"})

@@ -17,7 +17,7 @@ import warnings
 
 import numpy as np
 
-from ..autograd.function import Function
+from ..autograd.node import Function
 from ..autograd.geometry import whole_window
 from ..autograd.grad_mode import is_grad_enabled
 from ..autograd.tensor import Tensor
@@ -60,11 +60,11 @@ class _Gate(Function):
 
     def backward(self, g):
         stash, self.stash = self.stash, {}
-        nb = g.ndim - len(self.out_shape)
+        seed_ndim = g.ndim - len(self.out_shape)
         # g is the carries' zeros object itself when the first tensor got no gradient of its own
         grads = [None if g is stash.get("zeros") else g] + [stash.get(i) for i in range(1, len(self.shapes))]
         if self.materialize:
-            grads = [np.zeros(g.shape[:nb] + shape, dtype=dtype) if gi is None else gi
+            grads = [np.zeros(g.shape[:seed_ndim] + shape, dtype=dtype) if gi is None else gi
                      for gi, (shape, dtype) in zip(grads, self.shapes)]
         return tuple(self.on_grads(grads))
 
@@ -91,8 +91,8 @@ class _Carry(Function):
         stash[self.index] = g if prev is None else prev + g
         if "zeros" in stash:
             return (None,)
-        nb = g.ndim - len(self.out_shape)
-        stash["zeros"] = np.zeros(g.shape[:nb] + self.gate.out_shape, dtype=self.gate.out_dtype)
+        seed_ndim = g.ndim - len(self.out_shape)
+        stash["zeros"] = np.zeros(g.shape[:seed_ndim] + self.gate.out_shape, dtype=self.gate.out_dtype)
         return (stash["zeros"],)
 
     def name(self):

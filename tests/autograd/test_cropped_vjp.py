@@ -43,8 +43,8 @@ def both_ways(fn, x, v, monkeypatch):
     made = []
     real = engine.from_seed
 
-    def spy(g, nb):
-        p = real(g, nb)
+    def spy(g, seed_ndim):
+        p = real(g, seed_ndim)
         made.append(p is not None)
         return p
 

@@ -1,46 +1,67 @@
 """The op functions are exported under the same names wherever PyTorch exports them.
 
-`saliency.autograd.functions` lists every op as a function. Each one must be `saliency.<name>`,
-a `Tensor` method and `saliency.nn.functional.<name>` exactly where PyTorch has `torch.<name>`,
-`torch.Tensor.<name>` and `torch.nn.functional.<name>`, unless it is in EXCEPTIONS with a reason;
-and where two of our surfaces share a name, they are the same function (or, for the few that
-PyTorch defines differently, a documented wrapper).
+`saliency.autograd.api` declares every public op once, with the surfaces it appears on; the
+Tensor methods, `saliency.<name>` and `saliency.nn.functional.<name>` are generated from that
+registry. Each op must be `saliency.<name>`, a `Tensor` method and `saliency.nn.functional.<name>`
+exactly where PyTorch has `torch.<name>`, `torch.Tensor.<name>` and `torch.nn.functional.<name>`,
+unless it is in EXCEPTIONS with a reason; and where two of our surfaces share a name, they are the
+same function (or, for the few that PyTorch defines differently, a documented wrapper).
 """
 import inspect
 
 import pytest
 
 import saliency as sl
-from saliency.autograd import functions
+from saliency.autograd import api
 from saliency.nn import functional as F
 
-torch = pytest.importorskip("torch")
+REGISTERED = {surface: api.exported(surface) for surface in api.SURFACES}
+OP_NAMES = sorted({n for names in REGISTERED.values() for n in names if not n.startswith("__")} - {"backward"})
+OURS = {"Tensor": sl.Tensor, "saliency": sl, "F": F}
 
-OP_NAMES = sorted(n for n, v in vars(functions).items()
-                  if not n.startswith("_") and inspect.isroutine(v) and n not in ("as_array",))
+
+def test_the_surfaces_are_generated_from_the_registry():
+    for surface, names in REGISTERED.items():
+        for name, fn in names.items():
+            assert getattr(OURS[surface], name) is fn, f"{surface}.{name}"
+
+
+def test_every_public_function_of_api_py_is_registered():
+    registered = {id(fn) for names in REGISTERED.values() for fn in names.values()}
+    orphans = [n for n, v in vars(api).items() if inspect.isfunction(v) and v.__module__ == api.__name__
+               and not n.startswith("_") and n not in ("public", "exported") and id(v) not in registered]
+    assert not orphans, f"declared in api.py but on no surface: {orphans}"
+
+
+def test_an_unknown_surface_is_refused():
+    with pytest.raises(ValueError, match="unknown surface"):
+        api.public("torch")
+
+
+torch = pytest.importorskip("torch")
 
 SURFACES = {  # ours -> PyTorch's
     "saliency": (sl, torch),
     "Tensor": (sl.Tensor, torch.Tensor),
-    "nn.functional": (F, torch.nn.functional),
+    "F": (F, torch.nn.functional),
 }
 
 # (surface, name): why ours differs from PyTorch there
 EXCEPTIONS = {
     ("Tensor", "where"): "missing: x.where(condition, y) is not provided; sl.where(condition, x, y) is",
-    ("nn.functional", "upsample_conv2d"): "ours only: the fused Upsample(nearest) + 3x3 Conv2d node of Sequential",
+    ("F", "upsample_conv2d"): "ours only: the fused Upsample(nearest) + 3x3 Conv2d node of Sequential",
     ("saliency", "cross_entropy"): "extra: the losses are also top-level functions (sl.cross_entropy(logits, y))",
     ("saliency", "nll_loss"): "extra: the losses are also top-level functions",
     ("saliency", "mse_loss"): "extra: the losses are also top-level functions",
     ("saliency", "pad"): "extra: sl.pad as well as F.pad",
-    ("nn.functional", "flatten"): "extra: F.flatten, used by the nn layers (torch.flatten's signature)",
+    ("F", "flatten"): "extra: F.flatten, used by the nn layers (torch.flatten's signature)",
 }
 
 # nn.functional names that PyTorch defines with other defaults than the Tensor method (dim=None warns)
-F_WRAPPERS = {"softmax", "log_softmax", "flatten"}
+F_WRAPPERS = {"softmax", "log_softmax"}
 
 
-def test_the_op_list_is_read_from_functions_py():
+def test_the_op_list_is_read_from_the_registry():
     assert {"add", "relu", "conv2d", "cat", "where", "max_pool2d", "interpolate", "upsample_conv2d"} <= set(OP_NAMES)
 
 
@@ -60,11 +81,6 @@ def test_an_op_is_exported_where_pytorch_exports_it(surface):
 
 def test_the_same_name_is_the_same_function_everywhere():
     for name in OP_NAMES:
-        fn = getattr(functions, name)
-        if hasattr(sl, name):
-            assert getattr(sl, name) is fn, name
-        if hasattr(F, name) and name not in F_WRAPPERS:
-            assert getattr(F, name) is fn, name
-        method = getattr(sl.Tensor, name, None)
-        if method is not None and fn.__module__ != functions.__name__:
-            assert method is fn, name  # functions.py binds the Tensor method itself
+        found = {surface: getattr(OURS[surface], name) for surface in OURS if hasattr(OURS[surface], name)
+                 and not (surface == "F" and name in F_WRAPPERS)}
+        assert len({id(fn) for fn in found.values()}) == 1, f"{name}: {sorted(found)} differ"

@@ -8,7 +8,7 @@ import numpy as np
 
 from ... import kernels
 from ..errors import LayerInputError
-from ..function import Function
+from ..node import Function
 from ..geometry import conv_window, first_input, upsample_conv_window
 
 

@@ -3,7 +3,7 @@ import numpy as np
 
 from ...kernels.activation import relu_forward, relu_grad
 from .. import rules
-from ..function import Function, shape_of, unbroadcast
+from ..node import Function, shape_of, unbroadcast
 from ..geometry import elementwise_window
 
 
@@ -38,11 +38,11 @@ class _Binary(Function):
     broadcasts = True
 
     def reduce(self, g, gx, gy):
-        nb = g.ndim - len(self.out_shape)
+        seed_ndim = g.ndim - len(self.out_shape)
         sx, sy = self.shapes
         nx, ny = self.needs_input_grad
-        return (unbroadcast(gx, sx, nb) if nx else None,
-                unbroadcast(gy, sy, nb) if ny else None)
+        return (unbroadcast(gx, sx, seed_ndim) if nx else None,
+                unbroadcast(gy, sy, seed_ndim) if ny else None)
 
     def pass_window(self, p, gx, gy):
         """Windowed gradients gx, gy (already the VJPs) for inputs of the output's shape; an input of
@@ -228,11 +228,11 @@ class Where(Function):
 
     def backward(self, g):
         (cond,) = self.saved
-        nb = self.seed_ndim(g)
+        seed_ndim = self.seed_ndim(g)
         sx, sy = self.shapes
         _, nx, ny = self.needs_input_grad
-        gx = unbroadcast(np.where(cond, g, 0).astype(g.dtype, copy=False), sx, nb) if nx else None
-        gy = unbroadcast(np.where(cond, 0, g).astype(g.dtype, copy=False), sy, nb) if ny else None
+        gx = unbroadcast(np.where(cond, g, 0).astype(g.dtype, copy=False), sx, seed_ndim) if nx else None
+        gy = unbroadcast(np.where(cond, 0, g).astype(g.dtype, copy=False), sy, seed_ndim) if ny else None
         return None, gx, gy
 
 

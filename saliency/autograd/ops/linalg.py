@@ -1,7 +1,7 @@
 """Matrix products: matmul with NumPy's rules (1-D operands, broadcast batch dimensions)."""
 import numpy as np
 
-from ..function import Function, unbroadcast
+from ..node import Function, unbroadcast
 from ..geometry import whole_window
 
 
@@ -33,7 +33,7 @@ class Matmul(Function):
 
     def backward(self, g):
         x, w = self.saved
-        nb = self.seed_ndim(g)
+        seed_ndim = self.seed_ndim(g)
         nx, nw = self.needs_input_grad
         # treat a vector operand as a one-row (x) or one-column (w) matrix
         if w.ndim == 1:
@@ -45,10 +45,10 @@ class Matmul(Function):
         gx = gw = None
         if nx:
             gx = np.matmul(g, np.swapaxes(w, -1, -2))
-            gx = unbroadcast(gx[..., 0, :] if self.saved[0].ndim == 1 else gx, self.saved[0].shape, nb)
+            gx = unbroadcast(gx[..., 0, :] if self.saved[0].ndim == 1 else gx, self.saved[0].shape, seed_ndim)
         if nw:
             gw = np.matmul(np.swapaxes(x, -1, -2), g)
-            gw = unbroadcast(gw[..., 0] if self.saved[1].ndim == 1 else gw, self.saved[1].shape, nb)
+            gw = unbroadcast(gw[..., 0] if self.saved[1].ndim == 1 else gw, self.saved[1].shape, seed_ndim)
         return gx, gw
 
     def name(self):

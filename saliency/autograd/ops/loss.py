@@ -1,7 +1,7 @@
 """Softmax heads and losses: softmax, log_softmax, nll_loss (cross-entropy's second half), mse_loss."""
 import numpy as np
 
-from ..function import Function
+from ..node import Function
 from ..geometry import along_axes_window, whole_window
 from .reduce import normalize_dims
 
@@ -91,16 +91,16 @@ class NllLoss(Function):
 
     def backward(self, g):
         (index,) = self.saved
-        nb = self.seed_ndim(g)
-        lead = g.shape[:nb]
+        seed_ndim = self.seed_ndim(g)
+        lead = g.shape[:seed_ndim]
         scale = -g / self.count if self.reduction == "mean" else -g
         if self.reduction != "none":
             scale = scale.reshape(lead + (1,) * index.ndim)
         else:
-            scale = np.expand_dims(scale, nb + 1)
+            scale = np.expand_dims(scale, seed_ndim + 1)
         gx = np.zeros(lead + self.in_shape, dtype=g.dtype)
         np.put_along_axis(gx, np.broadcast_to(index, lead + index.shape),
-                          np.broadcast_to(scale, lead + index.shape), axis=nb + 1)
+                          np.broadcast_to(scale, lead + index.shape), axis=seed_ndim + 1)
         return gx, None
 
     def name(self):
@@ -127,9 +127,9 @@ class MseLoss(Function):
 
     def backward(self, g):
         (diff,) = self.saved
-        nb = self.seed_ndim(g)
+        seed_ndim = self.seed_ndim(g)
         if self.reduction != "none":
-            g = g.reshape(g.shape[:nb] + (1,) * diff.ndim)
+            g = g.reshape(g.shape[:seed_ndim] + (1,) * diff.ndim)
         scale = 2.0 / diff.size if self.reduction == "mean" else 2.0
         gx = g * (scale * diff)
         nx, nt = self.needs_input_grad

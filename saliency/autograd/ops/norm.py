@@ -2,7 +2,7 @@
 import numpy as np
 
 from ... import kernels
-from ..function import Function
+from ..node import Function
 from ..geometry import first_input, whole_window
 
 

@@ -1,7 +1,7 @@
 """Reductions over one, several or all dimensions: sum, mean, amax/amin, max/min, norm, logsumexp."""
 import numpy as np
 
-from ..function import Function
+from ..node import Function
 from ..geometry import along_axes_window
 
 
@@ -31,9 +31,9 @@ def arg_index(x, dim, keepdim, fn):
     return np.expand_dims(out, axis) if keepdim else np.asarray(out)
 
 
-def expand_reduced(g, in_shape, axes, keepdim, nb):
+def expand_reduced(g, in_shape, axes, keepdim, seed_ndim):
     """Broadcast the gradient of a reduction back over the reduced axes of the input."""
-    lead = g.shape[:nb]
+    lead = g.shape[:seed_ndim]
     if not keepdim:
         g = g.reshape(lead + tuple(1 if i in axes else n for i, n in enumerate(in_shape)))
     return np.broadcast_to(g, lead + in_shape)
@@ -153,14 +153,14 @@ class MaxDim(Function):
 
     def backward(self, g):
         (index,) = self.saved
-        nb = self.seed_ndim(g)
-        lead = g.shape[:nb]
+        seed_ndim = self.seed_ndim(g)
+        lead = g.shape[:seed_ndim]
         if not self.in_shape:
             return (g,)
         if not self.keepdim:
-            g = np.expand_dims(g, nb + self.axis)
+            g = np.expand_dims(g, seed_ndim + self.axis)
         gx = np.zeros(lead + self.in_shape, dtype=g.dtype)
-        np.put_along_axis(gx, np.broadcast_to(index, lead + index.shape), g, axis=nb + self.axis)
+        np.put_along_axis(gx, np.broadcast_to(index, lead + index.shape), g, axis=seed_ndim + self.axis)
         return (gx,)
 
     def window_rule(self, box, shapes):

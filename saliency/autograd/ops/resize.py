@@ -1,6 +1,6 @@
 """Upsampling NCHW images by an integer factor: nearest, and bilinear with align_corners=False."""
 from ... import kernels
-from ..function import Function
+from ..node import Function
 from ..geometry import upsample_window
 
 _MODES = {

@@ -2,7 +2,7 @@
 unsqueeze, expand, indexing, cat, stack, pad. Their VJPs move the gradient back."""
 import numpy as np
 
-from ..function import Function, unbroadcast
+from ..node import Function, unbroadcast
 from ..geometry import Box, elementwise_window, per_axis, shifted, slice_axis, spatial, whole_window
 from .reduce import normalize_dims
 
@@ -63,8 +63,8 @@ class Transpose(Function):
     def backward(self, g):
         if not self.out_shape:
             return (g,)
-        nb = self.seed_ndim(g)
-        return (np.swapaxes(g, nb + self.dims[0], nb + self.dims[1]),)
+        seed_ndim = self.seed_ndim(g)
+        return (np.swapaxes(g, seed_ndim + self.dims[0], seed_ndim + self.dims[1]),)
 
     def window_rule(self, box, shapes):
         order = list(range(len(shapes[0])))
@@ -90,8 +90,8 @@ class Permute(Function):
         return x.transpose(order)
 
     def backward(self, g):
-        nb = self.seed_ndim(g)
-        return (g.transpose(tuple(range(nb)) + tuple(nb + i for i in self.inverse)),)
+        seed_ndim = self.seed_ndim(g)
+        return (g.transpose(tuple(range(seed_ndim)) + tuple(seed_ndim + i for i in self.inverse)),)
 
     def window_rule(self, box, shapes):
         order = [0] * len(self.inverse)
@@ -189,17 +189,17 @@ class GetItem(Function):
             raise IndexError(f"index {key!r} is out of range for a tensor of shape {x.shape}: {exc}") from None
 
     def backward(self, g):
-        nb = self.seed_ndim(g)
-        lead = (slice(None),) * nb
-        gx = np.zeros(g.shape[:nb] + self.in_shape, dtype=g.dtype)
+        seed_ndim = self.seed_ndim(g)
+        lead = (slice(None),) * seed_ndim
+        gx = np.zeros(g.shape[:seed_ndim] + self.in_shape, dtype=g.dtype)
         if self.post is None:
             gx[lead + self.pre] = g
             return (gx,)
-        if self.moved and nb:
+        if self.moved and seed_ndim:
             # the indexed dimensions come first in x[key]; with seed dimensions in front of
             # x they still do, so move the seed dimensions behind them
             na = np.broadcast(*[k for k in self.post if not _is_basic(k)]).ndim
-            g = np.moveaxis(g, tuple(range(nb)), tuple(range(na, na + nb)))
+            g = np.moveaxis(g, tuple(range(seed_ndim)), tuple(range(na, na + seed_ndim)))
         np.add.at(gx[lead + self.pre], lead + self.post, g)  # gx[lead + pre] is a view of gx
         return (gx,)
 
@@ -332,8 +332,8 @@ class Cat(Function):
         return out
 
     def backward(self, g):
-        nb = self.seed_ndim(g)
-        return tuple(np.split(g, self.bounds, axis=nb + self.axis))
+        seed_ndim = self.seed_ndim(g)
+        return tuple(np.split(g, self.bounds, axis=seed_ndim + self.axis))
 
     def backward_window(self, p):
         """Along a dimension before the map (channels): each input gets its slice of the windows."""

@@ -1,4 +1,6 @@
-"""Graph nodes: the `Function` base class (an instance is a `grad_fn`), `AccumulateGrad`, `unbroadcast`.
+"""Graph nodes of ops: the `Function` base class (an instance is a `grad_fn`), and `unbroadcast`.
+
+(The node of a leaf, `AccumulateGrad`, lives with `Tensor` in saliency.autograd.tensor.)
 
 An op subclasses `Function` and writes, side by side:
 
@@ -12,19 +14,14 @@ An op subclasses `Function` and writes, side by side:
 `Op.apply(*inputs, **params)` runs the forward pass and, when grad mode is on
 and an input requires grad, leaves the node on the graph.
 """
-import itertools
-
 import numpy as np
 
 from .grad_mode import enabled_var, frozen_var
+from .tensor import RemovableHandle, Tensor, next_seq
 
-_next_seq = itertools.count().__next__
 _NO_EDGE = (None, 0)
 _grad_enabled = enabled_var.get  # the grad mode of the calling thread or task
 _frozen = frozen_var.get          # leaves that record no graph in the calling thread or task
-# AccumulateGrad nodes run as soon as they are ready (as in PyTorch); the
-# engine pops the largest sequence number first.
-_LEAF_PRIORITY = 1 << 62
 
 
 class Function:
@@ -46,7 +43,6 @@ class Function:
 
     @classmethod
     def apply(cls, *inputs, **params):
-        Tensor = _tensor.Tensor
         node = cls.__new__(cls)
         arrays = []
         edges = []
@@ -91,7 +87,7 @@ class Function:
         node.next_functions = tuple(edges)
         node.out_shape = out.shape
         node.out_dtype = out.dtype
-        node.seq = _next_seq()
+        node.seq = next_seq()
         node.pre_hooks = None
         node.retain_ref = None
         return Tensor._make(out, True, node)
@@ -118,7 +114,7 @@ class Function:
         if self.pre_hooks is None:
             self.pre_hooks = []
         self.pre_hooks.append(fn)
-        return _RemovableHandle(self.pre_hooks, fn)
+        return RemovableHandle(self.pre_hooks, fn)
 
     def __getattr__(self, attr):
         # only reached when normal lookup fails: name the node as PyTorch does (an unset slot
@@ -131,61 +127,17 @@ class Function:
         return f"<{self.name()} object at {id(self):#x}>"
 
 
-class AccumulateGrad:
-    """The node of a leaf tensor: the gradient that reaches it is added to `.variable.grad`."""
+def unbroadcast(g, shape, seed_ndim=0):
+    """Sum `g` down to `g.shape[:seed_ndim] + shape`: the reverse of NumPy broadcasting.
 
-    __slots__ = ("variable", "seq", "pre_hooks", "retain_ref", "__weakref__")
-    next_functions = ()
-    needs_input_grad = ()
-    saved = ()
-    backward_window = None
-
-    def __init__(self, variable):
-        self.variable = variable
-        self.seq = _LEAF_PRIORITY - _next_seq()  # older leaves first, for readable traces
-        self.pre_hooks = None
-        self.retain_ref = None
-
-    @property
-    def out_shape(self):
-        return self.variable.data.shape
-
-    @property
-    def out_dtype(self):
-        return self.variable.data.dtype
-
-    def name(self):
-        return "AccumulateGrad"
-
-    def __repr__(self):
-        return f"<AccumulateGrad object at {id(self):#x}>"
-
-
-class _RemovableHandle:
-    """Returned by `register_hook`-style calls; `.remove()` unregisters the hook."""
-
-    def __init__(self, hooks, fn):
-        self._hooks = hooks
-        self._fn = fn
-
-    def remove(self):
-        try:
-            self._hooks.remove(self._fn)
-        except ValueError:
-            pass
-
-
-def unbroadcast(g, shape, nb=0):
-    """Sum `g` down to `g.shape[:nb] + shape`: the reverse of NumPy broadcasting.
-
-    `nb` is the number of leading seed dimensions of `g`, which are kept.
+    `seed_ndim` is the number of leading seed dimensions of `g`, which are kept.
     """
-    if g.shape[nb:] == shape and g.ndim == nb + len(shape):
+    if g.shape[seed_ndim:] == shape and g.ndim == seed_ndim + len(shape):
         return g
-    extra = g.ndim - nb - len(shape)
+    extra = g.ndim - seed_ndim - len(shape)
     if extra:
-        g = g.sum(axis=tuple(range(nb, nb + extra)))
-    axes = tuple(nb + i for i, n in enumerate(shape) if n == 1 and g.shape[nb + i] != 1)
+        g = g.sum(axis=tuple(range(seed_ndim, seed_ndim + extra)))
+    axes = tuple(seed_ndim + i for i, n in enumerate(shape) if n == 1 and g.shape[seed_ndim + i] != 1)
     if axes:
         g = g.sum(axis=axes, keepdims=True)
     return g
@@ -199,6 +151,3 @@ def shape_of(a):
     if kind is float or kind is int:
         return ()
     return np.shape(a)
-
-
-from . import tensor as _tensor  # noqa: E402  (tensor.py imports the ops, which import this module)
