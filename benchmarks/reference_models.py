@@ -1,8 +1,9 @@
 """The two reference models of the benchmarks, defined once for both engines.
 
 `build(name, nn)` makes the model from either `saliency.nn` or `torch.nn` (the layer names and
-arguments are the same); `copy_weights(src, dst)` moves a torch model's weights into ours
-through state_dict, so both engines compute the same function.
+arguments are the same; ours is fused with `saliency.nn.fuse`, as the zoo's models are);
+`copy_weights(src, dst)` moves a torch model's weights into ours through state_dict, so both
+engines compute the same function.
 """
 import numpy as np
 
@@ -29,8 +30,10 @@ INPUT_SHAPES = {"classifier": (3, 64, 64), "depth": (3, 128, 128)}
 
 
 def build(name, nn):
-    """The reference model `name` built from `nn` (saliency.nn or torch.nn)."""
-    return nn.Sequential(*[getattr(nn, layer)(*args, **kwargs) for layer, args, kwargs in LAYERS[name]])
+    """The reference model `name` built from `nn` (saliency.nn or torch.nn); ours is fused
+    (`saliency.nn.fuse`: the depth model's Upsample + Conv2d pairs run as sub-pixel convolutions)."""
+    model = nn.Sequential(*[getattr(nn, layer)(*args, **kwargs) for layer, args, kwargs in LAYERS[name]])
+    return nn.fuse(model) if nn.__name__ == "saliency.nn" else model
 
 
 def copy_weights(torch_model, our_model):

@@ -58,9 +58,10 @@ def card(name):
 
 
 def build(name):
-    """A freshly initialised model of this architecture, with the zoo's attributes set (metrics empty)."""
+    """A freshly initialised model of this architecture, with the zoo's attributes set (metrics empty),
+    fused (`saliency.nn.fuse`: adjacent layers that can run as one op do; weights and keys unchanged)."""
     s = spec(name)
-    model = s.build()
+    model = nn.fuse(s.build())
     model.name, model.task, model.input_shape, model.classes, model.metrics = (
         s.name, s.task, s.input_shape, list(s.classes), {})
     return model
@@ -107,7 +108,8 @@ def load(name, weights=None):
 
 def load_user(spec, weights=None):
     """A user's model from ``path/to/file.py:build_fn`` (build_fn() returns a Module or a callable),
-    with `weights` (``.npz``/``.safetensors``) loaded into it, in eval mode when it has one."""
+    with `weights` (``.npz``/``.safetensors``) loaded into it, in eval mode when it has one. It is
+    not fused: build_fn may return ``saliency.nn.fuse(model)`` for that."""
     import importlib.util
 
     path, sep, fn = str(spec).rpartition(":")

@@ -3,6 +3,10 @@
 A model is a `Module`; its `Parameter`s are leaves of the graph, so `y.backward(v)` fills their
 `.grad` as well as the input's. Weights load from a PyTorch state dict converted to arrays
 (`{k: v.detach().numpy()}`), from `.npz` and from `.safetensors` (`saliency.nn.load`); a malformed weights file raises `WeightsError`.
+
+`fuse(model)` lets adjacent modules of its Sequentials run as one op (Upsample(nearest) + 3x3
+Conv2d as one sub-pixel convolution), in place, without changing parameters, state-dict keys or
+submodules; `unfuse(model)` undoes it (see `saliency.nn.fusion`). The zoo's models are fused.
 """
 from . import functional, init
 from .activation import LogSoftmax, ReLU, Sigmoid, Softmax, Tanh
@@ -11,6 +15,7 @@ from .containers import ModuleList, Sequential
 from .conv import Conv2d
 from .dropout import Dropout
 from .flatten import Flatten
+from .fusion import fuse, unfuse
 from .hooks import RemovableHandle
 from .linear import Identity, Linear
 from .loss import CrossEntropyLoss, MSELoss, NLLLoss
@@ -23,5 +28,5 @@ from .upsampling import Upsample
 
 __all__ = ["AdaptiveAvgPool2d", "AvgPool2d", "BatchNorm2d", "Conv2d", "MaxPool2d", "Upsample", "CrossEntropyLoss", "Dropout", "Flatten", "Identity", "IncompatibleKeys", "Linear", "LogSoftmax",
            "MSELoss", "Module", "ModuleList", "NLLLoss", "Parameter", "ReLU", "RemovableHandle", "Sequential",
-           "Sigmoid", "Softmax", "Tanh", "WeightsError", "functional", "init", "load", "load_safetensors", "save",
-           "save_safetensors"]
+           "Sigmoid", "Softmax", "Tanh", "WeightsError", "functional", "fuse", "init", "load", "load_safetensors",
+           "save", "save_safetensors", "unfuse"]

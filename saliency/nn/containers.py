@@ -2,9 +2,7 @@
 import collections
 import operator
 
-from . import functional as F
 from .module import Module, _addindent
-from .upsampling import fusable
 
 
 class _Indexed(Module):
@@ -72,13 +70,18 @@ class Sequential(_Indexed):
     Children are named "0", "1", ... (so a state-dict key reads "0.weight"); indexing with an int
     gives a child, with a slice a new Sequential of the same child objects.
 
-    An Upsample(nearest) followed by a plain 3x3 Conv2d (padding 1) runs as one sub-pixel
-    convolution (`F.upsample_conv2d`: same result, 4/9 of the work, one UpsampleConvolutionBackward0
-    node instead of two) unless either module has hooks; set `fuse_upsample_conv = False` on the
-    Sequential to keep PyTorch's two nodes.
+    Each module runs on its own, as in PyTorch, unless `saliency.nn.fuse` was called on this
+    Sequential or on a model holding it: then the adjacent pairs it planned run as one op (an
+    Upsample(nearest) followed by a plain 3x3 Conv2d with padding 1 runs as one sub-pixel
+    convolution, `F.upsample_conv2d`: same result, 4/9 of the work, one UpsampleConvolutionBackward0
+    node instead of two). A planned pair still runs as its two modules when either has hooks or
+    they no longer fit the fusion; `saliency.nn.unfuse` forgets the plan. The zoo's models are
+    fused when built; a Sequential you build yourself is not fused until you call `nn.fuse` on it.
+    See `saliency.nn.fusion`.
     """
 
-    fuse_upsample_conv = True
+    # {index of the first module of a pair: fusion.PairFusion}, set by nn.fuse / nn.unfuse
+    _fusion_plan = {}
 
     def __init__(self, *args):
         super().__init__()
@@ -91,15 +94,16 @@ class Sequential(_Indexed):
 
     def forward(self, x):
         modules = list(self._modules.values())
+        plan = self._fusion_plan
         i = 0
         while i < len(modules):
-            module = modules[i]
-            if self.fuse_upsample_conv and i + 1 < len(modules) and fusable(module, modules[i + 1]):
-                conv = modules[i + 1]
-                x = F.upsample_conv2d(x, conv.weight, conv.bias, module.scale_factor)
+            fusion = plan.get(i) if plan else None
+            # the plan is checked again: hooks added since nn.fuse, or a changed module, keep the pair apart
+            if fusion is not None and i + 1 < len(modules) and fusion.applies(modules[i], modules[i + 1]):
+                x = fusion.run(modules[i], modules[i + 1], x)
                 i += 2
             else:
-                x = module(x)
+                x = modules[i](x)
                 i += 1
         return x
 

@@ -278,8 +278,8 @@ def test_skip_connections(mode):
 
 
 def test_fused_upsample_conv_in_a_sequential():
-    model = make_positive(nn.Sequential(nn.Conv2d(2, 2, 3, stride=2), nn.Upsample(scale_factor=2),
-                                        nn.Conv2d(2, 2, 3, padding=1)))
+    model = make_positive(nn.fuse(nn.Sequential(nn.Conv2d(2, 2, 3, stride=2), nn.Upsample(scale_factor=2),
+                                                nn.Conv2d(2, 2, 3, padding=1))))
     x = leaf(np.random.default_rng(0), (1, 2, 13, 13))
     assert model(x).grad_fn.name() == "UpsampleConvolutionBackward0"
     check_model(model, (1, 2, 13, 13))

@@ -101,9 +101,8 @@ def test_full_backward_hook_on_the_first_conv_sees_exactly_x_grad():
 def test_upsample_then_conv_runs_fused_and_equals_the_two_layers():
     torch.manual_seed(0)
     theirs = build("depth", torch.nn).double()
-    fused = copy_weights(theirs, build("depth", nn)).double()
-    plain = copy_weights(theirs, build("depth", nn)).double()
-    plain.fuse_upsample_conv = False
+    fused = copy_weights(theirs, build("depth", nn)).double()           # build() fuses ours
+    plain = nn.unfuse(copy_weights(theirs, build("depth", nn)).double())
     x = np.random.default_rng(4).random((2, 3, 32, 32))
     names = []
     for model in (fused, plain):

@@ -1,0 +1,113 @@
+"""Graph fusions: adjacent modules of a `Sequential` run as one op, as an explicit step.
+
+    model = saliency.nn.fuse(model)     # plan the fusions of every Sequential in the model (in place)
+    saliency.nn.unfuse(model)           # forget them: every module runs on its own again
+
+`fuse` changes no parameter, buffer, state-dict key or submodule: it records, on each Sequential
+of `model` (the model itself and every submodule), which adjacent pairs of children may run as one
+op, and `Sequential.forward` follows that plan. Weights load the same way before and after, and
+`named_modules()` / `print(model)` show the same layers. A Sequential that was never fused (or
+was unfused) runs each module on its own, as PyTorch does.
+
+The plan is checked again at every call: a pair whose modules have hooks (registered before or
+after `fuse`), were replaced, or changed so that the fusion no longer applies runs as its two
+modules, so a hook always sees the module's own input and output and PyTorch's nodes. A slice
+`seq[a:b]` is a new Sequential with no plan; changing a Sequential's children (insert, del, ...)
+may leave a planned pair unfused until `fuse` is called again.
+
+The fusions:
+
+* Upsample(nearest, integer scale >= 2) followed by a plain 3x3 Conv2d (stride 1, padding 1, no
+  dilation or groups): one sub-pixel convolution, `F.upsample_conv2d`. Same result (to rounding),
+  4/9 of the work, and one UpsampleConvolutionBackward0 node in the graph instead of
+  UpsampleNearest2DBackward0 and ConvolutionBackward0.
+"""
+from collections import namedtuple
+
+from . import functional as F
+from .conv import Conv2d
+from .module import Module
+from .upsampling import Upsample
+
+# One fusion of two adjacent modules: `applies(first, second)` says whether the pair may run fused
+# (checked when planning and again at each call); `run(first, second, x)` computes second(first(x)).
+PairFusion = namedtuple("PairFusion", ["name", "applies", "run"])
+
+
+def upsample_conv_fusable(upsample, conv):
+    """Whether Upsample(nearest, integer scale) followed by `conv` can run as one sub-pixel
+    convolution: a plain 3x3 Conv2d (stride 1, padding 1, no dilation or groups) and no hooks
+    on either module (a hook must see the module's own input and output)."""
+    return (type(upsample) is Upsample and type(conv) is Conv2d and upsample.mode == "nearest"
+            and int(upsample.scale_factor) == upsample.scale_factor and upsample.scale_factor >= 2
+            and conv.kernel_size == (3, 3) and conv.stride == (1, 1) and conv.padding == (1, 1)
+            and conv.dilation == (1, 1) and conv.groups == 1
+            and not upsample._has_hooks() and not conv._has_hooks())
+
+
+def _upsample_conv(upsample, conv, x):
+    return F.upsample_conv2d(x, conv.weight, conv.bias, upsample.scale_factor)
+
+
+UPSAMPLE_CONV = PairFusion("upsample_conv2d", upsample_conv_fusable, _upsample_conv)
+
+# The pair fusions `fuse` looks for, first match wins.
+PAIR_FUSIONS = (UPSAMPLE_CONV,)
+
+
+def plan(modules):
+    """{index of the first module: PairFusion} for the fusable adjacent pairs of `modules`, taken
+    left to right without overlap."""
+    modules = list(modules)
+    out, i = {}, 0
+    while i + 1 < len(modules):
+        fusion = next((f for f in PAIR_FUSIONS if f.applies(modules[i], modules[i + 1])), None)
+        if fusion is None:
+            i += 1
+        else:
+            out[i] = fusion
+            i += 2
+    return out
+
+
+def _sequentials(module, what):
+    from .containers import Sequential  # containers imports this module
+
+    if not isinstance(module, Module):
+        raise TypeError(f"{what} expects a saliency.nn.Module, got {type(module).__name__}")
+    return [m for m in module.modules() if isinstance(m, Sequential)]
+
+
+def fuse(module):
+    """Plan the fusions of `module` and of every submodule that is a Sequential (see the module
+    docstring) and return `module`, changed in place like `module.eval()`. Calling it again plans
+    afresh (after children were replaced, say); `unfuse` undoes it. Parameters, buffers,
+    state-dict keys and submodules are unchanged."""
+    for seq in _sequentials(module, "fuse"):
+        seq._fusion_plan = plan(seq._modules.values())
+    return module
+
+
+def unfuse(module):
+    """Forget the fusion plans of `module` and its submodules, so each module runs on its own
+    (PyTorch's graph); returns `module`, changed in place."""
+    for seq in _sequentials(module, "unfuse"):
+        seq._fusion_plan = {}
+    return module
+
+
+def fused_pairs(module):
+    """[(name of the first module, name of the second, fusion name)] that `module` plans to run
+    fused, with dotted names as in `named_modules()` (whether each runs fused is decided at the
+    call: hooks added since `fuse` keep a pair apart)."""
+    from .containers import Sequential
+
+    out = []
+    for prefix, seq in module.named_modules():
+        if isinstance(seq, Sequential):
+            names = list(seq._modules)
+            for i, fusion in sorted(seq._fusion_plan.items()):
+                if i + 1 < len(names):
+                    out.append((f"{prefix}.{names[i]}" if prefix else names[i],
+                                f"{prefix}.{names[i + 1]}" if prefix else names[i + 1], fusion.name))
+    return out

@@ -1,0 +1,212 @@
+"""saliency.nn.fuse / unfuse: an explicit step that lets Upsample(nearest) + 3x3 Conv2d pairs of a
+Sequential run as one sub-pixel convolution, with the same results, keys and modules."""
+import copy
+from collections import Counter, OrderedDict
+
+import numpy as np
+import pytest
+
+import saliency as sl
+import saliency.nn as nn
+from saliency.nn.fusion import fused_pairs
+
+FUSED, UPSAMPLE, CONV = "UpsampleConvolutionBackward0", "UpsampleNearest2DBackward0", "ConvolutionBackward0"
+
+
+def node_names(y):
+    """Counter of the node names of y's graph (each node once)."""
+    seen, stack, names = set(), [y.grad_fn], Counter()
+    while stack:
+        node = stack.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        names[node.name()] += 1
+        stack.extend(n for n, _ in node.next_functions)
+    return names
+
+
+def decoder():
+    """conv -> relu -> [up x2 -> conv 3x3] -> relu -> [up x3 -> conv 3x3]: two fusable pairs, float64."""
+    sl.manual_seed(0)
+    return nn.Sequential(nn.Conv2d(2, 4, 3, padding=1), nn.ReLU(),
+                         nn.Upsample(scale_factor=2), nn.Conv2d(4, 3, 3, padding=1), nn.ReLU(),
+                         nn.Upsample(scale_factor=3, mode="nearest"),
+                         nn.Conv2d(3, 2, 3, padding=1, bias=False)).double()
+
+
+class Net(nn.Module):
+    """A decoder nested in a Module and in a named Sequential: fuse walks every submodule."""
+
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Sequential(OrderedDict(dec=decoder(), act=nn.Sigmoid()))  # seeds the generator
+        self.stem = nn.Conv2d(2, 2, 1)
+
+    def forward(self, x):
+        return self.body(self.stem(x))
+
+
+def run(model, x_np, v_np):
+    x = sl.tensor(x_np, requires_grad=True)
+    y = model(x)
+    y.backward(sl.tensor(v_np))
+    return y, x.grad.numpy()
+
+
+def inputs(model, shape=(2, 2, 5, 6)):
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal(shape)
+    out_shape = model(sl.tensor(x)).shape
+    return x, rng.standard_normal(out_shape)
+
+
+@pytest.mark.parametrize("make", [decoder, lambda: Net().double()], ids=["sequential", "nested"])
+def test_fuse_gives_the_same_outputs_and_gradients_with_one_node_per_pair(make):
+    plain, fused = make(), make()
+    assert nn.fuse(fused) is fused
+    x, v = inputs(plain)
+    y0, g0 = run(plain, x, v)
+    y1, g1 = run(fused, x, v)
+    np.testing.assert_allclose(y1.numpy(), y0.numpy(), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(g1, g0, rtol=1e-12, atol=1e-12)
+    for p0, p1 in zip(plain.parameters(), fused.parameters()):
+        np.testing.assert_allclose(p1.grad.numpy(), p0.grad.numpy(), rtol=1e-12, atol=1e-12)
+    n0, n1 = node_names(y0), node_names(y1)
+    assert n0[UPSAMPLE] == 2 and n0[FUSED] == 0
+    assert n1[FUSED] == 2 and n1[UPSAMPLE] == 0 and n1[CONV] == n0[CONV] - 2  # each pair: one node, not two
+    assert n1 - Counter({FUSED: 2}) == n0 - Counter({UPSAMPLE: 2, CONV: 2})  # and nothing else changed
+
+
+def test_a_sequential_is_not_fused_unless_asked():
+    model = decoder()
+    x, _ = inputs(model)
+    names = node_names(model(sl.tensor(x, requires_grad=True)))
+    assert names[FUSED] == 0 and names[UPSAMPLE] == 2
+    assert fused_pairs(model) == []
+
+
+def test_fuse_keeps_state_dict_parameters_and_modules():
+    model = Net().double()
+    keys = list(model.state_dict())
+    modules = [(name, type(m), id(m)) for name, m in model.named_modules()]
+    params = [(name, id(p)) for name, p in model.named_parameters()]
+    text = repr(model)
+    nn.fuse(model)
+    assert fused_pairs(model) == [("body.dec.2", "body.dec.3", "upsample_conv2d"),
+                                  ("body.dec.5", "body.dec.6", "upsample_conv2d")]
+    assert list(model.state_dict()) == keys
+    assert [(name, type(m), id(m)) for name, m in model.named_modules()] == modules
+    assert [(name, id(p)) for name, p in model.named_parameters()] == params
+    assert repr(model) == text
+    # weights load the same way into a fused model, and it then computes the plain model's function
+    other = Net().double()
+    other.load_state_dict(model.state_dict())
+    x, v = inputs(model)
+    np.testing.assert_allclose(run(nn.fuse(other), x, v)[0].numpy(), run(model, x, v)[0].numpy(), rtol=1e-12)
+
+
+def test_unfuse_restores_the_plain_graph():
+    plain, model = decoder(), nn.fuse(decoder())
+    assert nn.unfuse(model) is model
+    assert fused_pairs(model) == []
+    x, v = inputs(model)
+    y0, g0 = run(plain, x, v)
+    y1, g1 = run(model, x, v)
+    assert node_names(y1) == node_names(y0)
+    np.testing.assert_array_equal(y1.numpy(), y0.numpy())
+    np.testing.assert_array_equal(g1, g0)
+    nn.fuse(model)  # and fuse again
+    assert node_names(model(sl.tensor(x, requires_grad=True)))[FUSED] == 2
+
+
+@pytest.mark.parametrize("hooked", [2, 3], ids=["hook on the upsample", "hook on the conv"])
+@pytest.mark.parametrize("kind", ["forward", "forward_pre", "full_backward"])
+def test_a_hook_registered_after_fuse_runs_that_pair_unfused(hooked, kind):
+    model = nn.fuse(decoder())
+    x, v = inputs(model)
+    seen = []
+    register = getattr(model[hooked], f"register_{kind}_hook")
+    handle = register(lambda module, *args: seen.append(type(module).__name__))
+    y, g = run(model, x, v)
+    assert seen == [type(model[hooked]).__name__]
+    names = node_names(y)
+    assert names[FUSED] == 1 and names[UPSAMPLE] == 1  # the other pair stays fused
+    y0, g0 = run(nn.unfuse(decoder()), x, v)
+    np.testing.assert_allclose(y.numpy(), y0.numpy(), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(g, g0, rtol=1e-12, atol=1e-12)
+    handle.remove()  # without the hook the plan applies again
+    assert node_names(model(sl.tensor(x, requires_grad=True)))[FUSED] == 2
+
+
+def test_a_forward_hook_sees_the_upsampled_input_of_the_conv():
+    model = nn.fuse(decoder())
+    seen = []
+    model[3].register_forward_hook(lambda module, args, out: seen.append((args[0].shape, out.shape)))
+    model(sl.tensor(np.zeros((1, 2, 5, 6))))
+    assert seen == [((1, 4, 10, 12), (1, 3, 10, 12))]
+
+
+def test_a_module_changed_after_fuse_falls_back_to_the_two_modules():
+    model = nn.fuse(decoder())
+    model[2].mode = "bilinear"
+    model[6] = nn.Conv2d(3, 2, 5, padding=2).double()
+    names = node_names(model(sl.tensor(np.ones((1, 2, 5, 6)), requires_grad=True)))
+    assert names[FUSED] == 0 and names["UpsampleBilinear2DBackward0"] + names[UPSAMPLE] == 2
+
+
+@pytest.mark.parametrize("upsample,conv", [
+    (dict(scale_factor=2, mode="bilinear"), dict(kernel_size=3, padding=1)),
+    (dict(scale_factor=2), dict(kernel_size=5, padding=2)),
+    (dict(scale_factor=2), dict(kernel_size=3, padding=1, stride=2)),
+    (dict(scale_factor=2), dict(kernel_size=3, padding=0)),
+    (dict(scale_factor=2), dict(kernel_size=3, padding=2, dilation=2)),
+    (dict(scale_factor=2), dict(kernel_size=3, padding=1, groups=2)),
+    (dict(scale_factor=1), dict(kernel_size=3, padding=1)),
+], ids=["bilinear", "5x5", "stride 2", "padding 0", "dilation 2", "groups 2", "scale 1"])
+def test_pairs_that_cannot_run_as_one_op_are_not_fused(upsample, conv):
+    model = nn.fuse(nn.Sequential(nn.Upsample(**upsample), nn.Conv2d(4, 4, **conv)).double())
+    assert fused_pairs(model) == []
+    names = node_names(model(sl.tensor(np.ones((1, 4, 6, 6)), requires_grad=True)))
+    assert names[FUSED] == 0 and names[CONV] == 1
+
+
+def test_other_orders_and_layers_between_are_not_fused():
+    model = nn.fuse(nn.Sequential(nn.Conv2d(2, 2, 3, padding=1), nn.Upsample(scale_factor=2),  # conv, then up: no
+                                  nn.ReLU(), nn.Conv2d(2, 2, 3, padding=1),                    # a ReLU between: no
+                                  nn.Upsample(scale_factor=2)))                                # up at the end: no
+    assert fused_pairs(model) == []
+
+
+def test_a_hook_present_at_fuse_time_is_not_planned():
+    model = decoder()
+    handle = model[3].register_forward_hook(lambda *a: None)
+    nn.fuse(model)
+    assert [pair[0] for pair in fused_pairs(model)] == ["5"]
+    handle.remove()
+    assert node_names(model(sl.tensor(np.ones((1, 2, 5, 6)), requires_grad=True)))[FUSED] == 1  # until fused again
+
+
+def test_copies_and_slices():
+    model = nn.fuse(decoder())
+    clone = copy.deepcopy(model)
+    assert fused_pairs(clone) == fused_pairs(model)
+    assert node_names(clone(sl.tensor(np.ones((1, 2, 5, 6)), requires_grad=True)))[FUSED] == 2
+    assert fused_pairs(model[2:]) == []  # a slice is a new Sequential, not fused
+    assert fused_pairs(nn.fuse(model[2:])) == [("2", "3", "upsample_conv2d"), ("5", "6", "upsample_conv2d")]
+
+
+def test_fuse_refuses_what_is_not_a_module():
+    with pytest.raises(TypeError, match="saliency.nn.Module"):
+        nn.fuse(lambda x: x)
+
+
+def test_zoo_models_are_built_fused():
+    from saliency.models import zoo
+
+    for name in zoo.SPECS:
+        model = zoo.build(name)
+        plain = zoo.spec(name).build()
+        assert list(model.state_dict()) == list(plain.state_dict())
+        assert all("_fusion_plan" in vars(seq) for seq in model.modules() if isinstance(seq, nn.Sequential))
+        assert not any("_fusion_plan" in vars(seq) for seq in plain.modules() if isinstance(seq, nn.Sequential))
