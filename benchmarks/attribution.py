@@ -77,7 +77,7 @@ def make_runners(job, torch, repeats_check=True):
 
     def run_ours():
         y = ours(x)
-        return sl.autograd.grad(y, x, v, batched=batched)[0].data
+        return sl.autograd.grad(y, x, v, batched=batched)[0].numpy()
 
     def run_torch_frozen():
         for p in tmodel.parameters():

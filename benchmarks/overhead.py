@@ -48,7 +48,7 @@ def main():
         torch = None
     if torch is not None:
         torch.set_num_threads(2)
-        tx = torch.tensor(x.data, requires_grad=True)
+        tx = torch.tensor(x.numpy(), requires_grad=True)
 
         def theirs():
             chain(tx, n).backward()

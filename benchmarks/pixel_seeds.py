@@ -96,7 +96,7 @@ def runners(torch, ours, tmodel, x_np, k):
 
     def cropped():
         y = ours(x)
-        return sl.autograd.grad(y, x, v, batched=True)[0].data
+        return sl.autograd.grad(y, x, v, batched=True)[0].numpy()
 
     def full():
         old, patch.SPARSE_AT = patch.SPARSE_AT, -1.0

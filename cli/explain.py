@@ -42,7 +42,7 @@ def _abc(a, b, c):
 
 def _doubling(x):
     y, k = x * 2, 1
-    while float(np.linalg.norm(y.data)) < 1000:
+    while float(np.linalg.norm(y.numpy())) < 1000:
         y, k = y * 2, k + 1
     return {"y": y, "k": k}
 
@@ -105,14 +105,14 @@ def walk(ex):
     named = ex.build(**leaves)
     tensors = {k: v for k, v in {**leaves, **named}.items() if isinstance(v, sl.Tensor)}
     for name, value in leaves.items():
-        out.append(f"  {name} = {format_array(value.data)}")
+        out.append(f"  {name} = {format_array(value.numpy())}")
     shown_graphs = set()
     expected = {k: np.zeros(v.shape, dtype=np.float64) for k, v in leaves.items()}
     for i, (target, seed) in enumerate(ex.stages):
         y = named[target]
         if target not in shown_graphs:
             shown_graphs.add(target)
-            out += ["", f"{target} = {format_array(y.data)}", "", f"graph of {target}:"]
+            out += ["", f"{target} = {format_array(y.numpy())}", "", f"graph of {target}:"]
             out += ["  " + line for line in sl.autograd.render_graph(y, names=tensors).splitlines()]
         v = np.ones(y.shape, dtype=np.float32) if seed is None else np.asarray(seed, dtype=np.float32)
         call = f"{target}.backward()" if seed is None else f"{target}.backward({format_array(v)})"
@@ -128,13 +128,13 @@ def walk(ex):
         rows = [("leaf", ".grad", "v^T J" + (" (accumulated)" if ex.accumulate else ""), "",
                  "J (row k = d output_k / d leaf)")]
         for name, leaf in leaves.items():
-            J = sl.autograd.jacobian(lambda x, name=name: ex.build(**{**leaves, name: x})[target], leaf).data
+            J = sl.autograd.jacobian(lambda x, name=name: ex.build(**{**leaves, name: x})[target], leaf).numpy()
             vjp = np.tensordot(v.astype(np.float64), J.astype(np.float64), axes=y.ndim)
             expected[name] = vjp + (expected[name] if ex.accumulate else 0)
-            got = leaf.grad.data if leaf.grad is not None else np.zeros(leaf.shape)
+            got = leaf.grad.numpy() if leaf.grad is not None else np.zeros(leaf.shape)
             ok = np.allclose(got, expected[name], rtol=1e-5, atol=1e-6)
             rows.append((name, format_array(got), format_array(expected[name]), "match" if ok else "MISMATCH",
-                         format_array(J.reshape(y.data.size, leaf.data.size)) if J.size <= 16
+                         format_array(J.reshape(y.numpy().size, leaf.numpy().size)) if J.size <= 16
                          else f"shape {J.shape}"))
         widths = [max(len(r[c]) for r in rows) for c in range(5)]
         out += ["  " + "  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows]

@@ -102,4 +102,4 @@ def depth_net():
 
 
 def n_parameters(model):
-    return sum(p.data.size for p in model.parameters())
+    return sum(p.numel() for p in model.parameters())

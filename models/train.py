@@ -159,7 +159,7 @@ def train(name, epochs=None, seed=0, out=None, stream=None, per_epoch=None):
     model.eval()
     metrics = evaluate(model, name)
     card = {"name": name, "task": spec.task, "input_shape": list(spec.input_shape),
-            "parameters": int(sum(p.data.size for p in model.parameters())),
+            "parameters": int(sum(p.numel() for p in model.parameters())),
             "metrics": metrics, "train_seconds": round(seconds, 1),
             "train_command": f"saliency train {name} --epochs {epochs} --random-seed {seed}",
             "recipe": {"epochs": epochs, "images_per_epoch": per_epoch, "batch": recipe.batch, "lr": recipe.lr,

@@ -63,7 +63,7 @@ class Optimizer:
             for group in self.param_groups:
                 for p in group["params"]:
                     if p.grad is not None:
-                        self._update(p, p.grad.data, self.state.setdefault(p, {}), group)
+                        self._update(p, p.grad._array, self.state.setdefault(p, {}), group)
         return loss
 
     def _update(self, p, grad, state, group):
@@ -128,7 +128,7 @@ class SGD(Optimizer):
     def _update(self, p, grad, state, group):
         g = -grad if group["maximize"] else grad
         if group["weight_decay"]:
-            g = g + group["weight_decay"] * p.data
+            g = g + group["weight_decay"] * p._array
         momentum = group["momentum"]
         if momentum:
             buf = state.get("momentum_buffer")
@@ -138,7 +138,7 @@ class SGD(Optimizer):
                 buf *= momentum
                 buf += (1 - group["dampening"]) * g
             g = g + momentum * buf if group["nesterov"] else buf
-        p.data -= group["lr"] * g
+        p._array -= group["lr"] * g
 
 
 class Adam(Optimizer):
@@ -165,16 +165,16 @@ class Adam(Optimizer):
         g = -grad if group["maximize"] else grad
         if not state:
             state["step"] = 0
-            state["exp_avg"] = np.zeros_like(p.data)
-            state["exp_avg_sq"] = np.zeros_like(p.data)
+            state["exp_avg"] = np.zeros_like(p._array)
+            state["exp_avg_sq"] = np.zeros_like(p._array)
             if group["amsgrad"]:
-                state["max_exp_avg_sq"] = np.zeros_like(p.data)
+                state["max_exp_avg_sq"] = np.zeros_like(p._array)
         state["step"] += 1
         if wd:
             if self._decoupled:
-                p.data *= 1 - lr * wd
+                p._array *= 1 - lr * wd
             else:
-                g = g + wd * p.data
+                g = g + wd * p._array
         m, v = state["exp_avg"], state["exp_avg_sq"]
         m += (1 - beta1) * (g - m)  # torch: exp_avg.lerp_(grad, 1 - beta1)
         v *= beta2
@@ -185,7 +185,7 @@ class Adam(Optimizer):
         step = state["step"]
         step_size = lr / (1 - beta1 ** step)
         denom = np.sqrt(v) / math.sqrt(1 - beta2 ** step) + group["eps"]
-        p.data -= step_size * (m / denom)
+        p._array -= step_size * (m / denom)
 
 
 class AdamW(Adam):

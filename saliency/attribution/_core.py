@@ -79,7 +79,7 @@ class Call:
                             f"got {type(model).__name__}")
         self.model = model
         self.t0 = time.perf_counter()
-        arr = x.data if isinstance(x, Tensor) else np.asarray(x)
+        arr = x._array if isinstance(x, Tensor) else np.asarray(x)
         if arr.dtype.kind not in "biuf":
             raise TypeError(f"x must be a numeric array or Tensor, got dtype {arr.dtype}")
         if arr.ndim not in (3, 4):
@@ -126,7 +126,7 @@ class Call:
         if y.ndim < 1 or y.shape[0] != x.shape[0]:
             raise ValueError(f"model output of shape {y.shape} has no batch dimension matching the input's "
                              f"{x.shape[0]} images; the model must map (N, C, H, W) to (N, ...)")
-        return (xt, y) if grad else y.data
+        return (xt, y) if grad else y._array
 
     def vjp(self, x, v, batched):
         """v^T dy/dx at x: ([K,] x.shape) ndarray; v has the output's shape ([K,] first)."""
@@ -136,7 +136,7 @@ class Call:
     def grad(self, y, xt, v, batched, rule="gradient"):
         """v^T dy/dxt with Relu's VJP following `rule` ("gradient" or "guided"); K batched seeds
         beyond `seeds_per_pass` run in several backward passes through the one graph."""
-        if not batched or len(v) <= seeds_per_pass(None, len(v), xt.data.size):
+        if not batched or len(v) <= seeds_per_pass(None, len(v), xt._array.size):
             return self._backward(y, xt, v, batched, rule)
         return self.rows(y, xt, len(v), lambda start, stop: v[start:stop], rule)
 
@@ -146,7 +146,7 @@ class Call:
         Returns their stack (count, *xt.shape), or with `reduce` the concatenation of reduce(g) over
         the passes (each result's first dimension must be the pass's seeds). After each pass
         progress(done, count) is called if given."""
-        per = seeds_per_pass(chunk, count, xt.data.size)
+        per = seeds_per_pass(chunk, count, xt._array.size)
         out, parts = None, []
         for start in range(0, count, per):
             stop = min(start + per, count)
@@ -173,7 +173,7 @@ class Call:
         if g is None:
             raise RuntimeError("the model output does not depend on x through recorded operations; the model "
                                "must compute its output from the Tensor it is given with saliency ops")
-        return g.data
+        return g._array
 
     def finish(self, method, amap, seed, output, extras=None):
         """The Attribution; drops the batch dimension (axis 0, or 1 after K seeds) when x had none."""
@@ -224,7 +224,7 @@ def baseline_like(baseline, xs):
     """The baseline as an array of x's shape and dtype: None is zeros, a number fills, an array broadcasts."""
     if baseline is None:
         return np.zeros_like(xs)
-    b = baseline.data if isinstance(baseline, Tensor) else baseline
+    b = baseline._array if isinstance(baseline, Tensor) else baseline
     try:
         out = np.ascontiguousarray(np.broadcast_to(np.asarray(b, dtype=xs.dtype), xs.shape))
     except ValueError:

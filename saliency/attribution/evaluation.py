@@ -106,7 +106,7 @@ def deletion_insertion(model, x, attribution, seed=None, *, steps=32, baseline=0
 def _map_of(attribution, call):
     """The map as (N, C', H, W) float64 with x's batch and spatial size (C' may differ from x's C)."""
     a = attribution.map if isinstance(attribution, Attribution) else attribution
-    a = np.asarray(a.data if isinstance(a, Tensor) else a, dtype=np.float64)
+    a = np.asarray(a._array if isinstance(a, Tensor) else a, dtype=np.float64)
     given, want = a.shape, call.x.shape[2:]
     if a.ndim == call.x.ndim - call.unbatched + 1:
         raise ValueError(f"attribution map of shape {a.shape} holds several seeds' maps; pass one of them "
@@ -136,8 +136,8 @@ def randomisation_check(model, x, method, seed=None, *, rng=None):
     rng = np.random.default_rng(0) if rng is None else rng
     if not isinstance(rng, np.random.Generator):
         raise TypeError(f"rng must be an np.random.Generator (np.random.default_rng(seed)), got {type(rng).__name__}")
-    saved = [(p, p.data) for p in model.parameters()]
-    stats = [(b, b.data.copy()) for b in model.buffers()]  # a model in training mode updates them
+    saved = [(p, p._array) for p in model.parameters()]
+    stats = [(b, b._array.copy()) for b in model.buffers()]  # a model in training mode updates them
     maps, correlations = [], []
     try:
         layers = _layers_top_down(model, x)
@@ -147,16 +147,16 @@ def randomisation_check(model, x, method, seed=None, *, rng=None):
         reference = _reduce(original.map)
         for _, layer in layers:
             for p in layer.parameters(recurse=False):
-                rms = np.sqrt(np.mean(np.square(p.data, dtype=np.float64)))
-                p.data = (rms * rng.standard_normal(p.shape)).astype(p.dtype)
+                rms = np.sqrt(np.mean(np.square(p._array, dtype=np.float64)))
+                p._array = (rms * rng.standard_normal(p.shape)).astype(p.dtype)
             m = _run(method, model, x, original.seed).map
             maps.append(m)
             correlations.append(spearman(reference, _reduce(m)))
     finally:
         for p, data in saved:
-            p.data = data
+            p._array = data
         for b, data in stats:
-            b.data[...] = data
+            b._array[...] = data
     return RandomisationCheck([name for name, _ in layers], np.array(correlations), original, maps)
 
 

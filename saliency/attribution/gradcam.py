@@ -60,10 +60,10 @@ def gradcam(model, x, seed=None, *, layer):
         shape = act.shape if isinstance(act, Tensor) else type(act).__name__
         raise ValueError(f"gradcam needs a layer whose output is a Tensor (N, C, h, w), this layer gives {shape}; "
                          f"pick a convolutional layer")
-    seed, v = resolve(seed, y.data)
+    seed, v = resolve(seed, y._array)
     batched = seed.count is not None
     g = call.grad(y, act, v, batched)
     w = g.mean(axis=(-2, -1), keepdims=True)  # ([K,] N, C, 1, 1)
-    cam = np.maximum((w * act.data).sum(axis=-3, keepdims=True), 0)  # ([K,] N, 1, h, w)
+    cam = np.maximum((w * act._array).sum(axis=-3, keepdims=True), 0)  # ([K,] N, 1, h, w)
     amap = resize_bilinear(cam, call.x.shape[-2:])
-    return call.finish("gradcam", amap, seed, y.data, {"cam": call.unbatch(cam, seed), "layer": type(layer).__name__})
+    return call.finish("gradcam", amap, seed, y._array, {"cam": call.unbatch(cam, seed), "layer": type(layer).__name__})

@@ -11,12 +11,12 @@ from ._core import Call, default_seed
 def _vjp(model, x, seed, rule):
     call = Call(model, x)
     xt, y = call.forward(call.x, grad=True)
-    seed = default_seed(seed, y.data).resolve(y.data)
+    seed = default_seed(seed, y._array).resolve(y._array)
     if seed.count is None:
-        return call, seed, y.data, call.grad(y, xt, seed.vector(y.data), False, rule=rule)
-    seed.check(y.data)
-    g = call.rows(y, xt, seed.count, lambda start, stop: seed.vectors(y.data, start, stop), rule)
-    return call, seed, y.data, g
+        return call, seed, y._array, call.grad(y, xt, seed.vector(y._array), False, rule=rule)
+    seed.check(y._array)
+    g = call.rows(y, xt, seed.count, lambda start, stop: seed.vectors(y._array, start, stop), rule)
+    return call, seed, y._array, g
 
 
 def gradient(model, x, seed=None):

@@ -41,12 +41,12 @@ def jacobian_rows(model, x, pixels, *, channel=None, chunk=None, reduce=None, pr
     call = Call(model, x)
     xt, y = call.forward(call.x, grad=True)
     seed = _seeds.pixels(pixels, channel=channel)
-    seed.check(y.data)
+    seed.check(y._array)
     fn = reduce
     if reduce is not None and call.unbatched:
         def fn(g):
             return reduce(g[:, 0])
-    rows = call.rows(y, xt, seed.count, lambda start, stop: seed.vectors(y.data, start, stop), chunk=chunk,
+    rows = call.rows(y, xt, seed.count, lambda start, stop: seed.vectors(y._array, start, stop), chunk=chunk,
                      reduce=fn, progress=progress)
     return rows[:, 0] if reduce is None and call.unbatched else rows
 
@@ -150,7 +150,7 @@ def look_distance(model, x, *, stride=None, channel=None, fraction=(0.5, 0.9), c
     rows, cols = np.arange(0, h_out, stride), np.arange(0, w_out, stride)
     grid_rows, grid_cols = (a.ravel() for a in np.meshgrid(rows, cols, indexing="ij"))
     seed = _seeds.pixels(np.stack([grid_rows, grid_cols], axis=1), channel=channel)
-    seed.check(y.data)
+    seed.check(y._array)
     row_centres = (rows + 0.5) * h_in / h_out - 0.5
     col_centres = (cols + 0.5) * w_in / w_out - 0.5
     centres = np.stack([(grid_rows + 0.5) * h_in / h_out - 0.5, (grid_cols + 0.5) * w_in / w_out - 0.5], axis=1)
@@ -164,7 +164,7 @@ def look_distance(model, x, *, stride=None, channel=None, fraction=(0.5, 0.9), c
         done[0] += k
         return np.concatenate([mass_radii(mass, here, fractions), mass_spread(mass)], axis=-1)
 
-    stats = call.rows(y, xt, seed.count, lambda start, stop: seed.vectors(y.data, start, stop), chunk=chunk,
+    stats = call.rows(y, xt, seed.count, lambda start, stop: seed.vectors(y._array, start, stop), chunk=chunk,
                       reduce=measure, progress=progress)
     stats = np.moveaxis(stats.reshape(len(rows), len(cols), call.n, -1), (2, 3), (1, 0))  # (F + 2, N, rows, cols)
     if call.unbatched:
@@ -172,7 +172,7 @@ def look_distance(model, x, *, stride=None, channel=None, fraction=(0.5, 0.9), c
     return LookDistance(radii=dict(zip(fractions, stats[:len(fractions)])), std_rows=stats[-2], std_cols=stats[-1],
                         rows=rows, cols=cols, centres=(row_centres, col_centres), stride=stride,
                         output_size=(h_out, w_out), input_size=(h_in, w_in),
-                        output=y.data[0] if call.unbatched else y.data, seconds=time.perf_counter() - t0)
+                        output=y._array[0] if call.unbatched else y._array, seconds=time.perf_counter() - t0)
 
 
 def mass_spread(mass):

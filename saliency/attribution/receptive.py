@@ -32,7 +32,7 @@ def receptive_field(model, x, pixel=None, *, channel=None):
     except (TypeError, ValueError):
         raise _seeds.SeedError(f"pixel must be a (row, col) pair of ints, got {pixel!r}") from None
     seed = _seeds.pixel(row, col, channel=channel)
-    v = seed.vector(y.data)
+    v = seed.vector(y._array)
     g = call.grad(y, xt, v, False)
     box = receptive_box(y, xt, seed.row, seed.col)
     h_in, w_in = call.x.shape[-2:]
@@ -42,7 +42,7 @@ def receptive_field(model, x, pixel=None, *, channel=None):
               "centre": centre, "box": box, "theoretical_size": box.size if box is not None else (0, 0)}
     if call.unbatched:
         extras["radius50"], extras["radius90"] = float(extras["radius50"][0]), float(extras["radius90"][0])
-    return call.finish("receptive_field", g, seed, y.data, extras)
+    return call.finish("receptive_field", g, seed, y._array, extras)
 
 
 def mass_radius(mass, centre, fraction):

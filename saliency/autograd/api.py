@@ -26,7 +26,7 @@ from .ops.pool import AdaptiveAvgPool2d, AvgPool2d, MaxPool2d
 from .ops.reduce import Amax, Amin, LogSumExp, MaxAll, MaxDim, Mean, MinAll, Norm, Sum, arg_index, normalize_dims
 from .ops.resize import Upsample
 from .ops.shape import Cat, Expand, GetItem, Pad, Permute, Reshape, Squeeze, Stack, Transpose, Unsqueeze
-from .tensor import Tensor, as_array
+from .tensor import Tensor, as_array, index_key
 
 SURFACES = ("Tensor", "saliency", "F")
 _registry = {surface: {} for surface in SURFACES}  # surface -> {name: function}
@@ -63,8 +63,8 @@ def _operand(other, like):
     if isinstance(other, (Tensor, int, float)):
         return other
     arr = as_array(other)
-    if arr.dtype.kind in "biu" and like.data.dtype.kind == "f":
-        arr = arr.astype(like.data.dtype)
+    if arr.dtype.kind in "biu" and like._array.dtype.kind == "f":
+        arr = arr.astype(like._array.dtype)
     return arr
 
 
@@ -73,15 +73,6 @@ def _shape_args(args):
     if len(args) == 1 and isinstance(args[0], (tuple, list)):
         return tuple(int(n) for n in args[0])
     return tuple(int(n) for n in args)
-
-
-def _index_key(key):
-    """An index with Tensors in it, as NumPy indices."""
-    if isinstance(key, Tensor):
-        return key.data
-    if isinstance(key, tuple):
-        return tuple(k.data if isinstance(k, Tensor) else k for k in key)
-    return key
 
 
 # ---- the backward pass ------------------------------------------------------------------------
@@ -171,7 +162,7 @@ def abs(input):
 
 @public("Tensor")
 def __getitem__(input, key):
-    return GetItem.apply(input, key=_index_key(key))
+    return GetItem.apply(input, key=index_key(key))
 
 
 @public("Tensor", "saliency")
@@ -277,19 +268,19 @@ def min(input, dim=None, keepdim=False):
 
 
 def _pick(input, dim, keepdim, fn, kind):
-    index = arg_index(input.data, dim, True, fn)
+    index = arg_index(input._array, dim, True, fn)
     values = MaxDim.apply(input, index=index, dim=dim, keepdim=keepdim, kind=kind)
-    return _ValuesIndices(values, Tensor._make(arg_index(input.data, dim, keepdim, fn), False, None))
+    return _ValuesIndices(values, Tensor._make(arg_index(input._array, dim, keepdim, fn), False, None))
 
 
 @public("Tensor", "saliency")
 def argmax(input, dim=None, keepdim=False):
-    return Tensor._make(arg_index(input.data, dim, keepdim, np.argmax), False, None)
+    return Tensor._make(arg_index(input._array, dim, keepdim, np.argmax), False, None)
 
 
 @public("Tensor", "saliency")
 def argmin(input, dim=None, keepdim=False):
-    return Tensor._make(arg_index(input.data, dim, keepdim, np.argmin), False, None)
+    return Tensor._make(arg_index(input._array, dim, keepdim, np.argmin), False, None)
 
 
 @public("Tensor", "saliency")
@@ -464,7 +455,7 @@ def interpolate(input, scale_factor, mode="nearest"):
 def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1, eps=1e-5):
     """Per-channel normalisation of (N, C, H, W); updates the running statistics in place when training."""
     def stat(v):
-        return None if v is None else (v.data if isinstance(v, Tensor) else v)
+        return None if v is None else (v._array if isinstance(v, Tensor) else v)
 
     return BatchNorm.apply(_tensor(input), None if weight is None else _tensor(weight),
                            None if bias is None else _tensor(bias), running_mean=stat(running_mean),

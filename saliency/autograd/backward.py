@@ -30,7 +30,7 @@ def _seed(t, gradient, i, seed_ndim):
     if gradient is None:
         if seed_ndim:
             raise ValueError("batched=True needs grad_outputs whose first dimension indexes the seeds")
-        if t.data.size != 1:
+        if t._array.size != 1:
             raise RuntimeError(f"grad can be implicitly created only for scalar outputs, but output {i} has shape "
                                f"{t.shape}; pass gradient= of that shape (the vector v in v^T J), "
                                f"e.g. sl.ones_like(y) for the gradient of y.sum()")

@@ -1,19 +1,13 @@
 """Making tensors: from data (`tensor`, `as_tensor`, `from_numpy`) and filled (`zeros`, `randn`, ...).
 
-Random tensors draw from an explicit `np.random.Generator` when given one, otherwise from this
-module's generator, which `manual_seed` resets.
+Random tensors draw from an explicit `np.random.Generator` when given one, otherwise from the
+default generator of saliency.autograd.rng, which `manual_seed` resets.
 """
 import numpy as np
 
+from .rng import generator as random_generator
+from .rng import manual_seed  # noqa: F401  (saliency.manual_seed)
 from .tensor import DEFAULT_DTYPE, Tensor, as_array
-
-_rng = np.random.default_rng()
-
-
-def manual_seed(seed):
-    """Reset the generator that random tensors draw from when no generator is passed."""
-    global _rng
-    _rng = np.random.default_rng(seed)
 
 
 def tensor(data, dtype=None, requires_grad=False):
@@ -57,14 +51,14 @@ def full(size, fill_value, dtype=None, requires_grad=False):
 
 def randn(*size, dtype=None, requires_grad=False, generator=None):
     """Standard normal samples."""
-    rng = generator if generator is not None else _rng
+    rng = random_generator(generator)
     data = rng.standard_normal(_shape(size)).astype(dtype or DEFAULT_DTYPE)
     return Tensor(data, requires_grad=requires_grad)
 
 
 def rand(*size, dtype=None, requires_grad=False, generator=None):
     """Uniform samples in [0, 1)."""
-    rng = generator if generator is not None else _rng
+    rng = random_generator(generator)
     data = rng.random(_shape(size)).astype(dtype or DEFAULT_DTYPE)
     return Tensor(data, requires_grad=requires_grad)
 

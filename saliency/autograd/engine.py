@@ -214,7 +214,7 @@ def _run_hooks(hooks, g, node):
     for hook in list(hooks):
         out = hook(Tensor._make(g, False, None))
         if out is not None:
-            new = out.data if isinstance(out, Tensor) else np.asarray(out)
+            new = out._array if isinstance(out, Tensor) else np.asarray(out)
             if new.shape != g.shape:
                 raise RuntimeError(f"a hook on {node.name()} returned a gradient of shape {new.shape}, "
                                    f"expected {g.shape}; a hook must return None or a gradient of the same shape")
@@ -230,9 +230,9 @@ def _accumulate(tensor, g):
     with _grad_lock:
         current = tensor._grad
         if current is None:
-            g = g.astype(tensor.data.dtype, copy=False) if fresh else np.array(g, dtype=tensor.data.dtype)
+            g = g.astype(tensor._array.dtype, copy=False) if fresh else np.array(g, dtype=tensor._array.dtype)
             tensor._grad = Tensor._make(g, False, None)
-        elif current.data.flags.writeable and current.data.shape == np.shape(g):
-            current.data += g
+        elif current._array.flags.writeable and current._array.shape == np.shape(g):
+            current._array += g
         else:
-            current.data = current.data + g
+            current._array = current._array + g

@@ -15,17 +15,17 @@ def jacobian(fn, x):
 
     All its rows come from ONE batched backward pass: the seeds are the rows of the identity.
     """
-    leaf = Tensor(np.array(x.data if isinstance(x, Tensor) else x, copy=True), requires_grad=True)
+    leaf = Tensor(np.array(x._array if isinstance(x, Tensor) else x, copy=True), requires_grad=True)
     y = fn(leaf)
     if not isinstance(y, Tensor):
         raise TypeError(f"fn must return a Tensor, got {type(y).__name__}")
     if not y.requires_grad:
         return Tensor(np.zeros(y.shape + leaf.shape, dtype=leaf.dtype))
-    seeds = np.eye(y.data.size, dtype=y.dtype).reshape((y.data.size,) + y.shape)
+    seeds = np.eye(y._array.size, dtype=y.dtype).reshape((y._array.size,) + y.shape)
     (rows,) = grad(y, leaf, seeds, batched=True, allow_unused=True)
     if rows is None:
         return Tensor(np.zeros(y.shape + leaf.shape, dtype=leaf.dtype))
-    return Tensor(rows.data.reshape(y.shape + leaf.shape))
+    return Tensor(rows._array.reshape(y.shape + leaf.shape))
 
 
 def _outputs(fn, inputs):
@@ -36,27 +36,27 @@ def _outputs(fn, inputs):
 def numerical_jacobian(fn, inputs, i, eps):
     """d outputs / d inputs[i] by central differences; one (out.size, in.size) matrix per output."""
     tensor = inputs[i]
-    original = tensor.data
+    original = tensor._array
     # perturb a C-ordered copy: reshape(-1) of a Fortran-ordered or read-only array is no writable view
-    tensor.data = x = np.array(original, order="C", copy=True)
+    tensor._array = x = np.array(original, order="C", copy=True)
     flat = x.reshape(-1)
     try:
         return _central_differences(fn, inputs, flat, eps)
     finally:
-        tensor.data = original
+        tensor._array = original
 
 
 def _central_differences(fn, inputs, flat, eps):
     """Columns of the Jacobian from perturbing each element of `flat`, a view of one input."""
     with no_grad():
-        sizes = [o.data.size for o in _outputs(fn, inputs)]
+        sizes = [o._array.size for o in _outputs(fn, inputs)]
         cols = [np.zeros((n, flat.size)) for n in sizes]
         for j in range(flat.size):
             old = flat[j]
             flat[j] = old + eps
-            plus = [o.data.reshape(-1).astype(np.float64) for o in _outputs(fn, inputs)]
+            plus = [o._array.reshape(-1).astype(np.float64) for o in _outputs(fn, inputs)]
             flat[j] = old - eps
-            minus = [o.data.reshape(-1).astype(np.float64) for o in _outputs(fn, inputs)]
+            minus = [o._array.reshape(-1).astype(np.float64) for o in _outputs(fn, inputs)]
             flat[j] = old
             for col, p, m in zip(cols, plus, minus):
                 col[:, j] = (p - m) / (2 * eps)
@@ -69,9 +69,9 @@ def analytical_jacobian(fn, inputs, i, batched):
     x = inputs[i]
     mats = []
     for o in outs:
-        n = o.data.size
+        n = o._array.size
         if not o.requires_grad:
-            mats.append(np.zeros((n, x.data.size)))
+            mats.append(np.zeros((n, x._array.size)))
             continue
         if batched:
             # seed k is scale[k] * e_order[k]: rows of the identity, shuffled and scaled, so that
@@ -80,18 +80,18 @@ def analytical_jacobian(fn, inputs, i, batched):
             scale = 1 + np.arange(n) / n
             seeds = (np.eye(n)[order] * scale[:, None]).astype(o.dtype).reshape((n,) + o.shape)
             (rows,) = grad(o, x, seeds, retain_graph=True, batched=True, allow_unused=True)
-            mat = np.zeros((n, x.data.size))
+            mat = np.zeros((n, x._array.size))
             if rows is not None:
-                mat[order] = rows.data.reshape(n, -1) / scale[:, None]
+                mat[order] = rows._array.reshape(n, -1) / scale[:, None]
             mats.append(mat)
             continue
-        rows = np.zeros((n, x.data.size))
+        rows = np.zeros((n, x._array.size))
         for k in range(n):
             seed = np.zeros(n, dtype=o.dtype)
             seed[k] = 1
             (row,) = grad(o, x, seed.reshape(o.shape), retain_graph=True, allow_unused=True)
             if row is not None:
-                rows[k] = row.data.reshape(-1)
+                rows[k] = row._array.reshape(-1)
         mats.append(rows)
     return mats
 

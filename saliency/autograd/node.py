@@ -52,7 +52,7 @@ class Function:
         frozen = None
         for t in inputs:
             if isinstance(t, Tensor):
-                arrays.append(t.data)
+                arrays.append(t._array)
                 if record and t._requires_grad:
                     fn = t.grad_fn
                     if fn is None:

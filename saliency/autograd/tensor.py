@@ -14,6 +14,7 @@ import numpy as np
 
 from .grad_mode import frozen_var, is_grad_enabled
 from .printing import format_data
+from .rng import generator as random_generator
 
 DEFAULT_DTYPE = np.dtype(np.float32)
 
@@ -24,7 +25,7 @@ def as_array(data, dtype=None):
     Python floats (and lists of them) become float32, the default dtype; arrays keep theirs.
     """
     if isinstance(data, Tensor):
-        arr = data.data
+        arr = data._array
     elif isinstance(data, (np.ndarray, np.generic)):
         arr = np.asarray(data)
     else:
@@ -58,13 +59,13 @@ _LEAF_PRIORITY = 1 << 62
 class Tensor:
     """An n-dimensional array that records the operations applied to it, for backward()."""
 
-    __slots__ = ("data", "_requires_grad", "grad_fn", "_grad", "_hooks", "_acc", "__weakref__")
+    __slots__ = ("_array", "_requires_grad", "grad_fn", "_grad", "_hooks", "_acc", "__weakref__")
     # ndarray <op> Tensor calls the Tensor's reflected operator instead of NumPy's ufunc
     __array_ufunc__ = None
     __hash__ = object.__hash__
 
     def __init__(self, data, requires_grad=False, dtype=None):
-        self.data = as_array(data, dtype)
+        self._array = as_array(data, dtype)
         self._requires_grad = False
         self.grad_fn = None
         self._grad = None
@@ -76,7 +77,7 @@ class Tensor:
     @classmethod
     def _make(cls, data, requires_grad, grad_fn):
         t = object.__new__(cls)
-        t.data = data
+        t._array = data
         t._requires_grad = requires_grad
         t.grad_fn = grad_fn
         t._grad = None
@@ -97,9 +98,9 @@ class Tensor:
         if self.grad_fn is not None and not flag:
             raise RuntimeError("requires_grad can only be turned off on a leaf tensor; "
                                "use .detach() to get a tensor outside the graph")
-        if flag and self.data.dtype.kind != "f":
+        if flag and self._array.dtype.kind != "f":
             raise TypeError(f"only floating point tensors can require gradients, this one has dtype "
-                            f"{self.data.dtype}; convert it first, e.g. t.float()")
+                            f"{self._array.dtype}; convert it first, e.g. t.float()")
         self._requires_grad = flag
 
     def requires_grad_(self, requires_grad=True):
@@ -125,7 +126,7 @@ class Tensor:
             if value.shape != self.shape:
                 raise ValueError(f"grad of shape {value.shape} does not fit a tensor of shape {self.shape}")
             if value.dtype != self.dtype:  # a gradient always has its tensor's dtype
-                value = Tensor._make(value.data.astype(self.dtype), False, None)
+                value = Tensor._make(value._array.astype(self.dtype), False, None)
         self._grad = value
 
     def _accumulator(self):
@@ -159,60 +160,71 @@ class Tensor:
         self._hooks.append(fn)
         return RemovableHandle(self._hooks, fn)
 
+    @property
+    def data(self):
+        """This tensor's values as a new tensor outside the graph that shares them, as PyTorch's
+        `.data`: changes made to it in place (`p.data.normal_()`, `p.data[0] = 1`) change this
+        tensor, and autograd does not see them. Assigning `t.data = other` swaps the values."""
+        return Tensor._make(self._array, False, None)
+
+    @data.setter
+    def data(self, value):
+        self._array = value._array if isinstance(value, Tensor) else as_array(value)
+
     def detach(self):
-        return Tensor._make(self.data, False, None)
+        return Tensor._make(self._array, False, None)
 
     def __deepcopy__(self, memo):
         # a new leaf with its own AccumulateGrad node (a copied graph node would write into the original)
         if self.grad_fn is not None:
             raise RuntimeError("only leaf tensors can be deep-copied (as in PyTorch); copy t.detach() instead")
-        copy = type(self)._make(self.data.copy(), self._requires_grad, None)
+        copy = type(self)._make(self._array.copy(), self._requires_grad, None)
         if self._grad is not None:
-            copy._grad = Tensor._make(self._grad.data.copy(), False, None)
+            copy._grad = Tensor._make(self._grad._array.copy(), False, None)
         memo[id(self)] = copy
         return copy
 
     # ---- array views ------------------------------------------------------------------------
     @property
     def shape(self):
-        return self.data.shape
+        return self._array.shape
 
     @property
     def dtype(self):
-        return self.data.dtype
+        return self._array.dtype
 
     @property
     def ndim(self):
-        return self.data.ndim
+        return self._array.ndim
 
     def size(self, dim=None):
-        return self.data.shape if dim is None else self.data.shape[dim]
+        return self._array.shape if dim is None else self._array.shape[dim]
 
     def dim(self):
-        return self.data.ndim
+        return self._array.ndim
 
     def numel(self):
-        return self.data.size
+        return self._array.size
 
     def numpy(self):
-        return self.data
+        return self._array
 
     def item(self):
-        if self.data.size != 1:
+        if self._array.size != 1:
             raise ValueError(f"item() needs a tensor with one element, this one has shape {self.shape}")
-        return self.data.item()
+        return self._array.item()
 
     def tolist(self):
-        return self.data.tolist()
+        return self._array.tolist()
 
     def __array__(self, dtype=None, copy=None):
-        arr = self.data if dtype is None else self.data.astype(dtype, copy=False)
+        arr = self._array if dtype is None else self._array.astype(dtype, copy=False)
         return arr.copy() if copy else arr
 
     def __len__(self):
-        if not self.data.ndim:
+        if not self._array.ndim:
             raise TypeError("len() of a 0-d tensor")
-        return len(self.data)
+        return len(self._array)
 
     def __float__(self):
         return float(self.item())
@@ -221,22 +233,22 @@ class Tensor:
         return int(self.item())
 
     def __bool__(self):
-        if self.data.size != 1:
-            raise RuntimeError(f"the truth value of a tensor with {self.data.size} elements is ambiguous; "
+        if self._array.size != 1:
+            raise RuntimeError(f"the truth value of a tensor with {self._array.size} elements is ambiguous; "
                                f"use .any() or .all()")
-        return bool(self.data.item())
+        return bool(self._array.item())
 
     def any(self):
-        return Tensor._make(np.asarray(self.data.any()), False, None)
+        return Tensor._make(np.asarray(self._array.any()), False, None)
 
     def all(self):
-        return Tensor._make(np.asarray(self.data.all()), False, None)
+        return Tensor._make(np.asarray(self._array.all()), False, None)
 
     def __repr__(self):
-        body = format_data(self.data)
+        body = format_data(self._array)
         extras = []
-        if self.data.dtype not in (DEFAULT_DTYPE, np.dtype(np.int64), np.dtype(bool)):
-            extras.append(f"dtype={self.data.dtype}")
+        if self._array.dtype not in (DEFAULT_DTYPE, np.dtype(np.int64), np.dtype(bool)):
+            extras.append(f"dtype={self._array.dtype}")
         if self.grad_fn is not None:
             extras.append(f"grad_fn=<{self.grad_fn.name()}>")
         elif self._requires_grad:
@@ -251,28 +263,52 @@ class Tensor:
 
     def zero_(self):
         self._check_inplace()
-        self.data[...] = 0
+        self._array[...] = 0
         return self
 
     def fill_(self, value):
         self._check_inplace()
-        self.data[...] = value
+        self._array[...] = value
         return self
 
     def copy_(self, src):
         self._check_inplace()
-        self.data[...] = as_array(src)
+        self._array[...] = as_array(src)
         return self
 
     def add_(self, other, alpha=1.0):
         self._check_inplace()
-        self.data += alpha * as_array(other)
+        self._array += alpha * as_array(other)
         return self
 
     def mul_(self, other):
         self._check_inplace()
-        self.data *= as_array(other)
+        self._array *= as_array(other)
         return self
+
+    def clamp_(self, min=None, max=None):
+        self._check_inplace()
+        if min is None and max is None:
+            raise ValueError("clamp_ needs at least one of min and max")
+        np.clip(self._array, min, max, out=self._array)
+        return self
+
+    def normal_(self, mean=0.0, std=1.0, *, generator=None):
+        """Fill with draws from N(mean, std^2) (from `generator`, else the one manual_seed resets)."""
+        self._check_inplace()
+        self._array[...] = random_generator(generator).normal(mean, std, self.shape)
+        return self
+
+    def uniform_(self, a=0.0, b=1.0, *, generator=None):
+        """Fill with draws from U(a, b) (from `generator`, else the one manual_seed resets)."""
+        self._check_inplace()
+        self._array[...] = random_generator(generator).uniform(a, b, self.shape)
+        return self
+
+    def __setitem__(self, key, value):
+        """Write `value` into the selected elements, in place and outside the graph."""
+        self._check_inplace()
+        self._array[index_key(key)] = value._array if isinstance(value, Tensor) else value
 
     # comparisons give boolean tensors outside the graph
     def __lt__(self, other):
@@ -327,11 +363,11 @@ class AccumulateGrad:
 
     @property
     def out_shape(self):
-        return self.variable.data.shape
+        return self.variable._array.shape
 
     @property
     def out_dtype(self):
-        return self.variable.data.dtype
+        return self.variable._array.dtype
 
     def name(self):
         return "AccumulateGrad"
@@ -355,4 +391,14 @@ class RemovableHandle:
 
 
 def _compare(ufunc, a, b):
-    return Tensor._make(np.asarray(ufunc(a.data, as_array(b) if not isinstance(b, (int, float)) else b)), False, None)
+    other = b if isinstance(b, (int, float)) else as_array(b)
+    return Tensor._make(np.asarray(ufunc(a._array, other)), False, None)
+
+
+def index_key(key):
+    """An index with Tensors in it, as NumPy indices."""
+    if isinstance(key, Tensor):
+        return key._array
+    if isinstance(key, tuple):
+        return tuple(k._array if isinstance(k, Tensor) else k for k in key)
+    return key

@@ -66,7 +66,7 @@ class Trace:
                 sends.append((child, None if gi is None or child is None else np.array(gi)))
         leaf_grad = None
         if not returned and type(node) is AccumulateGrad and node.variable._grad is not None:
-            leaf_grad = np.array(node.variable._grad.data)
+            leaf_grad = np.array(node.variable._grad._array)
         self.steps.append(TraceStep(len(self.steps) + 1, node, np.array(g), sends, leaf_grad))
 
     def __iter__(self):
@@ -162,7 +162,7 @@ _MAX_INDENT = 32  # levels of indentation before render_graph starts again at th
 def _describe(node):
     if type(node) is AccumulateGrad:
         v = node.variable
-        value = f" = {format_array(v.data)}" if v.data.size <= 12 else ""
+        value = f" = {format_array(v._array)}" if v._array.size <= 12 else ""
         return f"leaf, shape {v.shape}{value}"
     shape = node.out_shape
     return f"output shape {shape}"

@@ -37,7 +37,7 @@ class BatchNorm2d(Module):
             raise ValueError(f"BatchNorm2d({self.num_features}) expects input of shape (N, {self.num_features}, H, W), "
                              f"got {tuple(input.shape)}")
         if self.training and self.num_batches_tracked is not None:
-            self.num_batches_tracked.data[...] += 1
+            self.num_batches_tracked._array[...] += 1
         # batch statistics in training (updating the running ones) and whenever none are tracked
         return F.batch_norm(input, self.running_mean, self.running_var, self.weight, self.bias,
                             training=self.training or self.running_mean is None, momentum=self.momentum, eps=self.eps)

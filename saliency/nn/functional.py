@@ -6,7 +6,7 @@ import warnings
 
 import numpy as np
 
-from ..autograd import creation
+from ..autograd.rng import generator as random_generator
 from ..autograd.api import exported
 from ..autograd.errors import LayerInputError
 from ..autograd.tensor import Tensor
@@ -68,7 +68,7 @@ def dropout(input, p=0.5, training=True, inplace=False, generator=None):
         return input
     if p == 1.0:
         return input * np.zeros(input.shape, dtype=input.dtype)
-    rng = generator if generator is not None else creation._rng
+    rng = random_generator(generator)
     draw_dtype = np.float64 if input.dtype == np.float64 else np.float32
     keep = rng.random(input.shape, dtype=draw_dtype) >= p
     return input * (keep.astype(input.dtype) * input.dtype.type(1.0 / (1.0 - p)))

@@ -105,7 +105,7 @@ def _through_gate(tensors, on_grads, materialize):
     gate = first.grad_fn
     out = [first]
     for i, t in enumerate(tensors[1:], 1):
-        out.append(_Carry.apply(first, data=t.data, gate=gate, index=i))
+        out.append(_Carry.apply(first, data=t._array, gate=gate, index=i))
     return out
 
 
@@ -218,7 +218,7 @@ def _unpack(values, index, like, who):
         if v is None:
             grads.append(None)
             continue
-        arr = v.data if isinstance(v, Tensor) else np.asarray(v)
+        arr = v._array if isinstance(v, Tensor) else np.asarray(v)
         if old is not None and arr.shape != old.shape:
             raise RuntimeError(f"the {who} returned a gradient of shape {arr.shape} for entry {i}, "
                                f"expected {old.shape}")

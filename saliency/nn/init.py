@@ -8,17 +8,16 @@ import warnings
 
 import numpy as np
 
-from ..autograd import creation
+from ..autograd import rng
 
 
 def _generator(generator):
-    # read at call time: manual_seed replaces the module's generator
-    return generator if generator is not None else creation._rng
+    return rng.generator(generator)  # read at call time: manual_seed replaces the default
 
 
 def _fill(tensor, values):
     """Write `values` into the tensor's array in place (outside the graph, as PyTorch's init does)."""
-    tensor.data[...] = values
+    tensor._array[...] = values
     return tensor
 
 

@@ -288,10 +288,10 @@ class Module:
         with no_grad():
             for m in self.modules():
                 for t in list(m._parameters.values()) + list(m._buffers.values()):
-                    if t is not None and t.data.dtype.kind == "f" and t.data.dtype != dtype:
-                        t.data = t.data.astype(dtype)
+                    if t is not None and t._array.dtype.kind == "f" and t._array.dtype != dtype:
+                        t._array = t._array.astype(dtype)
                         if t._grad is not None:
-                            t._grad.data = t._grad.data.astype(dtype)
+                            t._grad._array = t._grad._array.astype(dtype)
         return self
 
     def float(self):
@@ -353,4 +353,4 @@ def reset_grads(params, set_to_none=True):
         if set_to_none:
             p.grad = None
         else:
-            p.grad.data[...] = 0
+            p.grad._array[...] = 0

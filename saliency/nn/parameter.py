@@ -21,4 +21,4 @@ class Parameter(Tensor):
         return "Parameter containing:\n" + super().__repr__()
 
     def __reduce_ex__(self, protocol):
-        return Parameter, (self.data, self.requires_grad)
+        return Parameter, (self._array, self.requires_grad)

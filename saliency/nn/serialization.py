@@ -45,7 +45,7 @@ def _arrays(obj):
     for name, value in obj.items():
         if not isinstance(name, str):
             raise TypeError(f"state dict keys must be strings, got {name!r}")
-        out[name] = np.asarray(value.data if isinstance(value, Tensor) else value, order="C")  # keeps 0-d
+        out[name] = np.asarray(value._array if isinstance(value, Tensor) else value, order="C")  # keeps 0-d
     return out
 
 

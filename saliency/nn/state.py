@@ -37,7 +37,7 @@ def state_dict(module, prefix="", keep_vars=False):
     while stack:
         pre, mod = stack.pop()
         for name, t in _local_state(mod):
-            out[pre + name] = t if keep_vars else np.array(t.data, copy=True)
+            out[pre + name] = t if keep_vars else np.array(t._array, copy=True)
         stack.extend(reversed([(pre + name + ".", child) for name, child in mod._modules.items()
                                if child is not None]))
     return out
@@ -45,7 +45,7 @@ def state_dict(module, prefix="", keep_vars=False):
 
 def _as_array(value, key):
     if isinstance(value, Tensor):
-        return value.data
+        return value._array
     if hasattr(value, "detach") and hasattr(value, "numpy"):  # a torch tensor, if one slips through
         return value.detach().cpu().numpy()
     try:
@@ -72,9 +72,9 @@ def load_state_dict(module, state, strict=True):
                     missing.append(key)
                     continue
                 value = _as_array(state[key], key)
-                if value.shape != target.data.shape:
+                if value.shape != target._array.shape:
                     errors.append(f"size mismatch for {key}: copying a param with shape {value.shape} from "
-                                  f"checkpoint, the shape in current model is {target.data.shape}.")
+                                  f"checkpoint, the shape in current model is {target._array.shape}.")
                     continue
                 _copy_into(target, value)
             for key in state:
@@ -96,7 +96,7 @@ def load_state_dict(module, state, strict=True):
 
 def _copy_into(target, value):
     """Copy `value` into `target`'s array in place (cast to its dtype), keeping the Tensor object."""
-    if target.data.flags.writeable:
-        target.data[...] = value
+    if target._array.flags.writeable:
+        target._array[...] = value
     else:
-        target.data = np.array(value, dtype=target.data.dtype)
+        target._array = np.array(value, dtype=target._array.dtype)

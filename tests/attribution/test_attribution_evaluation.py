@@ -39,7 +39,7 @@ def test_linear_model_deleting_in_order_of_w_times_x(steps):
     res = deletion_insertion(model, x, attr, steps=steps)
     counts = np.rint(np.arange(steps + 1) * 16 / steps).astype(int)
     np.testing.assert_array_equal(res.fractions, counts / 16)
-    w = model[1].weight.data[0].reshape(2, 4, 4)
+    w = model[1].weight.numpy()[0].reshape(2, 4, 4)
     for i in range(2):
         dele, ins = closed_form(w, x[i], (w * x[i]).sum(axis=0), 0.0, counts)
         np.testing.assert_allclose(res.deletion[i], dele, rtol=1e-12, atol=1e-12)
@@ -60,7 +60,7 @@ def test_baseline_array_batch_size_and_an_unbatched_image():
     b = rng.uniform(0, 0.2, (2, 1, 4))  # broadcasts to (C, H, W)
     importance = rng.standard_normal((1, 4, 4))  # one channel, signed
     res = deletion_insertion(model, x, importance, steps=4, baseline=b, batch=1)
-    w = model[1].weight.data[0].reshape(2, 4, 4)
+    w = model[1].weight.numpy()[0].reshape(2, 4, 4)
     dele, ins = closed_form(w, x, importance[0], b, np.array([0, 4, 8, 12, 16]))
     np.testing.assert_allclose(res.deletion, dele, rtol=1e-12)
     np.testing.assert_allclose(res.insertion, ins, rtol=1e-12)
@@ -75,11 +75,11 @@ def test_the_seed_comes_from_the_attribution():
     x = rng.uniform(0.1, 1.0, (2, 2, 4, 4))
     attr = gradient(model, x, seeds.one_hot(2))
     res = deletion_insertion(model, x, attr, steps=2)
-    w2 = model[1].weight.data[2]
+    w2 = model[1].weight.numpy()[2]
     np.testing.assert_allclose(res.deletion[:, 0], x.reshape(2, -1) @ w2, rtol=1e-12)
     assert res.seed.describe() == "class 2"
     res1 = deletion_insertion(model, x, attr, seeds.one_hot(1), steps=2)
-    np.testing.assert_allclose(res1.deletion[:, 0], x.reshape(2, -1) @ model[1].weight.data[1], rtol=1e-12)
+    np.testing.assert_allclose(res1.deletion[:, 0], x.reshape(2, -1) @ model[1].weight.numpy()[1], rtol=1e-12)
 
 
 def test_deletion_insertion_errors():
@@ -109,13 +109,13 @@ def assert_same_state(model, before, params):
     for k in before:
         np.testing.assert_array_equal(after[k], before[k])
         assert after[k].dtype == before[k].dtype
-    assert all(p.data is d for p, d in params)
+    assert all(p.numpy() is d for p, d in params)
 
 
 def test_cascading_randomisation_of_the_gradient():
     model = make_cnn()
     x = np.random.default_rng(3).standard_normal((2, 3, 12, 12))
-    before, params = snapshot(model), [(p, p.data) for p in model.parameters()]
+    before, params = snapshot(model), [(p, p.numpy()) for p in model.parameters()]
     res = randomisation_check(model, x, gradient)
     assert res.layers == ["7", "3", "0"]  # linear, second conv, first conv: top first
     assert res.correlations.shape == (3, 2) and len(res.maps) == 3
@@ -149,7 +149,7 @@ def test_the_order_follows_the_forward_pass_and_the_method_can_be_any():
 def test_weights_are_restored_when_the_method_fails():
     model = make_cnn()
     x = np.random.default_rng(6).standard_normal((1, 3, 12, 12))
-    before, params = snapshot(model), [(p, p.data) for p in model.parameters()]
+    before, params = snapshot(model), [(p, p.numpy()) for p in model.parameters()]
     calls = []
 
     def flaky(m, x, s):
@@ -169,7 +169,7 @@ def test_batch_norm_statistics_are_restored_for_a_model_in_training_mode():
                                     nn.Conv2d(4, 2, 3, padding=1)), seed=8)
     model.train()
     x = np.random.default_rng(8).standard_normal((2, 3, 8, 8))
-    before, params = snapshot(model), [(p, p.data) for p in model.parameters()]
+    before, params = snapshot(model), [(p, p.numpy()) for p in model.parameters()]
     res = randomisation_check(model, x, gradient, seeds.ones())
     assert res.layers == ["3", "1", "0"]
     assert_same_state(model, before, params)

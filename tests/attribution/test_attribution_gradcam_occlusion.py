@@ -25,7 +25,7 @@ def test_gradcam_on_a_global_average_classifier_is_the_class_weighted_sum_of_cha
     x = np.random.default_rng(0).standard_normal((2, 3, 6, 7))
     for k in range(4):
         attr = A.gradcam(model, x, seeds.one_hot(k), layer=layer)
-        w = head.weight.data[k]
+        w = head.weight.numpy()[k]
         expected = np.maximum(np.einsum("c,nchw->nhw", w, x), 0)[:, None] / 42
         assert attr.map.shape == (2, 1, 6, 7)
         np.testing.assert_allclose(attr.map, expected, rtol=1e-10, atol=1e-15)
@@ -39,7 +39,7 @@ def test_gradcam_on_a_coarser_layer_is_upsampled_bilinearly():
     x = np.random.default_rng(1).standard_normal((1, 2, 16, 12))
     attr = A.gradcam(model, x, seeds.one_hot(2), layer=layer)
     pooled = x.reshape(1, 2, 4, 4, 3, 4).mean(axis=(3, 5))
-    cam = np.maximum(np.einsum("c,nchw->nhw", head.weight.data[2], pooled), 0)[:, None] / 12
+    cam = np.maximum(np.einsum("c,nchw->nhw", head.weight.numpy()[2], pooled), 0)[:, None] / 12
     np.testing.assert_allclose(attr.extras["cam"], cam, rtol=1e-10, atol=1e-15)
     np.testing.assert_allclose(attr.map, resize_bilinear(cam, (16, 12)), rtol=1e-12, atol=1e-15)
     assert attr.map.shape == (1, 1, 16, 12)
@@ -59,7 +59,7 @@ def test_gradcam_on_a_dense_model_with_pixel_and_region_seeds():
     head = randomize(nn.Conv2d(3, 1, 1, bias=False), seed=5)
     model = nn.Sequential(layer, head)
     x = np.random.default_rng(3).standard_normal((2, 3, 5, 6))
-    u = head.weight.data.reshape(3)
+    u = head.weight.numpy().reshape(3)
     base = np.maximum(np.einsum("c,nchw->nhw", u, x), 0)[:, None] / 30
     np.testing.assert_allclose(A.gradcam(model, x, seeds.pixel(2, 4), layer=layer).map, base, rtol=1e-10, atol=1e-15)
     np.testing.assert_allclose(A.gradcam(model, x, seeds.region((0, 0, 2, 3)), layer=layer).map, 6 * base,
@@ -107,7 +107,7 @@ def test_occlusion_of_a_linear_model_matches_its_closed_form(window, stride):
     model = make_linear(shape=(2, 10, 9), k=3)
     x = np.random.default_rng(4).random((2, 2, 10, 9))
     attr = A.occlusion(model, x, seeds.one_hot(1), window=window, stride=stride, baseline=0.3)
-    w = model[1].weight.data[1].reshape(2, 10, 9)
+    w = model[1].weight.numpy()[1].reshape(2, 10, 9)
     np.testing.assert_allclose(attr.map, occlusion_closed_form(w, x, 0.3, min(window, 9), stride) if window < 9
                                else np.broadcast_to((w * (x - 0.3)).sum(axis=(1, 2, 3))[:, None, None, None],
                                                     x.shape), rtol=1e-10, atol=1e-13)

@@ -18,7 +18,7 @@ from saliency.attribution import seeds
 def test_gradient_of_a_linear_model_is_its_weights():
     model = make_linear()
     x = np.random.default_rng(0).random((2, 3, 6, 5))
-    w = model[1].weight.data
+    w = model[1].weight.numpy()
     for k in range(4):
         attr = A.gradient(model, x, seeds.one_hot(k))
         np.testing.assert_allclose(attr.map, np.broadcast_to(w[k].reshape(3, 6, 5), x.shape), rtol=1e-12, atol=0)
@@ -148,7 +148,7 @@ class MLP(nn.Module):
 
 def guided_reference(model, x, k):
     """The guided-backprop map by hand: at each ReLU, g <- max(g, 0) * [pre-activation > 0]."""
-    w1, b1, w2, b2, w3 = (p.data for p in (model.l1.weight, model.l1.bias, model.l2.weight, model.l2.bias,
+    w1, b1, w2, b2, w3 = (p.numpy() for p in (model.l1.weight, model.l1.bias, model.l2.weight, model.l2.bias,
                                            model.l3.weight))
     h1 = x.reshape(len(x), -1) @ w1.T + b1
     h2 = np.maximum(h1, 0) @ w2.T + b2
@@ -172,9 +172,9 @@ def test_guided_backprop_clamps_negative_gradients_at_every_relu(modules):
 def test_guided_backprop_reaches_functional_and_module_relus_alike():
     conv = make_cnn()
     func = FunctionalReLUs().double()
-    func.load_state_dict({"conv1.weight": conv[0].weight.data, "conv1.bias": conv[0].bias.data,
-                          "conv2.weight": conv[3].weight.data, "conv2.bias": conv[3].bias.data,
-                          "fc.weight": conv[7].weight.data, "fc.bias": conv[7].bias.data})
+    func.load_state_dict({"conv1.weight": conv[0].weight.numpy(), "conv1.bias": conv[0].bias.numpy(),
+                          "conv2.weight": conv[3].weight.numpy(), "conv2.bias": conv[3].bias.numpy(),
+                          "fc.weight": conv[7].weight.numpy(), "fc.bias": conv[7].bias.numpy()})
     x = np.random.default_rng(12).random((2, 3, 12, 12))
     np.testing.assert_allclose(A.gradient(func, x, seeds.one_hot(2)).map, A.gradient(conv, x, seeds.one_hot(2)).map,
                                rtol=1e-10, atol=1e-14)

@@ -75,7 +75,7 @@ def test_integrated_gradients_of_a_linear_model_is_input_times_weights(rule):
     x = np.random.default_rng(4).random((2, 3, 6, 5))
     base = np.full((3, 6, 5), 0.25)
     attr = A.integrated_gradients(model, x, seeds.one_hot(1), baseline=base, steps=3, rule=rule)
-    np.testing.assert_allclose(attr.map, (x - base) * model[1].weight.data[1].reshape(3, 6, 5), rtol=1e-10, atol=1e-15)
+    np.testing.assert_allclose(attr.map, (x - base) * model[1].weight.numpy()[1].reshape(3, 6, 5), rtol=1e-10, atol=1e-15)
     np.testing.assert_allclose(attr.completeness_error, 0, rtol=0, atol=1e-12)
 
 

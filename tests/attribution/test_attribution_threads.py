@@ -75,7 +75,7 @@ def test_a_map_computed_while_another_thread_trains_the_model_leaves_its_gradien
         for p in model.parameters():
             p.grad = None
         model(images[1:2]).sum().backward()      # the model's weights require grad here
-        return [p.grad.data.copy() if p.grad is not None else None for p in model.parameters()]
+        return [p.grad.numpy().copy() if p.grad is not None else None for p in model.parameters()]
 
     alone = train_step()
     # the map's forward pass waits, inside the method, until the other thread has trained one step
@@ -97,7 +97,7 @@ def test_a_map_computed_while_another_thread_trains_the_model_leaves_its_gradien
     assert all(g is not None for g in during), "the other thread's weights did not require grad"
     for g, want in zip(during, alone):
         np.testing.assert_allclose(g, want, rtol=1e-6, atol=1e-9)
-    for g, want in zip((p.grad.data for p in model.parameters()), alone):
+    for g, want in zip((p.grad.numpy() for p in model.parameters()), alone):
         np.testing.assert_allclose(g, want, rtol=1e-6, atol=1e-9)   # the map added nothing to them
     np.testing.assert_allclose(got, expected, rtol=0, atol=1e-6 * np.abs(expected).max())
     for p in model.parameters():

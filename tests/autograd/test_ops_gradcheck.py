@@ -79,7 +79,7 @@ def test_gradcheck_perturbs_inputs_of_any_layout_and_restores_them(layout):
     data = {"fortran": np.asfortranarray(a), "read-only": a.copy(), "strided": a[:, ::2]}[layout]
     data.flags.writeable = layout != "read-only"
     x = sl.Tensor(data, requires_grad=True)
-    before = x.data.copy()
+    before = x.numpy().copy()
     assert sl.autograd.gradcheck(lambda t: (t * t).sum(1), [x], eps=1e-6, atol=1e-5, rtol=1e-3)
-    assert x.data is data
-    np.testing.assert_array_equal(x.data, before)
+    assert x.numpy() is data
+    np.testing.assert_array_equal(x.numpy(), before)

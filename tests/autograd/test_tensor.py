@@ -166,7 +166,7 @@ def test_item_numpy_asarray():
         sl.tensor([1.0, 2.0]).item()
     x = sl.tensor([1.0, 2.0], requires_grad=True)
     n = x.numpy()
-    assert isinstance(n, np.ndarray) and np.shares_memory(n, x.data)
+    assert isinstance(n, np.ndarray) and np.shares_memory(n, x.numpy())
     a = np.asarray(x)
     assert a.dtype == np.float32
     np.testing.assert_array_equal(a, [1.0, 2.0])
