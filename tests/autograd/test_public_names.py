@@ -49,7 +49,7 @@ SURFACES = {  # ours -> PyTorch's
 # (surface, name): why ours differs from PyTorch there
 EXCEPTIONS = {
     ("Tensor", "where"): "missing: x.where(condition, y) is not provided; sl.where(condition, x, y) is",
-    ("F", "upsample_conv2d"): "ours only: the fused Upsample(nearest) + 3x3 Conv2d node of Sequential",
+    ("F", "upsample_conv2d"): "ours only: the Upsample(nearest) + 3x3 Conv2d node of a fused Sequential (nn.fuse)",
     ("saliency", "cross_entropy"): "extra: the losses are also top-level functions (sl.cross_entropy(logits, y))",
     ("saliency", "nll_loss"): "extra: the losses are also top-level functions",
     ("saliency", "mse_loss"): "extra: the losses are also top-level functions",
