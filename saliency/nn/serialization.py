@@ -1,4 +1,5 @@
-"""Saving and loading weights: `.npz` (written and read) and `.safetensors` (read with NumPy alone).
+"""Saving and loading weights: `.npz` (written and read), `.safetensors` and PyTorch's `.pth` (read
+with NumPy alone; `.pth` in saliency/nn/pth.py).
 
 A safetensors file is: 8 bytes, the header length N as a little-endian uint64; N bytes of JSON,
 {"name": {"dtype": "F32", "shape": [2, 3], "data_offsets": [begin, end]}, ..., "__metadata__":
@@ -21,6 +22,7 @@ from .._write import atomic_open, atomic_path
 from ..autograd.tensor import Tensor
 from .errors import WeightsError, one_line, read_exactly, short, too_big
 from .npz import finish, read_npz
+from .pth import LEGACY_MAGIC, is_torch_archive, read_pth
 
 __all__ = ["WeightsError", "load", "load_safetensors", "parse_safetensors", "safetensors_bytes", "save",
            "save_safetensors"]
@@ -63,13 +65,16 @@ def save(obj, path, compressed=False):
 
 
 def load(path):
-    """{name: ndarray} from an `.npz` file or a `.safetensors` file (recognised by content);
-    WeightsError (a ValueError) names the file and what is wrong if it is malformed."""
+    """{name: ndarray} from an `.npz` file, a `.safetensors` file or a PyTorch checkpoint written by
+    `torch.save` (recognised by content: a zip with a PREFIX/data.pkl entry is PyTorch's, any other
+    zip `.npz`); WeightsError (a ValueError) names the file and what is wrong if it is malformed."""
     path = os.fspath(path)
     with open(path, "rb") as f:
-        magic = f.read(4)
-    if magic in (b"PK\x03\x04", b"PK\x05\x06") or (not magic and path.endswith(".npz")):
-        return read_npz(path)
+        magic = f.read(len(LEGACY_MAGIC))
+    if magic[:4] in (b"PK\x03\x04", b"PK\x05\x06") or (not magic and path.endswith(".npz")):
+        return read_pth(path) if magic and is_torch_archive(path) else read_npz(path)
+    if magic == LEGACY_MAGIC:
+        return read_pth(path)  # the legacy PyTorch format: a WeightsError that says how to convert it
     return load_safetensors(path)
 
 
