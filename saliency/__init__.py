@@ -12,13 +12,15 @@ import os as _os
 
 import numpy as _np
 
-from . import autograd, nn, optim
+from . import autograd, cuda, nn, optim
 from .autograd import Tensor, enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from .autograd.creation import (arange, as_tensor, from_numpy, full, full_like, manual_seed, ones, ones_like, rand,
                                 rand_like, randn, randn_like, tensor, zeros, zeros_like)
 from .autograd.api import exported as _exported
 
 globals().update(_exported("saliency"))  # every op function: sl.exp, sl.cat, sl.conv2d, ...
+
+from .autograd.tensor import device
 
 float32 = _np.dtype("float32")
 float64 = _np.dtype("float64")
@@ -31,3 +33,12 @@ _here = _os.path.dirname(__file__)
 _root = _os.path.dirname(_here)
 if not _os.path.isdir(_os.path.join(_here, "cli")) and _os.path.isfile(_os.path.join(_root, "cli", "__init__.py")):
     __path__.append(_root)
+
+
+def __getattr__(name):
+    # reached only for names this module lacks: a torch.<name> that ported code asks for
+    if name.startswith("_"):
+        raise AttributeError(f"module 'saliency' has no attribute '{name}'")
+    from .autograd.errors import unsupported
+
+    raise unsupported("saliency", name)

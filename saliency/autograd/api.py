@@ -10,6 +10,7 @@ tests/autograd/test_public_names.py checks them against PyTorch's.
 
 Arguments may be Tensors, arrays or numbers where PyTorch accepts numbers; results are Tensors.
 """
+import builtins  # this module defines sum, max, min, abs and pow as ops
 import collections
 import math
 
@@ -26,7 +27,7 @@ from .ops.pool import AdaptiveAvgPool2d, AvgPool2d, MaxPool2d
 from .ops.reduce import Amax, Amin, LogSumExp, MaxAll, MaxDim, Mean, MinAll, Norm, Sum, arg_index, normalize_dims
 from .ops.resize import Upsample
 from .ops.shape import Cat, Expand, GetItem, Pad, Permute, Reshape, Squeeze, Stack, Transpose, Unsqueeze
-from .tensor import Tensor, as_array, index_key
+from .tensor import Tensor, as_array, index_key, to_arguments
 
 SURFACES = ("Tensor", "saliency", "F")
 _registry = {surface: {} for surface in SURFACES}  # surface -> {name: function}
@@ -356,9 +357,78 @@ def clone(input):
 
 
 @public("Tensor")
-def to(input, dtype):
-    dtype = np.dtype(dtype)
-    return input if dtype == input.dtype else Cast.apply(input, dtype=dtype)
+def to(input, *args, dtype=None, device=None, non_blocking=False, copy=False, memory_format=None):
+    """The tensor in `dtype` (a Cast node when it changes), as PyTorch's to(dtype), to(device),
+    to(device, dtype) or to(other): the only device is the CPU; another one is an error."""
+    dtype, _ = to_arguments(args, dtype, device)
+    if dtype is None or dtype == input.dtype:
+        return Clone.apply(input) if copy else input
+    return Cast.apply(input, dtype=dtype)
+
+
+@public("Tensor")
+def type_as(input, other):
+    return to(input, other.dtype)
+
+
+@public("Tensor")
+def view_as(input, other):
+    return Reshape.apply(input, shape=tuple(other.shape))
+
+
+@public("Tensor")
+def reshape_as(input, other):
+    return Reshape.apply(input, shape=tuple(other.shape))
+
+
+@public("Tensor")
+def expand_as(input, other):
+    return Expand.apply(input, shape=tuple(other.shape))
+
+
+@public("Tensor")
+def repeat(input, *sizes):
+    """Tile the tensor `sizes[i]` times along dimension i (leading sizes add dimensions)."""
+    sizes = _shape_args(sizes)
+    if len(sizes) < input.ndim:
+        raise ValueError(f"repeat needs at least {input.ndim} sizes for a tensor of shape {input.shape}, got {sizes}")
+    shape = (1,) * (len(sizes) - input.ndim) + input.shape
+    paired = tuple(d for n in shape for d in (1, n))
+    tiled = tuple(d for r, n in zip(sizes, shape) for d in (r, n))
+    out = Reshape.apply(input, shape=paired)
+    out = Expand.apply(out, shape=tiled)
+    return Reshape.apply(out, shape=tuple(r * n for r, n in zip(sizes, shape)))
+
+
+@public("Tensor", "saliency")
+def split(input, split_size_or_sections, dim=0):
+    """Pieces along `dim`: of `split_size_or_sections` elements each (the last may be smaller), or
+    of the listed sizes, which must add up to the dimension's size."""
+    (axis,) = normalize_dims(dim, input.ndim)
+    n = input.shape[axis]
+    if isinstance(split_size_or_sections, int):
+        if split_size_or_sections <= 0:
+            raise ValueError(f"split size must be positive, got {split_size_or_sections}")
+        sizes = [builtins.min(split_size_or_sections, n - i) for i in range(0, n, split_size_or_sections)] or [0]
+    else:
+        sizes = [int(s) for s in split_size_or_sections]
+        if builtins.sum(sizes) != n:
+            raise ValueError(f"split sizes {sizes} add up to {builtins.sum(sizes)}, but dimension {dim} has size {n}")
+    pieces, start = [], 0
+    for size in sizes:
+        key = (slice(None),) * axis + (slice(start, start + size),)
+        pieces.append(GetItem.apply(input, key=key))
+        start += size
+    return tuple(pieces)
+
+
+@public("Tensor", "saliency")
+def chunk(input, chunks, dim=0):
+    """At most `chunks` pieces along `dim`, each of ceil(size / chunks) elements but the last."""
+    if chunks <= 0:
+        raise ValueError(f"chunk expects a positive number of chunks, got {chunks}")
+    (axis,) = normalize_dims(dim, input.ndim)
+    return split(input, builtins.max(1, -(-input.shape[axis] // chunks)), dim)
 
 
 @public("saliency")

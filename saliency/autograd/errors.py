@@ -8,3 +8,29 @@ class LayerInputError(ValueError):
     def __init__(self, message, *, what, expected, got, input_shape):
         super().__init__(message)
         self.what, self.expected, self.got, self.input_shape = what, expected, got, tuple(input_shape)
+
+
+class UnsupportedError(NotImplementedError, AttributeError):
+    """A PyTorch name this package does not provide. It is an AttributeError too, so `hasattr`
+    and `getattr(obj, name, default)` keep working."""
+
+
+# What to do instead, for names that ported code often reaches
+_INSTEAD = {
+    "cuda": "saliency computes on the CPU only: remove .cuda() (the model and tensors are already on the CPU)",
+    "device": "everything is on the CPU: drop the device argument or use 'cpu'",
+    "half": "use float32 (.float()) or float64 (.double())",
+    "bfloat16": "use float32 (.float()) or float64 (.double())",
+    "type": "use .to(dtype), .float() or .double()",
+    "backward_hook": "use register_full_backward_hook",
+    "DataParallel": "use the model itself: saliency runs on one CPU process",
+    "DistributedDataParallel": "use the model itself: saliency runs on one CPU process",
+    "jit": "use the Python model (TorchScript is not supported)",
+    "compile": "use the model as it is (there is no compiler)",
+}
+
+
+def unsupported(owner, name):
+    """The error for `owner.name`, a PyTorch name that saliency does not implement."""
+    hint = _INSTEAD.get(name, "the README lists the supported layers, functions and Tensor methods")
+    return UnsupportedError(f"{owner}.{name} is not supported by saliency; {hint}")

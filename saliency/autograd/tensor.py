@@ -12,6 +12,7 @@ import weakref
 
 import numpy as np
 
+from .errors import UnsupportedError, unsupported
 from .grad_mode import frozen_var, is_grad_enabled
 from .printing import format_data
 from .rng import generator as random_generator
@@ -336,7 +337,7 @@ class Tensor:
     def T(self):
         return self.permute(*reversed(range(self.ndim)))
 
-    def contiguous(self):
+    def contiguous(self, memory_format=None):
         return self
 
     def float(self):
@@ -344,6 +345,92 @@ class Tensor:
 
     def double(self):
         return self.to(np.float64)
+
+    # ---- devices: everything is on the CPU ----------------------------------------------------------
+    @property
+    def device(self):
+        return CPU
+
+    @property
+    def is_cuda(self):
+        return False
+
+    def cpu(self):
+        return self
+
+    def cuda(self, *args, **kwargs):
+        raise unsupported("Tensor", "cuda")
+
+    def __getattr__(self, name):
+        # reached only when normal lookup fails: a PyTorch method ported code calls that we lack
+        if name.startswith("_"):
+            raise AttributeError(f"'Tensor' object has no attribute '{name}'")
+        raise unsupported("Tensor", name)
+
+
+class device:
+    """Where a tensor lives, as PyTorch's `torch.device`: here always the CPU. A device of another
+    type can be named, but moving a tensor or a model there fails with a clear error."""
+
+    __slots__ = ("type", "index")
+
+    def __init__(self, type="cpu", index=None):
+        if not isinstance(type, str):
+            raise TypeError(f"device() takes a string such as 'cpu', got {type!r}")
+        kind, _, number = type.partition(":")
+        self.type = kind
+        self.index = int(number) if number else index
+
+    def __eq__(self, other):
+        if isinstance(other, str):
+            other = device(other)
+        return isinstance(other, device) and (self.type, self.index) == (other.type, other.index)
+
+    def __hash__(self):
+        return hash((self.type, self.index))
+
+    def __repr__(self):
+        return f"device(type='{self.type}')" if self.index is None else \
+            f"device(type='{self.type}', index={self.index})"
+
+    def __str__(self):
+        return self.type if self.index is None else f"{self.type}:{self.index}"
+
+
+CPU = device("cpu")
+
+
+def check_device(where):
+    """None for the CPU (a str or device naming it); the unsupported-device error otherwise."""
+    if where is None or isinstance(where, (str, device)) and device(str(where)).type == "cpu":
+        return
+    if isinstance(where, (str, device)):
+        raise UnsupportedError(f"device '{where}' is not available: saliency computes on the CPU only; "
+                               f"remove .to('{where}') / .cuda() (tensors and models are already on the CPU)")
+    raise TypeError(f"expected a device ('cpu') or a dtype, got {where!r}")
+
+
+def to_arguments(args, dtype=None, where=None):
+    """(dtype, device) from the positional arguments of PyTorch's to(): a dtype, a device (a
+    string such as 'cpu' or a device), or a tensor (its dtype). A device other than the CPU is
+    an error; the device returned is None or the CPU."""
+    for arg in args:
+        if isinstance(arg, Tensor):
+            dtype = arg.dtype
+        elif isinstance(arg, device) or isinstance(arg, str) and not _names_dtype(arg):
+            where = arg
+        else:
+            dtype = arg
+    check_device(where)
+    return (None if dtype is None else np.dtype(dtype)), where
+
+
+def _names_dtype(text):
+    try:
+        np.dtype(text)
+    except TypeError:
+        return False
+    return True
 
 
 class AccumulateGrad:

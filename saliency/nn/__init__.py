@@ -30,3 +30,12 @@ __all__ = ["AdaptiveAvgPool2d", "AvgPool2d", "BatchNorm2d", "Conv2d", "MaxPool2d
            "MSELoss", "Module", "ModuleList", "NLLLoss", "Parameter", "ReLU", "RemovableHandle", "Sequential",
            "Sigmoid", "Softmax", "Tanh", "WeightsError", "functional", "fuse", "init", "load", "load_safetensors",
            "save", "save_safetensors", "unfuse"]
+
+
+def __getattr__(name):
+    # reached only for names this module lacks: a PyTorch layer that ported code asks for
+    if name.startswith("_"):
+        raise AttributeError(f"module 'saliency.nn' has no attribute '{name}'")
+    from ..autograd.errors import unsupported
+
+    raise unsupported("nn", name)

@@ -8,7 +8,7 @@ import numpy as np
 
 from ..autograd.rng import generator as random_generator
 from ..autograd.api import exported
-from ..autograd.errors import LayerInputError
+from ..autograd.errors import LayerInputError, unsupported
 from ..autograd.tensor import Tensor
 
 # The op functions declared for this surface in saliency/autograd/api.py (F.relu, F.conv2d, ...);
@@ -75,3 +75,10 @@ def dropout(input, p=0.5, training=True, inplace=False, generator=None):
 
 
 __all__ = sorted(set(_ops) | {"dropout", "linear", "log_softmax", "softmax", "upsample"})
+
+
+def __getattr__(name):
+    # reached only for names this module lacks: a PyTorch function that ported code asks for
+    if name.startswith("_"):
+        raise AttributeError(f"module 'saliency.nn.functional' has no attribute '{name}'")
+    raise unsupported("F", name)

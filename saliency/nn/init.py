@@ -72,6 +72,38 @@ def normal_(tensor, mean=0.0, std=1.0, generator=None):
     return _fill(tensor, _generator(generator).normal(mean, std, tensor.shape))
 
 
+def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
+    """Fill with samples from N(mean, std^2) restricted to [a, b] (a and b are values, not
+    multiples of std, as in PyTorch), by inverting the normal CDF on the interval's probabilities."""
+    if a >= b:
+        raise ValueError(f"trunc_normal_ needs a < b, got a={a}, b={b}")
+    if std <= 0:
+        raise ValueError(f"trunc_normal_ needs a positive std, got {std}")
+    lo, hi = (_normal_cdf((v - mean) / std) for v in (a, b))
+    if hi - lo < 1e-12:
+        raise ValueError(f"[{a}, {b}] lies too far out in the tails of N({mean}, {std}^2) to sample from")
+    u = _generator(generator).uniform(lo, hi, tensor.shape)
+    values = mean + std * math.sqrt(2.0) * _erfinv(2.0 * u - 1.0)
+    return _fill(tensor, np.clip(values, a, b))
+
+
+def _normal_cdf(z):
+    return 0.5 * (1.0 + math.erf(z / math.sqrt(2.0)))
+
+
+def _erfinv(y):
+    """Inverse error function of an array in (-1, 1): an initial guess refined by Newton steps on
+    erf (vectorised math.erf), accurate to float64 rounding."""
+    y = np.asarray(y, dtype=np.float64)
+    erf = np.vectorize(math.erf, otypes=[np.float64])
+    w = -np.log(np.maximum((1.0 - y) * (1.0 + y), 1e-300))
+    t = 2.0 / (np.pi * 0.147) - w / 2.0  # Winitzki's approximation, within 2e-3 of erfinv
+    x = np.sign(y) * np.sqrt(np.maximum(np.sqrt(t * t + w / 0.147) - t, 0.0))
+    for _ in range(3):
+        x = x - (erf(x) - y) / (2.0 / math.sqrt(math.pi) * np.exp(-x * x))
+    return x
+
+
 def constant_(tensor, val):
     return _fill(tensor, val)
 

@@ -7,7 +7,7 @@ registration order with dotted names ("features.3.weight"), which are also the s
 import numpy as np
 
 from ..autograd.grad_mode import no_grad
-from ..autograd.tensor import Tensor
+from ..autograd.tensor import Tensor, check_device, to_arguments
 from .hooks import BackwardHook, RemovableHandle
 from .parameter import Parameter
 from .state import load_state_dict, state_dict
@@ -272,14 +272,12 @@ class Module:
         """Reset the gradients of every parameter: to None (default) or to zeros in place."""
         reset_grads(self.parameters(), set_to_none)
 
-    def to(self, dtype=None, *, device=None):
+    def to(self, *args, dtype=None, device=None, non_blocking=False):
         """Cast every floating-point parameter, gradient and buffer to `dtype`, in place: the
-        Parameter objects stay the same (so optimizers and hooks keep working). A device of "cpu"
-        is accepted and changes nothing."""
-        if isinstance(dtype, str) and dtype.split(":")[0] == "cpu":
-            dtype = None
-        if device is not None and str(device).split(":")[0] != "cpu":
-            raise ValueError(f"device {device!r} is not available; saliency runs on the CPU only")
+        Parameter objects stay the same (so optimizers and hooks keep working). As PyTorch's
+        to(dtype), to(device), to(device, dtype) or to(tensor); the CPU is the only device, and
+        naming another one is an error."""
+        dtype, _ = to_arguments(args, dtype, device)
         if dtype is None:
             return self
         dtype = np.dtype(dtype)
@@ -301,6 +299,10 @@ class Module:
         return self.to(np.float64)
 
     def cpu(self):
+        return self
+
+    def cuda(self, device=None):
+        check_device("cuda" if device is None else f"cuda:{device}" if isinstance(device, int) else device)
         return self
 
     # ---- state -------------------------------------------------------------------------------
