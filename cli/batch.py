@@ -49,7 +49,7 @@ def prepare_output(out, options, resume):
             earlier = json.loads(record.read_text(encoding="utf-8"))["options"]
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise MapError(f"--resume: cannot read {record} ({exc}); run without --resume") from None
-        changed = [f"--{k} {earlier.get(k)!r} then, {v!r} now" for k, v in options.items() if earlier.get(k) != v]
+        changed = [f"--{k.replace('_', '-')} {earlier.get(k)!r} then, {v!r} now" for k, v in options.items() if earlier.get(k) != v]
         if changed:
             raise MapError(f"--resume: the maps in {out} were made with other options ({'; '.join(changed)}); "
                            f"give the same options, or run without --resume to overwrite them")

@@ -29,7 +29,8 @@ def progress_bar(label, stream):
             state["bar"].__exit__(None, None, None)
 
 
-def run_look_distance(image, model="depth", weights=None, stride=None, fraction=0.5, out=None, progress=None):
+def run_look_distance(image, model="depth", weights=None, stride=None, fraction=0.5, out=None, progress=None,
+                      model_args=None):
     """Compute the look-distance map of one image and write it as a PNG; returns the lines to print."""
     if stride is not None and stride < 1:
         raise MapError(f"--stride must be a positive integer (output pixels between samples), got {stride}")
@@ -37,7 +38,7 @@ def run_look_distance(image, model="depth", weights=None, stride=None, fraction=
         raise MapError(f"--fraction must be in (0, 1], e.g. 0.5 or 0.9, got {fraction}")
     path = Path(image)
     out = output_file(out, f"{path.stem}_look_distance.png")
-    net, x, note = model_and_input(image, model, weights)
+    net, x, note = model_and_input(image, model, weights, model_args)
     result = attribution.look_distance(net, x, stride=stride, fraction=fraction, progress=progress)
     radius = result.radius(fraction)
     pct = f"{100 * fraction:g}%"

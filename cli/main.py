@@ -51,8 +51,10 @@ def explain(example: int = typer.Option(None, "--example", "-e", help="Show only
 
 @app.command("map")
 def map_(image: str = typer.Argument(..., help="Image file (PNG, JPEG, ...; grey, RGB or RGBA, any size)."),
-         model: str = typer.Option("shapes", "--model", "-m", help="Zoo model name, or path/to/file.py:build_fn."),
-         weights: str = typer.Option(None, "--weights", "-w", help="Weights (.npz or .safetensors) to load into it."),
+         model: str = typer.Option("shapes", "--model", "-m", help="Zoo model name, or path/to/file.py:Name (a Module class or a function that builds the model)."),
+         weights: str = typer.Option(None, "--weights", "-w", help="Weights to load into it: .npz, .safetensors or a .pth state dict."),
+         model_args: str = typer.Option(None, "--model-args", help="JSON arguments for Name of a model file: "
+                                        "an object of keyword arguments, e.g. '{\"num_classes\": 10}', or an array."),
          method: str = typer.Option("gradient", "--method", help="gradient, input_x_gradient, smoothgrad, "
                                     "integrated_gradients, guided_backprop, gradcam or occlusion."),
          seed: str = typer.Option(None, "--seed", "-s", help="predicted, ones, class:K, pixel:ROW,COL or "
@@ -69,7 +71,7 @@ def map_(image: str = typer.Argument(..., help="Image file (PNG, JPEG, ...; grey
     from .mapping import run
 
     try:
-        lines = run(image, model, weights, method, seed, sign, reduce, overlay, out, layer)
+        lines = run(image, model, weights, method, seed, sign, reduce, overlay, out, layer, model_args)
     except _input_errors() as exc:
         raise UserError(str(exc)) from None
     typer.echo("\n".join(lines))
@@ -80,6 +82,8 @@ def receptive_field(image: str = typer.Argument(..., help="Image file."),
                     pixel: str = typer.Option(..., "--pixel", "-p", help="Output pixel ROW,COL."),
                     model: str = typer.Option("depth", "--model", "-m", help="A model with a dense output."),
                     weights: str = typer.Option(None, "--weights", "-w", help="Weights to load into it."),
+                    model_args: str = typer.Option(None, "--model-args", help="JSON arguments for Name of a model "
+                                                   "file, as for saliency map."),
                     out: str = typer.Option(None, "--out", "-o", help="PNG to write (default: "
                                         "IMAGE-STEM_rf_ROW_COL.png); an existing file is overwritten, missing folders "
                                         "are created.")):
@@ -89,7 +93,7 @@ def receptive_field(image: str = typer.Argument(..., help="Image file."),
     from .mapping import run_receptive_field
 
     try:
-        lines = run_receptive_field(image, pixel, model, weights, out)
+        lines = run_receptive_field(image, pixel, model, weights, out, model_args)
     except _input_errors() as exc:
         raise UserError(str(exc)) from None
     typer.echo("\n".join(lines))
@@ -99,6 +103,8 @@ def receptive_field(image: str = typer.Argument(..., help="Image file."),
 def look_distance(image: str = typer.Argument(..., help="Image file."),
                   model: str = typer.Option("depth", "--model", "-m", help="A model with a dense output."),
                   weights: str = typer.Option(None, "--weights", "-w", help="Weights to load into it."),
+                  model_args: str = typer.Option(None, "--model-args", help="JSON arguments for Name of a model "
+                                                 "file, as for saliency map."),
                   stride: int = typer.Option(None, "--stride", "-k", help="Measure every K-th output pixel "
                                              "(default: at most 1024 pixels, 4 for a 128x128 output; 1: all)."),
                   fraction: float = typer.Option(0.5, "--fraction", "-f", help="Share of the gradient mass the "
@@ -111,7 +117,7 @@ def look_distance(image: str = typer.Argument(..., help="Image file."),
 
     try:
         with progress_bar("pixel seeds", sys.stderr) as bar:
-            lines = run_look_distance(image, model, weights, stride, fraction, out, bar)
+            lines = run_look_distance(image, model, weights, stride, fraction, out, bar, model_args)
     except _input_errors() as exc:
         raise UserError(str(exc)) from None
     typer.echo("\n".join(lines))
@@ -122,8 +128,10 @@ def batch(folder: str = typer.Argument(..., help="Folder of images (its files, n
           out: str = typer.Option(..., "--out", "-o", help="Folder to write one PNG per image into, "
                                   "STEM_METHOD.png (created if missing); existing maps of the same name are "
                                   "overwritten; OUT/batch.json records the options, the state and the failures."),
-          model: str = typer.Option("shapes", "--model", "-m", help="Zoo model name, or path/to/file.py:build_fn."),
-          weights: str = typer.Option(None, "--weights", "-w", help="Weights (.npz or .safetensors) to load into it."),
+          model: str = typer.Option("shapes", "--model", "-m", help="Zoo model name, or path/to/file.py:Name (a Module class or a function that builds the model)."),
+          weights: str = typer.Option(None, "--weights", "-w", help="Weights to load into it: .npz, .safetensors or a .pth state dict."),
+          model_args: str = typer.Option(None, "--model-args", help="JSON arguments for Name of a model file, "
+                                         "as for saliency map."),
           method: str = typer.Option("gradient", "--method", help="As for saliency map."),
           seed: str = typer.Option(None, "--seed", "-s", help="As for saliency map."),
           sign: str = typer.Option("abs", "--sign", help="abs, positive, negative or all."),
@@ -143,13 +151,13 @@ def batch(folder: str = typer.Argument(..., help="Folder of images (its files, n
     from .mapping import _check_options
 
     options = {"model": model, "weights": weights, "method": method, "seed": seed, "sign": sign, "reduce": reduce,
-               "overlay": overlay, "layer": layer}
+               "overlay": overlay, "layer": layer, "model_args": model_args}
     try:
         _check_options(method, sign, reduce)
         if seed:
             seeds.parse(seed)
         files = batch_files(folder)
-        net = resolve(model, weights)
+        net = resolve(model, weights, model_args)
         run = Run(files, prepare_output(out, options, resume), options, method)
     except _input_errors() as exc:
         raise UserError(str(exc)) from None

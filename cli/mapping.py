@@ -85,10 +85,10 @@ def _image_file(image):
     return path
 
 
-def model_and_input(image, model, weights):
+def model_and_input(image, model, weights, model_args=None):
     """(model, image array, note) for an image file given on the command line and a model name."""
     path = _image_file(image)
-    net = zoo.resolve(model, weights)
+    net = zoo.resolve(model, weights, model_args)
     return (net,) + tuple(model_input(net, path))
 
 
@@ -149,14 +149,14 @@ def _check_options(method, sign, reduce):
 
 
 def run(image, model="shapes", weights=None, method="gradient", seed=None, sign="abs", reduce="sum",
-        overlay=False, out=None, layer=None):
+        overlay=False, out=None, layer=None, model_args=None):
     """Load the model, compute and write one heatmap; returns the lines to print."""
     _check_options(method, sign, reduce)
     if seed:
         seeds.parse(seed)
     path = _image_file(image)
     out = output_file(out, f"{path.stem}_{method}.png")
-    return render_one(zoo.resolve(model, weights), path, method, seed, sign, reduce, overlay, out, layer)
+    return render_one(zoo.resolve(model, weights, model_args), path, method, seed, sign, reduce, overlay, out, layer)
 
 
 def _pair(text, what):
@@ -167,14 +167,14 @@ def _pair(text, what):
     return a, b
 
 
-def run_receptive_field(image, pixel, model="depth", weights=None, out=None):
+def run_receptive_field(image, pixel, model="depth", weights=None, out=None, model_args=None):
     """The receptive field of one output pixel, drawn with its 50%/90% mass circles; the lines to print."""
     from matplotlib.patches import Circle, Rectangle
 
     row, col = _pair(pixel, "--pixel")
     path = _image_file(image)
     out = output_file(out, f"{path.stem}_rf_{row}_{col}.png")
-    net, x, note = model_and_input(image, model, weights)
+    net, x, note = model_and_input(image, model, weights, model_args)
     started = time.perf_counter()
     attr = attribution.receptive_field(net, x, (row, col))
     seconds = time.perf_counter() - started

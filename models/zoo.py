@@ -106,15 +106,19 @@ def load(name, weights=None):
     return model.eval()
 
 
-def load_user(spec, weights=None):
-    """A user's model from ``path/to/file.py:build_fn`` (build_fn() returns a Module or a callable),
-    with `weights` (``.npz``/``.safetensors``) loaded into it, in eval mode when it has one. It is
-    not fused: build_fn may return ``saliency.nn.fuse(model)`` for that."""
+def load_user(spec, weights=None, args=None):
+    """A user's model from ``path/to/file.py:Name``, where Name is a Module class or a function
+    that returns a Module or a callable, built with `args` (a JSON object of keyword arguments, a
+    JSON array of positional ones, or None for none), with `weights` (``.npz``, ``.safetensors``
+    or a ``.pth`` state dict) loaded into it, in eval mode when it has one. It is not fused: the
+    builder may return ``saliency.nn.fuse(model)`` for that."""
     import importlib.util
 
     path, sep, fn = str(spec).rpartition(":")
     if not sep or not path.endswith(".py") or not fn.isidentifier():
-        raise ZooError(f"unknown model {spec!r}: give a zoo name ({', '.join(SPECS)}) or path/to/file.py:build_fn")
+        raise ZooError(f"unknown model {spec!r}: give a zoo name ({', '.join(SPECS)}) or path/to/file.py:Name "
+                       f"(a Module class or a function that builds the model)")
+    positional, keywords = _model_args(args)
     if not _is_file(path, "the model file"):
         raise ZooError(f"model file {_shown(path)} does not exist")
     module_spec = importlib.util.spec_from_file_location(f"_saliency_user_model_{Path(path).stem}", path)
@@ -126,8 +130,14 @@ def load_user(spec, weights=None):
         raise ZooError(f"importing {_shown(path)} failed: {type(err).__name__}: {detail}") from None
     build_fn = getattr(module, fn, None)
     if not callable(build_fn):
-        raise ZooError(f"{_shown(path)} has no function {fn}()")
-    model = build_fn()
+        raise ZooError(f"{_shown(path)} has no class or function {fn}")
+    shown_call = f"{fn}({', '.join([repr(a) for a in positional] + [f'{k}={v!r}' for k, v in keywords.items()])})"
+    try:
+        model = build_fn(*positional, **keywords)
+    except Exception as err:
+        detail = " ".join(str(err).split())
+        raise ZooError(f"building the model with {shown_call} from {_shown(path)} failed: "
+                       f"{type(err).__name__}: {detail}") from None
     if weights is not None:
         if not isinstance(model, nn.Module):
             raise ZooError(f"{fn}() returned a {type(model).__name__}, not a saliency.nn.Module; "
@@ -138,10 +148,31 @@ def load_user(spec, weights=None):
     return model.eval() if isinstance(model, nn.Module) else model
 
 
-def resolve(name_or_path, weights=None):
-    """A zoo model by name (with other `weights` if given) or a user's model by path:fn, fused
-    (`saliency.nn.fuse`) as the command line runs it: same maps, fewer nodes."""
+def _model_args(text):
+    """(positional, keyword) arguments from the JSON text of --model-args (None: none)."""
+    if text is None or not str(text).strip():
+        return [], {}
+    try:
+        value = json.loads(text)
+    except ValueError as err:
+        raise ZooError(f"--model-args is not valid JSON ({err}); give an object such as "
+                       f"'{{\"num_classes\": 10}}' or an array of positional arguments") from None
+    if isinstance(value, dict):
+        return [], value
+    if isinstance(value, list):
+        return value, {}
+    raise ZooError(f"--model-args must be a JSON object of keyword arguments or an array of positional ones, "
+                   f"got {type(value).__name__} {text!r}")
+
+
+def resolve(name_or_path, weights=None, args=None):
+    """A zoo model by name (with other `weights` if given) or a user's model by path:Name built
+    with `args` (JSON), fused (`saliency.nn.fuse`) as the command line runs it: same maps, fewer
+    nodes."""
     if name_or_path in SPECS:
+        if args:
+            raise ZooError(f"--model-args is for a model file (path/to/file.py:Name); the zoo model "
+                           f"{name_or_path!r} takes none")
         return load(name_or_path, weights)
-    model = load_user(name_or_path, weights)
+    model = load_user(name_or_path, weights, args)
     return nn.fuse(model) if isinstance(model, nn.Module) else model
