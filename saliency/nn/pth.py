@@ -513,5 +513,7 @@ def _refusal(path, name):
     hint = ""
     if name.startswith(("torch.nn.modules.", "__main__.")):
         hint = " (a whole model saved with torch.save(model): save model.state_dict() instead)"
+    elif name.startswith("torch._utils._rebuild_"):
+        hint = " (a sparse, quantized or other special tensor: only dense tensors are read)"
     return (f"{path} was refused: its pickle asks for {name}, which is not part of a state dict; only weights "
             f"are loaded from PyTorch files and no code in them runs{hint}")

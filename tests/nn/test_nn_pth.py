@@ -713,6 +713,9 @@ def test_torch_legacy_torchscript_and_whole_model_files_are_refused_clearly(tmp_
     torch.save(model, tmp_path / "whole.pth")
     with pytest.raises(WeightsError, match="asks for torch.nn.modules.container.Sequential.*save model.state_dict"):
         nn.load(tmp_path / "whole.pth")
+    torch.save({"w": torch.eye(3).to_sparse()}, tmp_path / "sparse.pth")
+    with pytest.raises(WeightsError, match="asks for torch._utils._rebuild_sparse_tensor.*only dense tensors are read"):
+        nn.load(tmp_path / "sparse.pth")
     torch.save({"w": torch.ones(2, dtype=torch.complex32)}, tmp_path / "c32.pth")
     with pytest.raises(WeightsError, match="tensor 'w' has dtype complex32, which is not read"):
         nn.load(tmp_path / "c32.pth")
