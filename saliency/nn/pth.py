@@ -30,7 +30,6 @@ import math
 import os
 import pickle
 import pickletools
-import re
 import struct
 import zipfile
 import zlib
@@ -142,7 +141,8 @@ def _rebuild_parameter(data, requires_grad=True, backward_hooks=None, state=None
 
 def _rebuild_from_type_v2(func, new_type, args, state):
     """A tensor with Python attributes (ignored here): func(*args) rebuilds the tensor itself."""
-    if func not in (_rebuild_tensor_v2, _rebuild_tensor_v3, _rebuild_parameter) or not isinstance(new_type, _TensorType):
+    rebuilds = (_rebuild_tensor_v2, _rebuild_tensor_v3, _rebuild_parameter)
+    if func not in rebuilds or not isinstance(new_type, _TensorType):
         raise _Bad(f"_rebuild_from_type_v2 was given {short(func)} and {short(new_type)}, not a tensor rebuild")
     if not isinstance(args, tuple):
         raise _Bad(f"_rebuild_from_type_v2 was given the arguments {short(args)}, not a tuple")
