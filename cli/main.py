@@ -51,8 +51,10 @@ def explain(example: int = typer.Option(None, "--example", "-e", help="Show only
 
 @app.command("map")
 def map_(image: str = typer.Argument(..., help="Image file (PNG, JPEG, ...; grey, RGB or RGBA, any size)."),
-         model: str = typer.Option("shapes", "--model", "-m", help="Zoo model name, or path/to/file.py:Name (a Module class or a function that builds the model)."),
-         weights: str = typer.Option(None, "--weights", "-w", help="Weights to load into it: .npz, .safetensors or a .pth state dict."),
+         model: str = typer.Option("shapes", "--model", "-m", help="Zoo model name, or path/to/file.py:Name "
+                                   "(a Module class or a function that builds the model)."),
+         weights: str = typer.Option(None, "--weights", "-w", help="Weights to load into it: .npz, "
+                                     ".safetensors or a .pth state dict."),
          model_args: str = typer.Option(None, "--model-args", help="JSON arguments for Name of a model file: "
                                         "an object of keyword arguments, e.g. '{\"num_classes\": 10}', or an array."),
          method: str = typer.Option("gradient", "--method", help="gradient, input_x_gradient, smoothgrad, "
@@ -128,8 +130,10 @@ def batch(folder: str = typer.Argument(..., help="Folder of images (its files, n
           out: str = typer.Option(..., "--out", "-o", help="Folder to write one PNG per image into, "
                                   "STEM_METHOD.png (created if missing); existing maps of the same name are "
                                   "overwritten; OUT/batch.json records the options, the state and the failures."),
-          model: str = typer.Option("shapes", "--model", "-m", help="Zoo model name, or path/to/file.py:Name (a Module class or a function that builds the model)."),
-          weights: str = typer.Option(None, "--weights", "-w", help="Weights to load into it: .npz, .safetensors or a .pth state dict."),
+          model: str = typer.Option("shapes", "--model", "-m", help="Zoo model name, or path/to/file.py:Name "
+                                   "(a Module class or a function that builds the model)."),
+          weights: str = typer.Option(None, "--weights", "-w", help="Weights to load into it: .npz, .safetensors "
+                                      "or a .pth state dict."),
           model_args: str = typer.Option(None, "--model-args", help="JSON arguments for Name of a model file, "
                                          "as for saliency map."),
           method: str = typer.Option("gradient", "--method", help="As for saliency map."),

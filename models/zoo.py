@@ -95,7 +95,7 @@ def _load_weights(model, path, what):
 
 def load(name, weights=None):
     """The shipped model `name` in eval mode with its weights, `.task`, `.input_shape`, `.classes`
-    and `.metrics`; `weights` loads another ``.npz``/``.safetensors`` file into the same architecture."""
+    and `.metrics`; `weights` loads another ``.npz``, ``.safetensors`` or ``.pth`` file into the same architecture."""
     model = build(name)
     path = Path(weights) if weights is not None else WEIGHTS_DIR / f"{model.name}.npz"
     if not _is_file(path, "the weights file"):

@@ -5,7 +5,7 @@ import numpy as np
 
 
 class WeightsError(ValueError):
-    """A `.npz` or `.safetensors` file that cannot be read as weights: one sentence naming the
+    """A `.npz`, `.safetensors` or `.pth` file that cannot be read as weights: one sentence naming the
     file and what is wrong with it (truncated, a length field that does not fit the file, a
     refused dtype, a damaged archive, ...)."""
 
