@@ -131,7 +131,7 @@ def batch(folder: str = typer.Argument(..., help="Folder of images (its files, n
                                   "STEM_METHOD.png (created if missing); existing maps of the same name are "
                                   "overwritten; OUT/batch.json records the options, the state and the failures."),
           model: str = typer.Option("shapes", "--model", "-m", help="Zoo model name, or path/to/file.py:Name "
-                                   "(a Module class or a function that builds the model)."),
+                                    "(a Module class or a function that builds the model)."),
           weights: str = typer.Option(None, "--weights", "-w", help="Weights to load into it: .npz, .safetensors "
                                       "or a .pth state dict."),
           model_args: str = typer.Option(None, "--model-args", help="JSON arguments for Name of a model file, "
