@@ -27,6 +27,9 @@ _INSTEAD = {
     "DistributedDataParallel": "use the model itself: saliency runs on one CPU process",
     "jit": "use the Python model (TorchScript is not supported)",
     "compile": "use the model as it is (there is no compiler)",
+    "load": "use saliency.nn.load(path), which reads a state dict from .pth, .npz or .safetensors files "
+            "(without torch) for model.load_state_dict",
+    "save": "use saliency.nn.save(model, path) (an .npz file) or saliency.nn.save_safetensors",
 }
 
 
