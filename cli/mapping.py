@@ -109,11 +109,12 @@ def figure(model, x, attr, sign="abs", reduce="sum", overlay=False):
     classes = getattr(model, "classes", None) or None
     title = f"{getattr(attr.method, '__name__', attr.method)} · {attr.seed.describe(classes)}"
     maps, titles = [attr.map], [title]
-    reduce = "sum" if attr.map.shape[-3] == 1 and reduce == "rgb" else reduce
-    if np.ndim(attr.output) >= 2:        # a dense output: show it beside its map
+    reduces = ["sum" if attr.map.shape[-3] == 1 and reduce == "rgb" else reduce]
+    if np.ndim(attr.output) >= 2:        # a dense output: show it beside its map (one channel: reduce is the map's)
         maps.insert(0, np.asarray(attr.output).reshape(-1, *np.shape(attr.output)[-2:])[:1])
         titles.insert(0, "model output")
-    return viz.panels(maps, image=x, titles=titles, sign=sign, reduce=reduce, alpha=0.5 if overlay else None)
+        reduces.insert(0, "sum")
+    return viz.panels(maps, image=x, titles=titles, sign=sign, reduce=reduces, alpha=0.5 if overlay else None)
 
 
 def render_one(net, path, method="gradient", seed=None, sign="abs", reduce="sum", overlay=False, out=None,

@@ -54,6 +54,19 @@ def _map_cells(attr, title, sign, reduce, clip_percentile, vmax, image, alpha, b
             for c, name in enumerate(CHANNEL_NAMES)]
 
 
+def _map_reduces(reduce, rows):
+    """reduce as one name per map, nested like rows: the same name for every map, or the list given."""
+    if isinstance(reduce, str):
+        return [[reduce] * len(r) for r in rows]
+    nested = reduce if isinstance(reduce, (list, tuple)) else None
+    ok = (nested is not None and len(nested) == len(rows)
+          and all(isinstance(v, (list, tuple)) and len(v) == len(r) for v, r in zip(nested, rows)))
+    if not ok:
+        raise VizError(f"reduce must be a name (sum, max_abs, rgb) or a list of lists nested like rows "
+                       f"(one name per map), got {reduce!r}")
+    return [list(line) for line in nested]
+
+
 def _row_images(images, n_rows):
     if images is None:
         return [None] * n_rows
@@ -175,7 +188,8 @@ def grid(rows, *, images=None, titles=None, row_titles=None, sign="abs", reduce=
     number (or None: the map's own clip_percentile scale) per map; not together with shared_scale.
     When every map has the same scale (shared_scale, or a single vmax) one colour bar is drawn for
     the figure, else each map has its own. alpha: draw each map as an overlay on its row's image.
-    A map with reduce="rgb" fills three panels on one scale.
+    A map with reduce="rgb" fills three panels on one scale. reduce: one name for every map, or a
+    list of lists nested like `rows` with one name per map (a 1-channel map beside an RGB one).
 
     fig.panel_axes[r][c] is the Axes of panel c of row r, counting the image panel first (when
     the row has an image) and three panels for each map with reduce="rgb"; use it to draw on a panel.
@@ -188,6 +202,9 @@ def grid(rows, *, images=None, titles=None, row_titles=None, sign="abs", reduce=
     if row_titles is not None and len(row_titles) != len(rows):
         raise VizError(f"row_titles has {len(row_titles)} entries for {len(rows)} rows")
     vmaxes = _map_vmaxes(vmax, rows)
+    reduces = _map_reduces(reduce, rows)
+    if shared_scale and not isinstance(reduce, str):
+        raise VizError("shared_scale=True needs one reduce for every map; pass a name, not a list")
     if vmaxes is not None and shared_scale:
         raise VizError("shared_scale=True computes one vmax for all maps; pass a list vmax or shared_scale, not both")
     if vmax is None and shared_scale:
@@ -200,7 +217,7 @@ def grid(rows, *, images=None, titles=None, row_titles=None, sign="abs", reduce=
         for c, attr in enumerate(row):
             title = titles[r][c] if titles is not None else default_title(attr)
             top = vmax if vmaxes is None else vmaxes[r][c]
-            line += _map_cells(attr, title, sign, reduce, clip_percentile, top, row_images[r], alpha, bar)
+            line += _map_cells(attr, title, sign, reduces[r][c], clip_percentile, top, row_images[r], alpha, bar)
         cells.append(line)
     return _figure(cells, row_titles, cmap, colorbar, panel_size)
 
@@ -209,10 +226,13 @@ def panels(maps, *, image=None, titles=None, sign="abs", reduce="sum", clip_perc
            shared_scale=False, colorbar=True, alpha=None, panel_size=2.5):
     """A one-row `grid`: the optional image, then one panel per map (three for reduce="rgb").
 
-    vmax: one number for every map, or a list with one number (or None) per map; fig.panel_axes[0]
-    holds the panels' Axes, the image's first.
+    vmax: one number for every map, or a list with one number (or None) per map; reduce: one name
+    for every map, or a list with one name per map; fig.panel_axes[0] holds the panels' Axes, the
+    image's first.
     """
     maps = list(maps)
+    if not isinstance(reduce, str) and isinstance(reduce, (list, tuple)):
+        reduce = [list(reduce)]
     if vmax is not None and not _is_number(vmax):
         vmax = [vmax.tolist() if isinstance(vmax, np.ndarray) else vmax]
     return grid([maps], images=None if image is None else [image],

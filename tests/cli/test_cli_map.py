@@ -74,6 +74,13 @@ def test_depth_map_with_a_pixel_seed(scene, tmp_path):
     assert "pixel (100, 64)" in result.output and out.is_file()
 
 
+def test_depth_map_with_rgb_reduce_shows_its_one_channel_output_beside_three_panels(scene, tmp_path):
+    out = tmp_path / "d.png"
+    result = runner.invoke(app, ["map", str(scene), "--model", "depth", "--reduce", "rgb", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert out.is_file()
+
+
 def test_any_image_is_resized_with_a_note(tmp_path):
     rgba = np.zeros((90, 120, 4), np.uint8)
     rgba[20:60, 30:90] = (255, 0, 0, 255)

@@ -100,6 +100,18 @@ def test_rgb_reduction_fills_three_panels_on_one_scale():
         np.testing.assert_array_equal(picture, expected[c])
 
 
+def test_reduce_per_map_puts_a_one_channel_map_beside_an_rgb_one():
+    fig = panels([A[:1], B], reduce=["sum", "rgb"], titles=["out", "grad"])
+    assert [ax.get_title() for ax in fig.panel_axes[0]] == ["out", "grad R", "grad G", "grad B"]
+    pictures = _pictures(fig)[0]
+    np.testing.assert_array_equal(pictures[0], colorize(normalize(A[:1])))
+    np.testing.assert_array_equal(pictures[3], colorize(normalize(B, reduce="rgb"))[2])
+    with pytest.raises(VizError, match="reduce must be a name .* or a list of lists nested like rows"):
+        grid([[A, B]], reduce=[["sum"]])
+    with pytest.raises(VizError, match="shared_scale=True needs one reduce"):
+        panels([A, B], reduce=["sum", "rgb"], shared_scale=True)
+
+
 def test_heatmap_figure_has_one_or_two_panels():
     assert _n_image_panels(heatmap_figure(A)) == 1
     fig = heatmap_figure(A, image=IMAGE, title="x")
