@@ -91,6 +91,26 @@ def test_an_error_of_the_model_on_one_image_does_not_stop_the_others(shapes, tmp
     assert "dot.png: conv2d output would be empty" in err
 
 
+def test_a_map_that_cannot_be_written_does_not_stop_the_others(shapes, tmp_path, capsys):
+    folder = _folder(tmp_path / "in", shapes[:3])
+    out_dir = tmp_path / "out"
+    (out_dir / "img01_gradient.png").mkdir(parents=True)    # the map's name is taken by a folder
+    code, out, err = _batch(capsys, folder, "--out", out_dir)
+    assert code == 2 and "wrote 2 of 3 maps" in out
+    assert "img01.png: cannot write" in err
+    assert _decodes(out_dir / "img00_gradient.png") and _decodes(out_dir / "img02_gradient.png")
+    assert _record(out_dir)["state"] == "complete"
+
+
+def test_an_output_folder_that_cannot_be_created_is_one_line(shapes, tmp_path, capsys):
+    folder = _folder(tmp_path / "in", shapes[:1])
+    (tmp_path / "file").write_text("")
+    code, out, err = _batch(capsys, folder, "--out", tmp_path / "file" / "out")
+    assert code == 2 and out == ""
+    assert err.strip().splitlines() == [f"error: cannot create the output folder {tmp_path / 'file' / 'out'}: "
+                                        "Not a directory"]
+
+
 def test_bad_options_stop_before_any_work(shapes, tmp_path, capsys):
     folder = _folder(tmp_path / "in", shapes[:1])
     (tmp_path / "file").write_text("")
