@@ -15,6 +15,16 @@ from . import porting  # noqa: E402
 FILES = porting.arch_files()
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _one_torch_thread():
+    """PyTorch on one thread: its float64 depthwise convolutions loop over groups, and its
+    thread pool waits badly when the cores are busy; restored after this module."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 def _cases(*, real=False):
     cases = []
     for path in FILES:
