@@ -17,15 +17,19 @@ import math
 import numpy as np
 
 from .backward import backward as _run_backward
-from .ops.conv import Convolution, UpsampleConvolution
+from .ops.activation import Elu, Gelu, Hardsigmoid, Hardswish, Hardtanh, LeakyRelu, Mish, Prelu, Silu, Softplus
+from .ops.conv import Convolution, ConvolutionTranspose, UpsampleConvolution
 from .ops.elementwise import (Abs, Add, Cast, Clamp, Clone, Div, Exp, Log, Maximum, Minimum, Mul, Neg, Pow, Relu,
                               Sigmoid, Sqrt, Sub, Tanh, Where)
 from .ops.linalg import Matmul
 from .ops.loss import LogSoftmax, MseLoss, NllLoss, Softmax
 from .ops.norm import BatchNorm
-from .ops.pool import AdaptiveAvgPool2d, AvgPool2d, MaxPool2d
+from .ops.pool import AdaptiveAvgPool2d, AdaptiveMaxPool2d, AvgPool2d, MaxPool2d
+from .. import kernels as _kernels
 from .ops.reduce import Amax, Amin, LogSumExp, MaxAll, MaxDim, Mean, MinAll, Norm, Sum, arg_index, normalize_dims
+from .ops.pad import TablePad
 from .ops.resize import Upsample
+from .ops.shuffle import PixelShuffle, PixelUnshuffle
 from .ops.shape import Cat, Expand, GetItem, Pad, Permute, Reshape, Squeeze, Stack, Transpose, Unsqueeze
 from .tensor import Tensor, as_array, index_key, to_arguments
 
@@ -182,7 +186,8 @@ def sqrt(input):
 
 
 @public("Tensor", "saliency", "F")
-def relu(input):
+def relu(input, inplace=False):
+    """max(x, 0). `inplace` is accepted and ignored: the result is a new tensor (the same values)."""
     return Relu.apply(input)
 
 
@@ -229,6 +234,78 @@ def softmax(input, dim):
 @public("Tensor", "saliency")
 def log_softmax(input, dim):
     return LogSoftmax.apply(input, dim=dim)
+
+
+# ---- activations (ops/activation.py); `inplace` is accepted and ignored: an in-place op would cut the
+# graph, and the values are the same -----------------------------------------------------------------
+@public("F")
+def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
+    """min(max(x, min_val), max_val); the gradient is 1 strictly between the bounds, 0 elsewhere."""
+    if min_val > max_val:
+        raise ValueError(f"hardtanh's min_val ({min_val}) cannot be greater than its max_val ({max_val})")
+    return Hardtanh.apply(_tensor(input), lo=min_val, hi=max_val)
+
+
+@public("F")
+def relu6(input, inplace=False):
+    """min(max(x, 0), 6): hardtanh(x, 0, 6), with its node (HardtanhBackward0) as in PyTorch."""
+    return Hardtanh.apply(_tensor(input), lo=0.0, hi=6.0)
+
+
+@public("F")
+def leaky_relu(input, negative_slope=0.01, inplace=False):
+    """x where x > 0, negative_slope * x elsewhere."""
+    return LeakyRelu.apply(_tensor(input), slope=negative_slope)
+
+
+@public("F")
+def elu(input, alpha=1.0, inplace=False):
+    """x where x > 0, alpha * (exp(x) - 1) elsewhere."""
+    return Elu.apply(_tensor(input), alpha=alpha)
+
+
+@public("F")
+def silu(input, inplace=False):
+    """x * sigmoid(x) (swish)."""
+    return Silu.apply(_tensor(input))
+
+
+@public("F")
+def hardswish(input, inplace=False):
+    """x * relu6(x + 3) / 6."""
+    return Hardswish.apply(_tensor(input))
+
+
+@public("F")
+def hardsigmoid(input, inplace=False):
+    """relu6(x + 3) / 6."""
+    return Hardsigmoid.apply(_tensor(input))
+
+
+@public("F")
+def gelu(input, *, approximate="none"):
+    """x * Phi(x), Phi the standard normal CDF; approximate='tanh' uses PyTorch's tanh formula."""
+    if approximate not in ("none", "tanh"):
+        raise ValueError(f"gelu's approximate must be 'none' or 'tanh', got {approximate!r}")
+    return Gelu.apply(_tensor(input), approximate=approximate)
+
+
+@public("F")
+def softplus(input, beta=1.0, threshold=20.0):
+    """log(1 + exp(beta * x)) / beta, and x itself where beta * x > threshold."""
+    return Softplus.apply(_tensor(input), beta=beta, threshold=threshold)
+
+
+@public("F")
+def mish(input, inplace=False):
+    """x * tanh(softplus(x))."""
+    return Mish.apply(_tensor(input))
+
+
+@public("Tensor", "saliency", "F")
+def prelu(input, weight):
+    """x where x > 0, weight * x elsewhere; weight has one element, or one per channel (dimension 1)."""
+    return Prelu.apply(_tensor(input), _tensor(weight))
 
 
 # ---- reductions -------------------------------------------------------------------------------
@@ -442,11 +519,33 @@ def stack(tensors, dim=0):
 
 
 @public("saliency", "F")
-def pad(input, pad, mode="constant", value=0.0):
-    """Constant padding; `pad` lists (before, after) sizes from the last dimension backwards."""
-    if mode != "constant":
-        raise ValueError(f"pad mode {mode!r} is not supported; use mode='constant'")
-    return Pad.apply(_tensor(input), pad=pad, value=value)
+def pad(input, pad, mode="constant", value=None):
+    """Pad (or, with negative sizes, crop) the last len(pad) // 2 dimensions; `pad` lists (before,
+    after) sizes from the last dimension backwards. mode 'constant' (with `value`, default 0) pads any
+    number of dimensions; 'reflect', 'replicate' and 'circular' pad the last 1, 2 or 3 dimensions of
+    an input with at most one more dimension besides the batch one, as PyTorch."""
+    input = _tensor(input)
+    pad = tuple(pad)
+    if not all(isinstance(p, (int, np.integer)) and not isinstance(p, bool) for p in pad):
+        raise TypeError(f"pad must be a tuple of ints, got {pad!r}")
+    if len(pad) % 2:
+        raise ValueError(f"padding length must be divisible by 2, got {len(pad)}")
+    if len(pad) // 2 > input.ndim:
+        raise ValueError(f"padding length should be less than or equal to two times the input dimension but got "
+                         f"padding length {len(pad)} and input of dimension {input.ndim}")
+    if mode == "constant":
+        return Pad.apply(input, pad=pad, value=0.0 if value is None else value)
+    if mode not in ("reflect", "replicate", "circular"):
+        raise NotImplementedError(f"unrecognised padding mode {mode!r}; the modes are 'constant', 'reflect', "
+                                  f"'replicate' and 'circular'")
+    if value is not None and value != 0:
+        raise ValueError(f"padding mode {mode!r} doesn't take in value argument")
+    d = len(pad) // 2
+    if d not in (1, 2, 3) or input.ndim not in (d + 1, d + 2):
+        raise NotImplementedError(f"padding size {len(pad)} is not supported for {input.ndim}D input with mode "
+                                  f"{mode!r}: pad 2, 4 or 6 sizes pad the last 1, 2 or 3 dimensions of an input "
+                                  f"with 1 or 2 more dimensions")
+    return TablePad.apply(input, pad=pad, mode=mode)
 
 
 # ---- losses -----------------------------------------------------------------------------------
@@ -487,6 +586,16 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
                              stride=stride, padding=padding, dilation=dilation, groups=groups)
 
 
+@public("saliency", "F")
+def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
+    """2-D transposed convolution (the adjoint of conv2d): input (N, C, H, W), weight (C, O/groups, kh,
+    kw), bias (O,) or None -> (N, O, (H - 1) * stride - 2 * padding + dilation * (kh - 1) +
+    output_padding + 1, likewise W)."""
+    return ConvolutionTranspose.apply(_tensor(input), _tensor(weight), None if bias is None else _tensor(bias),
+                                      stride=stride, padding=padding, output_padding=output_padding,
+                                      groups=groups, dilation=dilation)
+
+
 @public("F")
 def upsample_conv2d(input, weight, bias=None, scale_factor=2):
     """conv2d(interpolate(input, scale_factor, 'nearest'), weight, bias, padding=1) for a 3x3 weight,
@@ -497,28 +606,207 @@ def upsample_conv2d(input, weight, bias=None, scale_factor=2):
                                      scale=int(scale_factor))
 
 
+def _pool_arg(v, name, positive=True):
+    """An int or a pair of ints (a 1-element list counts for both axes), as PyTorch's pooling reads it."""
+    if isinstance(v, (tuple, list)):
+        if len(v) == 1:
+            v = (v[0], v[0])
+        if len(v) != 2:
+            raise ValueError(f"{name} must be an int or a pair of ints, got {v!r}")
+        pair = tuple(int(e) for e in v)
+    else:
+        pair = (int(v), int(v))
+    if positive and (pair[0] < 1 or pair[1] < 1):
+        raise ValueError(f"{name} must be positive, got {v!r}")
+    return pair
+
+
+def _pooled(input, run):
+    """`run` on (N, C, H, W); an unbatched (C, H, W) input, which PyTorch also pools, goes through as a
+    batch of one."""
+    input = _tensor(input)
+    if input.ndim == 3:
+        out = run(input.unsqueeze(0))
+        return tuple(o.squeeze(0) for o in out) if isinstance(out, tuple) else out.squeeze(0)
+    if input.ndim != 4:
+        raise ValueError(f"2-d pooling expects input of shape (N, C, H, W) or (C, H, W), got {tuple(input.shape)}")
+    return run(input)
+
+
+def _with_indices(out, node_type, compute):
+    """(out, int64 indices into each H*W plane of the input) for return_indices=True: the node's saved
+    indices when out is on the graph, else computed again."""
+    node = out.grad_fn
+    indices = node.saved[0] if type(node) is node_type else compute()[1]
+    return out, Tensor(np.asarray(indices, np.int64))
+
+
 @public("saliency", "F")
-def max_pool2d(input, kernel_size, stride=None, padding=0):
-    return MaxPool2d.apply(_tensor(input), kernel_size=kernel_size, stride=stride, padding=padding)
+def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+    """Maximum over sliding windows (padding is -inf); stride None (or []) is the kernel size.
+    return_indices=True also gives the flat index iy * W + ix of each maximum, as PyTorch's."""
+    k = _pool_arg(kernel_size, "kernel_size")
+    s = k if stride is None or (isinstance(stride, (tuple, list)) and len(stride) == 0) else _pool_arg(stride, "stride")
+    p, d = _pool_arg(padding, "padding", positive=False), _pool_arg(dilation, "dilation")
+    cfg = dict(kernel_size=k, stride=s, padding=p)
+    if d != (1, 1) or ceil_mode:
+        cfg.update(dilation=d, ceil_mode=bool(ceil_mode))
+
+    def run(x):
+        out = MaxPool2d.apply(x, **cfg)
+        if not return_indices:
+            return out
+        return _with_indices(out, MaxPool2d,
+                             lambda: _kernels.max_pool2d_forward(x._array, k, s, p, d, bool(ceil_mode)))
+    return _pooled(input, run)
 
 
 @public("F")
-def avg_pool2d(input, kernel_size, stride=None, padding=0):
-    return AvgPool2d.apply(_tensor(input), kernel_size=kernel_size, stride=stride, padding=padding)
+def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+               divisor_override=None):
+    """Mean over sliding windows: the window's sum divided by its cells up to the end of the padding
+    (count_include_pad=True), by its cells inside the input (False), or by divisor_override."""
+    k = _pool_arg(kernel_size, "kernel_size")
+    s = k if stride is None or (isinstance(stride, (tuple, list)) and len(stride) == 0) else _pool_arg(stride, "stride")
+    cfg = dict(kernel_size=k, stride=s, padding=_pool_arg(padding, "padding", positive=False))
+    if ceil_mode or not count_include_pad or divisor_override is not None:
+        cfg.update(ceil_mode=bool(ceil_mode), count_include_pad=bool(count_include_pad),
+                   divisor_override=divisor_override)
+    return _pooled(input, lambda x: AvgPool2d.apply(x, **cfg))
+
+
+def _adaptive_size(output_size, x):
+    """PyTorch's output_size: an int, or a pair whose None entries keep that dimension of the input."""
+    size = output_size if isinstance(output_size, (tuple, list)) else (output_size, output_size)
+    if len(size) != 2:
+        raise ValueError(f"output_size must be an int or a pair, got {output_size!r}")
+    size = tuple(x.shape[-2 + i] if e is None else int(e) for i, e in enumerate(size))
+    if size[0] < 1 or size[1] < 1:
+        raise ValueError(f"output_size must be positive, got {output_size!r}")
+    return size
 
 
 @public("F")
 def adaptive_avg_pool2d(input, output_size):
-    return AdaptiveAvgPool2d.apply(_tensor(input), output_size=_pair(output_size))
+    """Mean over PyTorch's adaptive bins [floor(i*H/oh), ceil((i+1)*H/oh)) for an (oh, ow) output."""
+    return _pooled(input, lambda x: AdaptiveAvgPool2d.apply(x, output_size=_adaptive_size(output_size, x)))
 
 
 @public("F")
-def interpolate(input, scale_factor, mode="nearest"):
-    """Upsample (N, C, H, W) by an integer scale factor; bilinear uses align_corners=False."""
-    s = _pair(scale_factor)
-    if s[0] != s[1] or int(s[0]) != s[0] or s[0] < 1:
-        raise ValueError(f"scale_factor must be one positive integer for both axes, got {scale_factor!r}")
-    return Upsample.apply(_tensor(input), scale_factor=int(s[0]), mode=mode)
+def adaptive_max_pool2d(input, output_size, return_indices=False):
+    """Maximum over PyTorch's adaptive bins; return_indices=True also gives each maximum's flat index."""
+    def run(x):
+        size = _adaptive_size(output_size, x)
+        out = AdaptiveMaxPool2d.apply(x, output_size=size)
+        if not return_indices:
+            return out
+        return _with_indices(out, AdaptiveMaxPool2d, lambda: _kernels.adaptive_max_pool2d_forward(x._array, size))
+    return _pooled(input, run)
+
+
+_RESIZE_INSTEAD = {
+    "bicubic": "mode='bilinear' (the nearest supported interpolation)",
+    "area": "F.adaptive_avg_pool2d(input, size), which is what 'area' computes",
+    "nearest-exact": "mode='nearest' (PyTorch's legacy rounding, floor(dst * in / out))",
+    "trilinear": "mode='bilinear' on 4-D input",
+    "linear": "mode='bilinear' on a 4-D (N, C, 1, W) view of the input",
+}
+
+
+def _spatial_pair(value, what, ndim):
+    """(rows, cols) of an int/float or of a 2-sequence, checked against the input's spatial dimensions."""
+    if isinstance(value, (tuple, list)):
+        if len(value) != 2:
+            raise ValueError(f"{what} must give one value per spatial dimension ({ndim} for (N, C, H, W) "
+                             f"input), got {list(value)}")
+        return tuple(value)
+    return value, value
+
+
+@public("F")
+def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,
+                recompute_scale_factor=None, antialias=False):
+    """Resize (N, C, H, W) to `size` (an int or (h, w)) or by `scale_factor` (a number or a pair,
+    non-integer allowed), with mode 'nearest' or 'bilinear' (align_corners True or False), with
+    PyTorch's output sizes, source indices and weights."""
+    input = _tensor(input)
+    if mode in ("nearest", "area", "nearest-exact"):
+        if align_corners is not None:
+            raise ValueError("align_corners option can only be set with the interpolating modes: "
+                             "linear | bilinear | bicubic | trilinear")
+    elif align_corners is None:
+        align_corners = False
+    if mode in _RESIZE_INSTEAD:
+        raise NotImplementedError(f"interpolate mode {mode!r} is not supported; use {_RESIZE_INSTEAD[mode]}")
+    if mode not in ("nearest", "bilinear"):
+        raise NotImplementedError(f"interpolate mode {mode!r} is not supported; the modes are 'nearest' and 'bilinear'")
+    if input.ndim != 4:
+        raise NotImplementedError(f"interpolate supports 4-D input (N, C, H, W) only, got {input.ndim}-D input "
+                                  f"of shape {tuple(input.shape)}")
+    if size is not None and scale_factor is not None:
+        raise ValueError("only one of size or scale_factor should be defined")
+    if size is None and scale_factor is None:
+        raise ValueError("either size or scale_factor should be defined")
+    if recompute_scale_factor and size is not None:
+        raise ValueError("recompute_scale_factor is not meaningful with an explicit size.")
+    if antialias:
+        raise NotImplementedError(f"interpolate(antialias=True) is not supported; downsample with antialias=False, "
+                                  f"or average first with F.avg_pool2d / F.adaptive_avg_pool2d")
+    H, W = input.shape[2:]
+    if size is not None:
+        out = _spatial_pair(size, "size", 2)
+        if not all(isinstance(n, (int, np.integer)) and not isinstance(n, bool) for n in out):
+            raise TypeError(f"expected size to be one of int or Tuple[int, int], but got size with types "
+                            f"{[type(n) for n in out]}")
+        scales = (None, None)
+    else:
+        scales = tuple(float(f) for f in _spatial_pair(scale_factor, "scale_factor", 2))
+        out = (int(H * scales[0]), int(W * scales[1]))  # floor, in double precision, as PyTorch
+        if recompute_scale_factor:
+            scales = (None, None)
+    out = (int(out[0]), int(out[1]))
+    if H <= 0 or W <= 0 or out[0] <= 0 or out[1] <= 0:
+        raise ValueError(f"Input and output sizes should be greater than 0, but got input (H: {H}, W: {W}) "
+                         f"output (H: {out[0]}, W: {out[1]})")
+    return Upsample.apply(input, size=out, scales=scales, mode=mode, align_corners=bool(align_corners))
+
+
+def _shuffle_factor(name, what, factor):
+    if isinstance(factor, bool) or not isinstance(factor, (int, np.integer)):
+        raise TypeError(f"{name}(): argument '{what}' must be int, not {type(factor).__name__}")
+    if factor <= 0:
+        raise ValueError(f"{name} expects a positive {what}, but got {factor}")
+    return int(factor)
+
+
+@public("saliency", "F")
+def pixel_shuffle(input, upscale_factor):
+    """(*, C r^2, H, W) -> (*, C, H r, W r) with r = upscale_factor: each group of r^2 channels
+    becomes an r x r block of one channel."""
+    input = _tensor(input)
+    r = _shuffle_factor("pixel_shuffle", "upscale_factor", upscale_factor)
+    if input.ndim < 3:
+        raise ValueError(f"pixel_shuffle expects input to have at least 3 dimensions, but got input with "
+                         f"{input.ndim} dimension(s)")
+    if input.shape[-3] % (r * r):
+        raise ValueError(f"pixel_shuffle expects its input's 'channel' dimension to be divisible by the square of "
+                         f"upscale_factor, but input.size(-3)={input.shape[-3]} is not divisible by {r * r}")
+    return PixelShuffle.apply(input, upscale_factor=r)
+
+
+@public("saliency", "F")
+def pixel_unshuffle(input, downscale_factor):
+    """(*, C, H r, W r) -> (*, C r^2, H, W) with r = downscale_factor: the inverse of pixel_shuffle."""
+    input = _tensor(input)
+    r = _shuffle_factor("pixel_unshuffle", "downscale_factor", downscale_factor)
+    if input.ndim < 3:
+        raise ValueError(f"pixel_unshuffle expects input to have at least 3 dimensions, but got input with "
+                         f"{input.ndim} dimension(s)")
+    for axis, what in ((-2, "height"), (-1, "width")):
+        if input.shape[axis] % r:
+            raise ValueError(f"pixel_unshuffle expects {what} to be divisible by downscale_factor, but "
+                             f"input.size({axis})={input.shape[axis]} is not divisible by {r}")
+    return PixelUnshuffle.apply(input, downscale_factor=r)
 
 
 @public("saliency", "F")

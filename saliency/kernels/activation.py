@@ -1,11 +1,14 @@
 """ReLU and its VJP in one pass each (NumPy needs three passes for the forward, and its
-float-times-bool product casts through a buffer).
+float-times-bool product casts through a buffer); the standard normal CDF that GELU needs
+(NumPy has no erf).
 
 relu_forward(x) -> (max(x, 0) with NaN kept, mask = not (x <= 0)); relu_grad(g, mask) = g * mask
 with g's optional leading seed dimensions, exactly NumPy's `g * mask` (NaN or inf in g at an
 inactive unit gives NaN, a negative g gives -0.0). Both fall back to NumPy for anything but
 C-contiguous float32/float64 arrays whose trailing shape is the mask's.
 """
+import math
+
 import numpy as np
 
 from ._jit import njit
@@ -63,3 +66,26 @@ def relu_grad(g, mask):
             _relu_grad(g2, m, o2)
         return out
     return g * mask
+
+
+_SQRT1_2 = 0.7071067811865476  # 1 / sqrt(2), correctly rounded (C's M_SQRT1_2)
+
+
+@njit(cache=True, nogil=True)
+def _normal_cdf(x, out):
+    for i in range(x.shape[0]):
+        out[i] = 0.5 * math.erfc(-float(x[i]) * _SQRT1_2)
+
+
+def normal_cdf(x):
+    """Phi(x) = P(Z <= x) for a standard normal Z, elementwise, in x's float dtype (float64 for any
+    other dtype): 0.5 * erfc(-x * (1 / sqrt 2)), evaluated in float64 with Numba's math.erfc (the
+    same values as Python's math.erfc). The erfc form keeps full relative precision in the lower
+    tail, where 0.5 * (1 + erf(x / sqrt 2)) would cancel. NaN gives NaN, -inf 0 and inf 1."""
+    x = np.ascontiguousarray(x)
+    if x.dtype not in (np.float32, np.float64):
+        x = x.astype(np.float64)
+    out = np.empty_like(x)
+    if x.size:
+        _normal_cdf(x.reshape(-1), out.reshape(-1))
+    return out

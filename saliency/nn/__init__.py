@@ -9,10 +9,11 @@ Conv2d as one sub-pixel convolution), in place, without changing parameters, sta
 submodules; `unfuse(model)` undoes it (see `saliency.nn.fusion`). The zoo's models are fused.
 """
 from . import functional, init
-from .activation import LogSoftmax, ReLU, Sigmoid, Softmax, Tanh
+from .activation import (ELU, GELU, Hardsigmoid, Hardswish, Hardtanh, LeakyReLU, LogSoftmax, Mish, PReLU, ReLU, ReLU6,
+                         SiLU, Sigmoid, Softmax, Softplus, Tanh)
 from .batchnorm import BatchNorm2d
 from .containers import ModuleList, Sequential
-from .conv import Conv2d
+from .conv import Conv2d, ConvTranspose2d
 from .dropout import Dropout
 from .flatten import Flatten
 from .fusion import fuse, unfuse
@@ -21,15 +22,20 @@ from .linear import Identity, Linear
 from .loss import CrossEntropyLoss, MSELoss, NLLLoss
 from .module import Module
 from .parameter import Parameter
-from .pooling import AdaptiveAvgPool2d, AvgPool2d, MaxPool2d
+from .pooling import AdaptiveAvgPool2d, AdaptiveMaxPool2d, AvgPool2d, MaxPool2d
 from .serialization import WeightsError, load, load_safetensors, save, save_safetensors
 from .state import IncompatibleKeys
-from .upsampling import Upsample
+from .pixelshuffle import PixelShuffle, PixelUnshuffle
+from .upsampling import Upsample, UpsamplingBilinear2d, UpsamplingNearest2d
 
-__all__ = ["AdaptiveAvgPool2d", "AvgPool2d", "BatchNorm2d", "Conv2d", "MaxPool2d", "Upsample", "CrossEntropyLoss", "Dropout", "Flatten", "Identity", "IncompatibleKeys", "Linear", "LogSoftmax",
+__all__ = ["AdaptiveAvgPool2d", "AvgPool2d", "BatchNorm2d", "Conv2d", "ConvTranspose2d", "MaxPool2d", "Upsample", "CrossEntropyLoss", "Dropout", "Flatten", "Identity", "IncompatibleKeys", "Linear", "LogSoftmax",
            "MSELoss", "Module", "ModuleList", "NLLLoss", "Parameter", "ReLU", "RemovableHandle", "Sequential",
            "Sigmoid", "Softmax", "Tanh", "WeightsError", "functional", "fuse", "init", "load", "load_safetensors",
            "save", "save_safetensors", "unfuse"]
+__all__ += ["AdaptiveMaxPool2d"]  # pooling, normalisation, dropout and container layers beyond the first set
+__all__ += ["ELU", "GELU", "Hardsigmoid", "Hardswish", "Hardtanh", "LeakyReLU", "Mish", "PReLU", "ReLU6", "SiLU",
+            "Softplus"]  # activations
+__all__ += ["PixelShuffle", "PixelUnshuffle", "UpsamplingBilinear2d", "UpsamplingNearest2d"]  # resizing
 
 
 def __getattr__(name):

@@ -16,7 +16,8 @@ import pytest
 import saliency
 import saliency as sl
 from saliency.autograd import Function, geometry, relu_rule
-from saliency.autograd.ops import conv, elementwise, norm, pool, resize, shape
+from saliency.autograd.ops import activation
+from saliency.autograd.ops import conv, elementwise, norm, pad, pool, resize, shape
 from saliency.autograd.patch import Patch
 from saliency.autograd.windows import Box, input_boxes, receptive_window
 from saliency.kernels import window as kernel_window
@@ -121,6 +122,23 @@ CASES = [
     ("clamp", elementwise.Clamp, lambda r: sl.clamp(leaf(r), -0.5, 0.3), True),
     ("cast to float32", elementwise.Cast, lambda r: leaf(r).float(), True),
     ("clone", elementwise.Clone, lambda r: sl.clone(leaf(r)), True),
+    ("relu6", activation.Hardtanh, lambda r: F.relu6(3 * leaf(r)), True),
+    ("hardtanh", activation.Hardtanh, lambda r: F.hardtanh(leaf(r), -0.5, 0.3), True),
+    ("leaky relu", activation.LeakyRelu, lambda r: F.leaky_relu(leaf(r), 0.1), True),
+    ("elu", activation.Elu, lambda r: F.elu(leaf(r), 0.7), True),
+    ("silu", activation.Silu, lambda r: F.silu(leaf(r)), True),
+    ("hardswish", activation.Hardswish, lambda r: F.hardswish(3 * leaf(r)), True),
+    ("hardsigmoid", activation.Hardsigmoid, lambda r: F.hardsigmoid(3 * leaf(r)), True),
+    ("gelu", activation.Gelu, lambda r: F.gelu(leaf(r)), True),
+    ("gelu tanh", activation.Gelu, lambda r: F.gelu(leaf(r), approximate="tanh"), True),
+    ("softplus", activation.Softplus, lambda r: F.softplus(leaf(r), 2.0, 1.0), True),
+    ("mish", activation.Mish, lambda r: F.mish(leaf(r)), True),
+    ("prelu, frozen weight per channel", activation.Prelu, lambda r: F.prelu(leaf(r), const(r, (C,))), True),
+    ("prelu, trainable weight per channel", activation.Prelu, lambda r: F.prelu(leaf(r), leaf(r, (C,))), True),
+    ("prelu, one trainable weight", activation.Prelu, lambda r: F.prelu(leaf(r), leaf(r, (1,))), True),
+    ("prelu, trainable weight only", activation.Prelu, lambda r: F.prelu(const(r, (N, C, H, W)), leaf(r, (C,))), True),
+    ("prelu on (C, H, W), trainable weight per channel", activation.Prelu,
+     lambda r: F.prelu(leaf(r, (C, H, W)), leaf(r, (H,))), False),
     ("conv 3x3 p1", conv.Convolution, lambda r: F.conv2d(leaf(r), const(r, (4, C, 3, 3)), padding=1), True),
     ("conv 5x3 s2 p(2,1) d(1,2)", conv.Convolution,
      lambda r: F.conv2d(leaf(r), const(r, (4, C, 5, 3)), stride=2, padding=(2, 1), dilation=(1, 2)), True),
@@ -128,6 +146,18 @@ CASES = [
      lambda r: F.conv2d(leaf(r), const(r, (6, 1, 3, 3)), stride=(1, 2), padding=1, groups=3), True),
     ("conv with trainable weight and bias", conv.Convolution,
      lambda r: F.conv2d(leaf(r), leaf(r, (4, C, 3, 3)), leaf(r, (4,)), stride=2, padding=1), True),
+    ("conv transpose 3x3 s2 p1 op1", conv.ConvolutionTranspose,
+     lambda r: F.conv_transpose2d(leaf(r), const(r, (C, 4, 3, 3)), stride=2, padding=1, output_padding=1), True),
+    ("conv transpose 4x4 s2 p1 (U-Net)", conv.ConvolutionTranspose,
+     lambda r: F.conv_transpose2d(leaf(r), const(r, (C, 4, 4, 4)), stride=2, padding=1), True),
+    ("conv transpose (3, 2) s(3, 1) p(2, 0) d(1, 2) op(2, 1) groups 3", conv.ConvolutionTranspose,
+     lambda r: F.conv_transpose2d(leaf(r), const(r, (C, 2, 3, 2)), stride=(3, 1), padding=(2, 0),
+                                  output_padding=(2, 1), groups=3, dilation=(1, 2)), True),
+    ("conv transpose 1x1 s2", conv.ConvolutionTranspose,
+     lambda r: F.conv_transpose2d(leaf(r), const(r, (C, 4, 1, 1)), stride=2), True),
+    ("conv transpose with trainable weight and bias", conv.ConvolutionTranspose,
+     lambda r: F.conv_transpose2d(leaf(r), leaf(r, (C, 4, 3, 3)), leaf(r, (4,)), stride=2, padding=1,
+                                  output_padding=1), True),
     ("upsample + conv fused", conv.UpsampleConvolution,
      lambda r: F.upsample_conv2d(leaf(r), const(r, (4, C, 3, 3)), scale_factor=2), True),
     ("upsample + conv, trainable weight", conv.UpsampleConvolution,
@@ -136,8 +166,28 @@ CASES = [
     ("max pool 3 s2 p1", pool.MaxPool2d, lambda r: F.max_pool2d(leaf(r), 3, 2, 1), True),
     ("avg pool 2", pool.AvgPool2d, lambda r: F.avg_pool2d(leaf(r), 2), True),
     ("avg pool (3, 2) s(2, 1) p1", pool.AvgPool2d, lambda r: F.avg_pool2d(leaf(r), (3, 2), (2, 1), 1), True),
-    ("upsample nearest x2", resize.Upsample, lambda r: F.interpolate(leaf(r), 2), True),
-    ("upsample bilinear x3", resize.Upsample, lambda r: F.interpolate(leaf(r), 3, mode="bilinear"), True),
+    ("max pool 3 s2 p1 ceil", pool.MaxPool2d, lambda r: F.max_pool2d(leaf(r), 3, 2, 1, ceil_mode=True), True),
+    ("max pool (3, 2) s(2, 1) p1 d(2, 3)", pool.MaxPool2d,
+     lambda r: F.max_pool2d(leaf(r), (3, 2), (2, 1), 1, dilation=(2, 3)), True),
+    ("avg pool 3 s2 p1 ceil", pool.AvgPool2d, lambda r: F.avg_pool2d(leaf(r), 3, 2, 1, ceil_mode=True), True),
+    ("avg pool (2, 3) s2 p(1, 0) ceil exclude pad", pool.AvgPool2d,
+     lambda r: F.avg_pool2d(leaf(r), (2, 3), 2, (1, 0), True, False), True),
+    ("avg pool 3 s1 p1 divisor 4", pool.AvgPool2d, lambda r: F.avg_pool2d(leaf(r), 3, 1, 1, divisor_override=4), True),
+    ("adaptive avg pool (4, 3)", pool.AdaptiveAvgPool2d, lambda r: F.adaptive_avg_pool2d(leaf(r), (4, 3)), True),
+    ("adaptive avg pool (12, 5), bins overlap", pool.AdaptiveAvgPool2d,
+     lambda r: F.adaptive_avg_pool2d(leaf(r), (12, 5)), True),
+    ("adaptive max pool (4, 3)", pool.AdaptiveMaxPool2d, lambda r: F.adaptive_max_pool2d(leaf(r), (4, 3)), True),
+    ("adaptive max pool (12, 7)", pool.AdaptiveMaxPool2d, lambda r: F.adaptive_max_pool2d(leaf(r), (12, 7)), True),
+    ("upsample nearest x2", resize.Upsample, lambda r: F.interpolate(leaf(r), scale_factor=2), True),
+    ("upsample bilinear x3", resize.Upsample, lambda r: F.interpolate(leaf(r), scale_factor=3, mode="bilinear"), True),
+    ("interpolate nearest x1.5", resize.Upsample, lambda r: F.interpolate(leaf(r), scale_factor=1.5), True),
+    ("interpolate nearest to a smaller size", resize.Upsample, lambda r: F.interpolate(leaf(r), size=(4, 7)), True),
+    ("interpolate bilinear x(2.5, 1.5)", resize.Upsample,
+     lambda r: F.interpolate(leaf(r), scale_factor=(2.5, 1.5), mode="bilinear"), True),
+    ("interpolate bilinear align_corners to (20, 7)", resize.Upsample,
+     lambda r: F.interpolate(leaf(r), size=(20, 7), mode="bilinear", align_corners=True), True),
+    ("interpolate bilinear down x0.6", resize.Upsample,
+     lambda r: F.interpolate(leaf(r), scale_factor=0.6, mode="bilinear"), True),
     ("batch norm eval", norm.BatchNorm, lambda r: F.batch_norm(
         leaf(r), r.normal(size=C), r.uniform(0.5, 2, C), const(r, (C,)), const(r, (C,))), True),
     ("batch norm training", norm.BatchNorm, lambda r: F.batch_norm(
@@ -148,6 +198,13 @@ CASES = [
     ("cat columns", shape.Cat, lambda r: sl.cat([leaf(r), leaf(r, (N, C, H, 4))], dim=3), False),
     ("pad", shape.Pad, lambda r: F.pad(leaf(r), (2, 1, 0, 3)), True),
     ("pad channels", shape.Pad, lambda r: F.pad(leaf(r), (1, 0, 2, 2, 1, 1)), True),
+    ("pad cropping", shape.Pad, lambda r: F.pad(leaf(r), (-2, 1, 3, -1, -1, 1)), True),
+    ("pad reflect", pad.TablePad, lambda r: F.pad(leaf(r), (3, 2, 1, 4), mode="reflect"), True),
+    ("pad reflect, cropping", pad.TablePad, lambda r: F.pad(leaf(r), (-2, 5, 4, -3), mode="reflect"), True),
+    ("pad replicate", pad.TablePad, lambda r: F.pad(leaf(r), (2, 3, 4, 1), mode="replicate"), True),
+    ("pad circular", pad.TablePad, lambda r: F.pad(leaf(r), (3, 1, 2, 2), mode="circular"), True),
+    ("pad reflect 3-d", pad.TablePad, lambda r: F.pad(leaf(r), (1, 2, 2, 1, 1, 1), mode="reflect"), True),
+    ("pad replicate columns", pad.TablePad, lambda r: F.pad(leaf(r, (C, H, W)), (2, 3), mode="replicate"), True),
 ]
 
 

@@ -1,4 +1,6 @@
-"""ReLU kernels against NumPy's three-pass formulation."""
+"""ReLU kernels against NumPy's three-pass formulation; the normal CDF against Python's math.erfc."""
+import math
+
 import numpy as np
 import pytest
 
@@ -33,3 +35,28 @@ def test_relu_and_its_vjp_equal_numpy(dtype, shape, split, monkeypatch):
             got = A.relu_grad(gg, mask)
             np.testing.assert_array_equal(got, gg * mask)
             assert got.dtype == (gg * mask).dtype
+
+
+SQRT1_2 = 0.7071067811865476  # 1 / sqrt(2) correctly rounded (C's M_SQRT1_2; 1 / math.sqrt(2) is 1 ulp below)
+
+
+def test_normal_cdf_is_math_erfc_in_float64():
+    """Exactly 0.5 * math.erfc(-x * SQRT1_2). (The argument's rounding matters in the far tail: x / sqrt(2)
+    instead moves Phi(-37) by up to 4e-13 relative, the condition of erfc there, not an error of either.)"""
+    x = np.concatenate([np.linspace(-37.5, 9.0, 20001), [-0.0, 0.0, 1e-300, -1e-300, 5e-324]])  # Phi(x) normal
+    want = np.array([0.5 * math.erfc(-v * SQRT1_2) for v in x])
+    got = A.normal_cdf(x)
+    assert got.dtype == np.float64
+    np.testing.assert_array_equal(got, want)
+    with np.errstate(under="ignore"):
+        np.testing.assert_array_equal(A.normal_cdf(np.array([np.nan, np.inf, -np.inf, -40.0])), [np.nan, 1.0, 0.0, 0.0])
+
+
+def test_normal_cdf_keeps_the_dtype_and_shape():
+    x = np.random.default_rng(0).standard_normal((2, 3, 4)).astype(np.float32)
+    got = A.normal_cdf(x)
+    assert got.dtype == np.float32 and got.shape == x.shape
+    want = np.array([0.5 * math.erfc(-float(v) * SQRT1_2) for v in x.ravel()]).reshape(x.shape)
+    np.testing.assert_array_equal(got, want.astype(np.float32))
+    assert A.normal_cdf(np.zeros((0, 3))).shape == (0, 3)
+    assert A.normal_cdf(np.array([0, 1])).dtype == np.float64

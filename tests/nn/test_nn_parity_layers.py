@@ -30,10 +30,40 @@ LAYERS = [
     ("Upsample", (), {"scale_factor": 2, "mode": "bilinear"}), ("BatchNorm2d", (4,), {}),
     ("ReLU", (), {}), ("Sigmoid", (), {}), ("Tanh", (), {}), ("Flatten", (), {}), ("Identity", (), {}),
 ]
+LAYERS += [  # activations; PReLU(4) has one weight per channel of the (2, 4, 9, 7) input
+    ("ReLU6", (), {}), ("Hardtanh", (-2.0, 0.5), {}), ("LeakyReLU", (0.2,), {}),
+    ("ELU", (), {"alpha": 0.5}), ("SiLU", (), {}), ("Hardswish", (), {}), ("Hardsigmoid", (), {}), ("GELU", (), {}),
+    ("GELU", (), {"approximate": "tanh"}), ("Softplus", (2.0, 1.0), {}), ("Mish", (), {}), ("PReLU", (), {}),
+    ("PReLU", (4,), {}), ("PReLU", (4, 0.1), {}),
+]
+
+LAYERS += [
+    ("ConvTranspose2d", (4, 3, 3), {}), ("ConvTranspose2d", (4, 6, 3), {"stride": 2, "padding": 1, "output_padding": 1}),
+    ("ConvTranspose2d", (4, 4, 4), {"stride": 2, "padding": 1}),
+    ("ConvTranspose2d", (4, 6, 3), {"padding": 2, "dilation": 2, "groups": 2, "bias": False}),
+    ("ConvTranspose2d", (4, 3, (3, 2)), {"stride": (2, 3), "padding": (1, 0), "output_padding": (1, 2), "dilation": (1, 3)}),
+]
+
+LAYERS += [  # resizing to any size or by any factor (the (2, 4, 9, 7) input: non-square)
+    ("Upsample", (), {"scale_factor": 1.5}), ("Upsample", (), {"scale_factor": (2, 1.5), "mode": "bilinear"}),
+    ("Upsample", (), {"size": (5, 11), "mode": "bilinear", "align_corners": True}), ("Upsample", ((4, 3),), {}),
+    ("Upsample", (), {"scale_factor": 0.5, "mode": "bilinear", "recompute_scale_factor": True}),
+    ("Upsample", (), {"scale_factor": 2.5, "mode": "bilinear", "align_corners": False}),
+    ("UpsamplingNearest2d", (), {"scale_factor": 2}), ("UpsamplingBilinear2d", ((12, 10),), {}),
+    ("PixelShuffle", (2,), {}),
+]
+
+LAYERS += [  # pooling with PyTorch's other arguments (ceil_mode, dilation, count_include_pad, divisor_override)
+    ("MaxPool2d", (3,), {"stride": 2, "padding": 1, "ceil_mode": True}), ("MaxPool2d", ((3, 2),), {"dilation": (1, 2)}),
+    ("AvgPool2d", (3,), {"stride": 2, "padding": 1, "ceil_mode": True}),
+    ("AvgPool2d", (3,), {"stride": 2, "padding": 1, "count_include_pad": False}),
+    ("AvgPool2d", (2,), {"ceil_mode": True, "divisor_override": 3}), ("AdaptiveAvgPool2d", ((None, 4),), {}),
+    ("AdaptiveMaxPool2d", (1,), {}), ("AdaptiveMaxPool2d", ((4, 3),), {}),
+]
 
 
 def _channels(layer, args):
-    return args[0] if layer in ("Conv2d", "BatchNorm2d") else 4
+    return args[0] if layer in ("Conv2d", "ConvTranspose2d", "BatchNorm2d") else 4
 
 
 def _compare(ours, theirs, x_np, dtype, train=False):
@@ -66,7 +96,7 @@ def test_layer_matches_pytorch(layer, args, kwargs, dtype, tdtype):
     ours.to(dtype)
     rng = np.random.default_rng(0)
     x = rng.standard_normal((2, _channels(layer, args), 9, 7)).astype(dtype)
-    if layer == "MaxPool2d":  # distinct values: no ties to break differently
+    if layer in ("MaxPool2d", "AdaptiveMaxPool2d"):  # distinct values: no ties to break differently
         x = rng.permutation(x.size).reshape(x.shape).astype(dtype) / x.size
     _compare(ours, theirs, x, dtype)
     if layer == "BatchNorm2d":  # training mode too, and the running statistics it leaves behind
@@ -124,3 +154,97 @@ def test_a_hook_on_the_conv_keeps_the_two_layers_apart():
     y = model(sl.tensor(np.zeros((1, 3, 32, 32), np.float32)))
     assert seen == [(1, 64, 16, 16)]  # the conv saw the upsampled image
     assert y.shape == (1, 1, 32, 32)
+
+
+# ---- ConvTranspose2d: output_size, initialisation, a U-Net decoder ----------------------------------
+@pytest.mark.parametrize("output_size", [None, (11, 9), (12, 10), [2, 3, 12, 9]])
+def test_conv_transpose_output_size_matches_pytorch(output_size):
+    torch.manual_seed(0)
+    theirs = torch.nn.ConvTranspose2d(4, 3, 3, stride=2, padding=1).double()
+    ours = nn.ConvTranspose2d(4, 3, 3, stride=2, padding=1)
+    ours.load_state_dict({k: v.detach().numpy() for k, v in theirs.state_dict().items()})
+    ours.double()
+    x = np.random.default_rng(0).standard_normal((2, 4, 6, 5))
+    y, ty = ours(sl.tensor(x), output_size), theirs(torch.tensor(x), output_size)
+    np.testing.assert_allclose(y.numpy(), ty.detach().numpy(), rtol=1e-12, atol=1e-12)
+    with pytest.raises(ValueError, match=r"valid sizes range from \[11, 9\] to \[12, 10\]"):
+        ours(sl.tensor(x), (13, 9))
+    with pytest.raises(ValueError, match="output_size must have 2 or 4 elements"):
+        ours(sl.tensor(x), (1, 11, 9))
+
+
+def test_conv_transpose_constructor_matches_pytorch():
+    for args, kwargs in [((4, 6, 3), {"groups": 2, "output_padding": 1, "stride": 2, "bias": False}),
+                         ((2, 3, (3, 2)), {"padding": 1, "dilation": 2})]:
+        ours, theirs = nn.ConvTranspose2d(*args, **kwargs), torch.nn.ConvTranspose2d(*args, **kwargs)
+        assert repr(ours) == repr(theirs)
+        assert {k: v.shape for k, v in ours.state_dict().items()} == \
+            {k: tuple(v.shape) for k, v in theirs.state_dict().items()}
+    for args, kwargs, match in [((3, 4, 3), {"groups": 2}, "divisible by groups"),
+                                ((4, 3, 3), {"groups": 2}, "divisible by groups"),
+                                ((4, 4, 3), {"padding_mode": "reflect"}, "padding mode|padding_mode")]:
+        with pytest.raises(ValueError, match=match):
+            torch.nn.ConvTranspose2d(*args, **kwargs)
+        with pytest.raises(ValueError, match=match):
+            nn.ConvTranspose2d(*args, **kwargs)
+
+
+def test_conv_transpose_initialisation_uses_pytorchs_fan_of_the_transposed_layout():
+    """fan_in = weight.shape[1] * kh * kw = out_channels / groups * kh * kw (not in_channels)."""
+    sl.manual_seed(0)
+    layer = nn.ConvTranspose2d(64, 8, 3, groups=2)
+    bound = 1 / np.sqrt(4 * 9)
+    for p in (layer.weight.numpy(), layer.bias.numpy()):
+        assert np.abs(p).max() <= bound and np.abs(p).max() > 0.9 * bound
+    w = layer.weight.numpy()
+    assert abs(w.std() - bound / np.sqrt(3)) < 0.05 * bound  # U(-b, b) has standard deviation b / sqrt(3)
+
+
+class _Decoder:
+    """A small U-Net: Conv2d down (stride 2), ConvTranspose2d up (kernel 4, stride 2, padding 1, as
+    U-Nets use), cat with the skip, Conv2d head; built from `nn` (ours or torch.nn) with `cat`."""
+
+    def __init__(self, nn_, cat):
+        self.enc = nn_.Conv2d(3, 6, 3, padding=1)
+        self.down = nn_.Conv2d(6, 8, 3, stride=2, padding=1)
+        self.up = nn_.ConvTranspose2d(8, 6, 4, stride=2, padding=1)
+        self.up_odd = nn_.ConvTranspose2d(8, 6, 3, stride=2, padding=1, output_padding=1)
+        self.head = nn_.Conv2d(18, 2, 3, padding=1)
+        self.relu, self.cat = nn_.ReLU(), cat
+
+    def modules(self):
+        return [self.enc, self.down, self.up, self.up_odd, self.head]
+
+    def __call__(self, x):
+        skip = self.relu(self.enc(x))
+        low = self.relu(self.down(skip))
+        return self.head(self.cat([self.relu(self.up(low)), self.up_odd(low), skip], 1))
+
+
+def test_unet_decoder_matches_pytorch_in_float64():
+    torch.manual_seed(0)
+    theirs = _Decoder(torch.nn, torch.cat)
+    ours = _Decoder(nn, sl.cat)
+    for a, b in zip(ours.modules(), theirs.modules()):
+        b.double()
+        a.load_state_dict({k: v.detach().numpy() for k, v in b.state_dict().items()})
+        a.double()
+    x_np = np.random.default_rng(5).standard_normal((2, 3, 12, 10))
+    x, tx = sl.tensor(x_np, requires_grad=True), torch.tensor(x_np, requires_grad=True)
+    y, ty = ours(x), theirs(tx)
+    np.testing.assert_allclose(y.numpy(), ty.detach().numpy(), rtol=1e-10, atol=1e-12)
+    v = np.random.default_rng(6).standard_normal(y.shape)
+    y.backward(sl.tensor(v))
+    ty.backward(torch.tensor(v))
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-10, atol=1e-12)
+    for a, b in zip(ours.modules(), theirs.modules()):
+        for (name, p), (_, tp) in zip(a.named_parameters(), b.named_parameters()):
+            np.testing.assert_allclose(p.grad.numpy(), tp.grad.numpy(), rtol=1e-10, atol=1e-12, err_msg=name)
+    # a pixel seed travels as windows through the decoder and gives PyTorch's input gradient
+    x.grad = None
+    tx.grad = None
+    seed = np.zeros(y.shape)
+    seed[1, 0, 5, 3] = 1.0
+    (g,) = sl.autograd.grad(ours(x), x, sl.tensor(seed))
+    (tg,) = torch.autograd.grad(theirs(tx), tx, torch.tensor(seed))
+    np.testing.assert_allclose(g.numpy(), tg.numpy(), rtol=1e-10, atol=1e-12)

@@ -1,0 +1,265 @@
+"""Activation functions beyond relu, sigmoid and tanh (those are in `elementwise`), with PyTorch's
+formulas, node names and choice of gradient at the kinks.
+
+Each pointwise op computes its output and, when a gradient is needed, its derivative dz/dx in the
+same pass; the VJP is then g * dz/dx, dense (`backward`) or on the windows of a Patch
+(`backward_window`). A NaN in the incoming gradient stays NaN, also where the derivative is 0
+(as the package's Relu; PyTorch's masked VJPs would give 0 there). At a NaN input the derivative
+is what PyTorch's scalar kernels give (its vectorised kernels differ from them there, so PyTorch's
+own result depends on where the NaN sits in memory).
+
+`Prelu` has a second input, the learned slope of each channel: its input gradient is cropped to
+the windows like the others', its weight gradient is a sum over the windows.
+"""
+import math
+
+import numpy as np
+
+from ...kernels.activation import normal_cdf
+from ..geometry import elementwise_window, first_input
+from ..node import Function
+
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)    # GELU's tanh approximation: tanh(sqrt(2/pi) (x + 0.044715 x^3))
+_GELU_KAPPA = 0.044715
+_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)  # the standard normal density at 0
+_SIXTH_FLOAT32 = float(np.float32(1 / 6))     # hardsigmoid's slope as PyTorch's kernel computes it
+
+
+def _sigmoid(x):
+    """1 / (1 + exp(-x)) without overflow: exp of -|x| only."""
+    e = np.exp(-np.abs(x))
+    return np.where(x >= 0, 1 / (1 + e), e / (1 + e))
+
+
+def _softplus(x):
+    """log(1 + exp(x)) without overflow: max(x, 0) + log1p(exp(-|x|))."""
+    return np.maximum(x, 0) + np.log1p(np.exp(-np.abs(x)))
+
+
+class _Pointwise(Function):
+    """A unary elementwise op whose `values(x)` gives (z, dz/dx); the VJP is g * dz/dx (its cropped
+    form, `_derivative_window`, is given to each op at the bottom of this module)."""
+
+    __slots__ = ()
+    window_rule = elementwise_window
+
+    def forward(self, x, **params):
+        self.set(**params)
+        with np.errstate(invalid="ignore", over="ignore", divide="ignore"):  # inf inputs give NaN where the formula does
+            out, slope = self.values(x, self.needs_input_grad[0])
+        self.save_for_backward(slope)
+        return out
+
+    def set(self):
+        """Keep the op's parameters (subclasses with parameters override this)."""
+
+    def values(self, x, grad):
+        """(z, dz/dx of x's dtype, or None when `grad` is false)."""
+        raise NotImplementedError
+
+    def backward(self, g):
+        return (g * self.saved[0],)
+
+
+def _as(x, a):
+    """`a` (an array or number) as an array of x's dtype."""
+    return np.asarray(a, dtype=x.dtype)
+
+
+class Hardtanh(_Pointwise):
+    """z = min(max(x, lo), hi); the gradient passes strictly inside (lo, hi), 0 at the bounds and
+    beyond, as PyTorch's (relu6 is hardtanh(x, 0, 6) and has this node too). It passes at NaN, as
+    Relu's and as PyTorch's scalar kernel (its vectorised kernel gives 0 there)."""
+
+    __slots__ = ("lo", "hi")
+
+    def set(self, *, lo, hi):
+        self.lo, self.hi = lo, hi
+
+    def values(self, x, grad):
+        out = np.minimum(np.maximum(x, _as(x, self.lo)), _as(x, self.hi))
+        return out, (~((x <= self.lo) | (x >= self.hi))).astype(x.dtype) if grad else None
+
+
+class LeakyRelu(_Pointwise):
+    """z = x where x > 0, slope * x elsewhere (the gradient at 0 is the slope)."""
+
+    __slots__ = ("slope",)
+
+    def set(self, *, slope):
+        self.slope = slope
+
+    def values(self, x, grad):
+        positive = x > 0
+        out = np.where(positive, x, x * _as(x, self.slope))
+        return out, (np.where(positive, _as(x, 1), _as(x, self.slope)) if grad else None)
+
+
+class Elu(_Pointwise):
+    """z = x where x > 0, alpha * (exp(x) - 1) elsewhere (via expm1); the gradient at 0 is alpha."""
+
+    __slots__ = ("alpha",)
+
+    def set(self, *, alpha):
+        self.alpha = alpha
+
+    def values(self, x, grad):
+        alpha = _as(x, self.alpha)
+        below = np.minimum(x, 0)  # no overflow in the branch that x > 0 does not take
+        out = np.where(x > 0, x, alpha * np.expm1(below))
+        return out, (np.where(x <= 0, alpha * np.exp(below), _as(x, 1)) if grad else None)
+
+
+class Silu(_Pointwise):
+    """z = x * sigmoid(x); dz/dx = s (1 + x (1 - s))."""
+
+    __slots__ = ()
+
+    def values(self, x, grad):
+        s = _sigmoid(x)
+        return x * s, (s * (1 + x * (1 - s)) if grad else None)
+
+
+class Hardswish(_Pointwise):
+    """z = x * min(max(x + 3, 0), 6) / 6; dz/dx = 0 for x <= -3, x / 3 + 1/2 for -3 < x < 3, 1 for
+    x >= 3 (and NaN), as PyTorch's."""
+
+    __slots__ = ()
+
+    def values(self, x, grad):
+        out = x * np.minimum(np.maximum(x + 3, 0), 6) / 6
+        if not grad:
+            return out, None
+        return out, np.where(x <= -3, _as(x, 0), np.where(x < 3, x / 3 + 0.5, _as(x, 1)))
+
+
+class Hardsigmoid(_Pointwise):
+    """z = min(max(x + 3, 0), 6) / 6; dz/dx = 1/6 strictly inside (-3, 3), 0 elsewhere. The 1/6 of
+    the gradient is the float32 constant in float64 too (0.16666667163...), as PyTorch's kernel has it."""
+
+    __slots__ = ()
+
+    def values(self, x, grad):
+        out = np.minimum(np.maximum(x + 3, 0), 6) / 6
+        return out, (np.where((x > -3) & (x < 3), _as(x, _SIXTH_FLOAT32), _as(x, 0)) if grad else None)
+
+
+class Gelu(_Pointwise):
+    """z = x * Phi(x) (Phi the standard normal CDF, from erfc) for approximate='none';
+    z = x / 2 * (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) for approximate='tanh'."""
+
+    __slots__ = ("approximate",)
+
+    def set(self, *, approximate="none"):
+        if approximate not in ("none", "tanh"):
+            raise ValueError(f"gelu's approximate must be 'none' or 'tanh', got {approximate!r}")
+        self.approximate = approximate
+
+    def values(self, x, grad):
+        if self.approximate == "none":
+            cdf = normal_cdf(x).astype(x.dtype, copy=False)
+            out = x * cdf
+            if not grad:
+                return out, None
+            return out, cdf + x * (np.exp(-0.5 * x * x) * _as(x, _INV_SQRT_2PI))
+        x2 = x * x
+        t = np.tanh(_as(x, _SQRT_2_OVER_PI) * (x + _as(x, _GELU_KAPPA) * x2 * x))
+        out = 0.5 * x * (1 + t)
+        if not grad:
+            return out, None
+        return out, 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * _as(x, _SQRT_2_OVER_PI) * (1 + _as(x, 3 * _GELU_KAPPA) * x2)
+
+
+class Softplus(_Pointwise):
+    """z = log(1 + exp(beta x)) / beta, and z = x where beta x > threshold (as PyTorch);
+    dz/dx = sigmoid(beta x), 1 above the threshold. Computed without overflow for any threshold."""
+
+    __slots__ = ("beta", "threshold")
+
+    def set(self, *, beta=1.0, threshold=20.0):
+        self.beta, self.threshold = beta, threshold
+
+    def values(self, x, grad):
+        bx = x * _as(x, self.beta)
+        linear = bx > self.threshold
+        out = np.where(linear, x, _softplus(bx) / _as(x, self.beta))
+        return out, (np.where(linear, _as(x, 1), _sigmoid(bx)) if grad else None)
+
+
+class Mish(_Pointwise):
+    """z = x * tanh(softplus(x)); dz/dx = t + x sigmoid(x) (1 - t^2) with t = tanh(softplus(x))."""
+
+    __slots__ = ()
+
+    def values(self, x, grad):
+        t = np.tanh(_softplus(x))
+        return x * t, (t + x * _sigmoid(x) * (1 - t * t) if grad else None)
+
+
+class Prelu(Function):
+    """z = x where x > 0, weight * x elsewhere, with one weight per channel (dimension 1 of x; a
+    single weight for all). The weight gradient is the sum of g * x over the cells where x <= 0 of
+    each channel; on a Patch it is summed over the windows. The node is PreluKernelBackward0."""
+
+    __slots__ = ("w_shape",)
+
+    def forward(self, x, w):
+        if w.ndim > 1:
+            raise ValueError(f"prelu expects a weight of one dimension (num_parameters,), got shape {w.shape}")
+        channels = x.shape[1] if x.ndim >= 2 else 1
+        if w.size != 1 and w.size != channels:
+            raise ValueError(f"prelu has {w.size} weights for an input of {channels} channels (shape {x.shape}); "
+                             f"there must be one weight, or one per channel (dimension 1)")
+        if x.dtype != w.dtype:
+            raise TypeError(f"prelu input has dtype {x.dtype} but weight has dtype {w.dtype}; "
+                            f"convert one of them (model.to(...) or x.to(...))")
+        self.w_shape = w.shape
+        wb = w.reshape(()) if w.size == 1 else w.reshape((-1,) + (1,) * (x.ndim - 2))
+        positive = x > 0
+        needs_x, needs_w = self.needs_input_grad
+        self.save_for_backward(np.where(positive, np.ones((), x.dtype), wb) if needs_x else None,
+                               np.where(positive, np.zeros((), x.dtype), x) if needs_w else None)
+        return np.where(positive, x, wb * x)
+
+    def backward(self, g):
+        slope, negative = self.saved
+        needs_x, needs_w = self.needs_input_grad
+        return (g * slope if needs_x else None,
+                self._weight_grad(g * negative, self.seed_ndim(g), 1) if needs_w else None)
+
+    def backward_window(self, p):
+        """The input gradient on the windows; the weight gradient summed over them: the channel is a
+        lead dimension of the windows only for inputs with a map and a channel (4 or more dimensions)."""
+        slope, negative = self.saved
+        needs_x, needs_w = self.needs_input_grad
+        gw = None
+        if needs_w:
+            if len(self.out_shape) < 4 and math.prod(self.w_shape) != 1:
+                return None
+            gw = self._weight_grad(p.data * p.window(negative), 1, 1).reshape(p.seed_shape + self.w_shape)
+        return (p.times(slope) if needs_x else None, gw)
+
+    def _weight_grad(self, product, seed_ndim, channel):
+        """Sum `product` (seed dims, then x's dims) down to the seed dims and the weight's shape;
+        the channel is dimension `channel` of x."""
+        lead = product.shape[:seed_ndim]
+        if math.prod(self.w_shape) == 1:
+            return product.reshape(lead + (-1,)).sum(-1).reshape(lead + self.w_shape)
+        axes = tuple(i for i in range(seed_ndim, product.ndim) if i != seed_ndim + channel)
+        return product.sum(axis=axes).reshape(lead + self.w_shape)
+
+    def window_rule(self, box, shapes):
+        """x cell by cell; the weight: whole."""
+        return first_input(box.clip, shapes)
+
+    def name(self):
+        return "PreluKernelBackward0"
+
+
+def _derivative_window(self, p):
+    """The cropped VJP of a `_Pointwise` op: the windows of g times the same windows of dz/dx."""
+    return (p.times(self.saved[0]),)
+
+
+for _op in (Hardtanh, LeakyRelu, Elu, Silu, Hardswish, Hardsigmoid, Gelu, Softplus, Mish):
+    _op.backward_window = _derivative_window
