@@ -197,6 +197,9 @@ def build_pair(path, kwargs=None, *, seed=0):
     torch_model = torch_file.build(**kwargs)
     saliency.manual_seed(seed)
     our_model = our_file.build(**kwargs)
+    if not isinstance(our_model, saliency.nn.Module) or isinstance(our_model, torch.nn.Module):
+        raise TypeError(f"{path}: the ported build() returned a {type(our_model).__module__}."
+                        f"{type(our_model).__name__}, not a saliency.nn.Module (does the file import torch twice?)")
     randomize_norm_stats(torch_model, seed)
     torch_model.double().eval()
     our_model.double().eval()
