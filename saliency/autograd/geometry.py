@@ -14,6 +14,8 @@ their `window_rule` (see `saliency.autograd.windows`). This module imports nothi
 """
 from typing import NamedTuple
 
+import numpy as np
+
 
 class Box(NamedTuple):
     """Rows r0:r1 and columns c0:c1 of a map (end-exclusive), as seeds.region's (r0, c0, r1, c1)."""
@@ -132,6 +134,17 @@ def shifted(lo, hi, start, n):
     return (a - start, b - start) if a < b else None
 
 
+def tabled(lo, hi, table):
+    """A resampling by per-output tables (i0, i1, l0, l1): output i reads i0[i] with weight l0[i] and
+    i1[i] with weight l1[i] (any order: resizing, reflection, wrapping). The interval from the least to
+    the greatest input that outputs lo..hi-1 read with a non-zero weight; None if none does."""
+    if lo >= hi:
+        return None
+    i0, i1, l0, l1 = (t[lo:hi] for t in table)
+    taps = np.concatenate([i0[l0 != 0], i1[l1 != 0]])
+    return (int(taps.min()), int(taps.max()) + 1) if taps.size else None
+
+
 def per_axis(box, rows, cols):
     """The Box of the row interval rows(r0, r1) and the column interval cols(c0, c1), or None."""
     r, c = rows(box.r0, box.r1), cols(box.c0, box.c1)
@@ -169,6 +182,12 @@ def upsample_conv_window(box, in_shape, scale):
     h, w = spatial(in_shape)
     up = conv_window(box, (h * scale, w * scale), 3, 1, 1)
     return None if up is None else upsample_window(up, in_shape, scale, "nearest")
+
+
+def table_window(box, rows, cols):
+    """A separable resampling by per-axis tables (i0, i1, l0, l1) over the output's rows and columns
+    (resizing to any size, reflect / replicate / circular padding): see `tabled`."""
+    return per_axis(box, lambda a, b: tabled(a, b, rows), lambda a, b: tabled(a, b, cols))
 
 
 def broadcast_window(box, in_shape):

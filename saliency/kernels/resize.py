@@ -1,4 +1,6 @@
-"""Upsampling by an integer scale factor and its VJPs: nearest, and bilinear with align_corners=False.
+"""Resizing NCHW images and its VJPs: upsampling by an integer scale factor (nearest, and bilinear with
+align_corners=False), and resampling to any size by per-axis tables (`resize_table`, PyTorch's
+index and weight conventions for nearest and bilinear with either align_corners).
 
 PyTorch's conventions: nearest takes source index floor(i / s); bilinear takes source
 coordinate (i + 0.5) / s - 0.5, clamped at 0, between rows y0 = floor and y1 = min(y0 + 1,
@@ -14,6 +16,7 @@ from numba import prange
 from ._jit import njit
 
 from .conv2d import _fold_seeds, _float_array
+from .window import _planes, _separable_grad
 
 
 @njit(cache=True)
@@ -157,3 +160,124 @@ def upsample_bilinear2d_grad_input(g, x_shape, scale_factor):
     dx = np.empty((g2.shape[0],) + x_shape[1:], g2.dtype)
     _bilinear_grad(g2, dx, *_linear_table(x_shape[2], s, g2.dtype), *_linear_table(x_shape[3], s, g2.dtype))
     return dx.reshape(seeds + x_shape)
+
+
+# ---- any output size: per-axis tables computed as PyTorch's CPU kernels compute them -------------
+
+def resize_table(size_in, size_out, mode, align_corners=False, scale=None, dtype=np.float32):
+    """(i0, i1, l0, l1) over the `size_out` outputs of one axis resized from `size_in`: output r is
+    l0[r] * x[i0[r]] + l1[r] * x[i1[r]]. `scale` is the user's scale factor (None when the size was
+    given or recomputed).
+
+    nearest: i0 = i1 = min(floor(r * t), size_in - 1) with t = 1 / scale, else size_in / size_out,
+    in float32 whatever the dtype (r itself when the sizes match, r // 2 when size_out = 2 size_in).
+    bilinear: source s = r * (size_in - 1) / (size_out - 1) with align_corners, else
+    max((r + 0.5) * t - 0.5, 0), in the input's precision; i0 = min(floor(s), size_in - 1),
+    i1 = i0 + 1 unless i0 is the last row, l1 = s - i0 clipped to [0, 1], l0 = 1 - l1 (the identity
+    when the sizes match)."""
+    r = np.arange(size_out)
+    if mode == "nearest":
+        if size_out == size_in:
+            i0 = r
+        elif size_out == 2 * size_in:
+            i0 = r // 2
+        else:
+            t = np.float32(1.0 / scale) if scale is not None and scale > 0 else np.float32(size_in) / np.float32(size_out)
+            i0 = np.minimum(np.floor(r.astype(np.float32) * t).astype(np.int64), size_in - 1)
+        return i0, i0, np.ones(size_out, dtype), np.zeros(size_out, dtype)
+    if mode != "bilinear":
+        raise ValueError(f"mode must be 'nearest' or 'bilinear', got {mode!r}")
+    if size_out == size_in:
+        return r, r, np.ones(size_out, dtype), np.zeros(size_out, dtype)
+    op = np.float64 if np.dtype(dtype) == np.float64 else np.float32
+    if align_corners:
+        t = op(size_in - 1) / op(size_out - 1) if size_out > 1 else op(0)
+        src = r.astype(op) * t
+    else:
+        t = op(1.0 / scale) if scale is not None and scale > 0 else op(size_in) / op(size_out)
+        src = np.maximum((r.astype(op) + op(0.5)) * t - op(0.5), op(0))
+    i0 = np.minimum(np.floor(src).astype(np.int64), size_in - 1)
+    i1 = i0 + (i0 < size_in - 1)
+    l1 = np.clip(src - i0.astype(op), op(0), op(1))
+    return i0, i1, (op(1) - l1).astype(dtype), l1.astype(dtype)
+
+
+def _tables(rows, cols, dtype):
+    (y0, y1, ly0, ly1), (x0, x1, lx0, lx1) = rows, cols
+    ints = [np.ascontiguousarray(a, np.int64) for a in (y0, y1, x0, x1)]
+    flts = [np.ascontiguousarray(a, dtype) for a in (ly0, ly1, lx0, lx1)]
+    return ints[0], ints[1], flts[0], flts[1], ints[2], ints[3], flts[2], flts[3]
+
+
+def resample2d_forward(x, rows, cols):
+    """(N, C, H, W) -> (N, C, len(rows[0]), len(cols[0])): out[r, c] = sum over the two row taps and
+    the two column taps of `rows` and `cols` (tables (i0, i1, l0, l1), see `resize_table`) of weight
+    times input."""
+    x = _check_x(x)
+    out = np.empty(x.shape[:2] + (len(rows[0]), len(cols[0])), x.dtype)
+    y0, y1, ly0, ly1, x0, x1, lx0, lx1 = _tables(rows, cols, x.dtype)
+    _bilinear(x, out, y0, y1, ly0, ly1, x0, x1, lx0, lx1)
+    return out
+
+
+def resample2d_grad_input(g, x_shape, rows, cols):
+    """VJP of `resample2d_forward`: g (*seeds, N, C, OH, OW) -> (*seeds, N, C, H, W), each g cell sent
+    back to its four taps with their weights."""
+    x_shape = tuple(int(e) for e in x_shape)
+    g2, seeds = _fold_seeds(g, 4, "g")
+    want = x_shape[:2] + (len(rows[0]), len(cols[0]))
+    if g2.shape[1:] != want[1:] or g2.shape[0] != x_shape[0] * math.prod(seeds):
+        raise ValueError(f"g must have shape (*seeds, {', '.join(map(str, want))}), got {np.shape(g)!r}")
+    dx = np.empty((g2.shape[0],) + x_shape[1:], g2.dtype)
+    _bilinear_grad(g2, dx, *_tables(rows, cols, g2.dtype))
+    return dx.reshape(seeds + x_shape)
+
+
+def gather_grad_axis(g, index, n, axis):
+    """Adjoint of x.take(index, axis) for an x with n entries along `axis`: each g slice added into the
+    entry it was read from (index need not be monotone; entries never read get 0)."""
+    g = np.moveaxis(np.asarray(g), axis, 0)
+    order = np.argsort(index, kind="stable")
+    sorted_index = index[order]
+    starts = np.flatnonzero(np.r_[True, sorted_index[1:] != sorted_index[:-1]]) if len(index) else np.zeros(0, np.int64)
+    dx = np.zeros((n,) + g.shape[1:], g.dtype)
+    if len(index):
+        src = g if np.array_equal(order, np.arange(len(order))) else g[order]
+        dx[sorted_index[starts]] = np.add.reduceat(src, starts, axis=0)
+    return np.moveaxis(dx, 0, axis)
+
+
+def _range_bounds(t0, t1, origins, size):
+    """Per window k of `size` consecutive outputs from origins[k] (clipped to the outputs): the least
+    and one past the greatest entry of the tables t0 and t1 among its outputs (tables may be
+    non-monotone; every tap counts, weight 0 or not, since the adjoint kernel visits all four)."""
+    big = np.iinfo(np.int64).max
+    lo_tab, hi_tab = np.minimum(t0, t1), np.maximum(t0, t1)
+    pad = size - 1  # windows reaching past either end see neutral values there
+    lo = np.lib.stride_tricks.sliding_window_view(np.concatenate([np.full(pad, big), lo_tab, np.full(pad, big)]),
+                                                  size).min(axis=1)
+    hi = np.lib.stride_tricks.sliding_window_view(np.concatenate([np.full(pad, -1), hi_tab, np.full(pad, -1)]),
+                                                  size).max(axis=1)
+    at = np.clip(origins + pad, 0, len(lo) - 1)
+    first, last = lo[at], hi[at]
+    empty = last < 0  # a window wholly outside the map reads nothing
+    return np.where(empty, 0, first), np.where(empty, 1, last + 1)
+
+
+def table_window_grad(g, origins, out_size, rows, cols):
+    """Adjoint of a separable resampling by tables `rows` and `cols` (i0, i1, l0, l1 over the output's
+    rows / columns, in any order, e.g. a reflection) on windows g (K, *lead, h, w) at `origins` of the
+    output map: (dx windows, origins_in) of the input map, each window the bounding box of the taps
+    that its cells read."""
+    OH, OW = int(out_size[0]), int(out_size[1])
+    h, w = g.shape[-2:]
+    bounds = [_range_bounds(np.asarray(t[0], np.int64), np.asarray(t[1], np.int64), o, n)
+              for t, n, o in ((rows, h, origins[:, 0]), (cols, w, origins[:, 1]))]
+    origins_in = np.stack([bounds[0][0], bounds[1][0]], axis=1).astype(np.int64)
+    size = (max(int((bounds[0][1] - bounds[0][0]).max()), 1), max(int((bounds[1][1] - bounds[1][0]).max()), 1))
+    g2 = _planes(g)
+    dx = np.empty(g2.shape[:2] + size, g2.dtype)
+    y0, y1, ly0, ly1, x0, x1, lx0, lx1 = _tables(rows, cols, g2.dtype)
+    _separable_grad(g2, np.ascontiguousarray(origins, np.int64), origins_in, OH, OW, y0, y1, ly0, ly1,
+                    x0, x1, lx0, lx1, dx)
+    return dx.reshape(g.shape[:-2] + size), origins_in

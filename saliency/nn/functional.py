@@ -15,7 +15,27 @@ from ..autograd.tensor import Tensor
 # the layer-level functions below (linear, dropout, softmax's legacy dim) are this module's own.
 _ops = exported("F")
 globals().update(_ops)
-upsample = _ops["interpolate"]
+
+
+def upsample(input, size=None, scale_factor=None, mode="nearest", align_corners=None):
+    """Deprecated in PyTorch (with a warning): interpolate(input, size, scale_factor, mode, align_corners)."""
+    warnings.warn("nn.functional.upsample is deprecated. Use nn.functional.interpolate instead.", stacklevel=2)
+    return interpolate(input, size, scale_factor, mode, align_corners)  # noqa: F821 (from _ops)
+
+
+def upsample_nearest(input, size=None, scale_factor=None):
+    """Deprecated in PyTorch (with a warning): interpolate(input, size, scale_factor, mode='nearest')."""
+    warnings.warn("nn.functional.upsample_nearest is deprecated. Use nn.functional.interpolate instead.",
+                  stacklevel=2)
+    return interpolate(input, size, scale_factor, mode="nearest")  # noqa: F821
+
+
+def upsample_bilinear(input, size=None, scale_factor=None):
+    """Deprecated in PyTorch (with a warning): interpolate(input, size, scale_factor, mode='bilinear',
+    align_corners=True)."""
+    warnings.warn("nn.functional.upsample_bilinear is deprecated. Use nn.functional.interpolate instead.",
+                  stacklevel=2)
+    return interpolate(input, size, scale_factor, mode="bilinear", align_corners=True)  # noqa: F821
 
 
 def _tensor(x):
@@ -74,7 +94,8 @@ def dropout(input, p=0.5, training=True, inplace=False, generator=None):
     return input * (keep.astype(input.dtype) * input.dtype.type(1.0 / (1.0 - p)))
 
 
-__all__ = sorted(set(_ops) | {"dropout", "linear", "log_softmax", "softmax", "upsample"})
+__all__ = sorted(set(_ops) | {"dropout", "linear", "log_softmax", "softmax", "upsample", "upsample_bilinear",
+                                "upsample_nearest"})
 
 
 def __getattr__(name):

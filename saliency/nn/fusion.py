@@ -39,14 +39,26 @@ def upsample_conv_fusable(upsample, conv):
     convolution: a plain 3x3 Conv2d (stride 1, padding 1, no dilation or groups) and no hooks
     on either module (a hook must see the module's own input and output)."""
     return (type(upsample) is Upsample and type(conv) is Conv2d and upsample.mode == "nearest"
-            and int(upsample.scale_factor) == upsample.scale_factor and upsample.scale_factor >= 2
+            and upsample.size is None and _integer_scale(upsample.scale_factor) >= 2
             and conv.kernel_size == (3, 3) and conv.stride == (1, 1) and conv.padding == (1, 1)
-            and conv.dilation == (1, 1) and conv.groups == 1
+            and conv.dilation == (1, 1) and conv.groups == 1 and getattr(conv, "padding_mode", "zeros") == "zeros"
             and not upsample._has_hooks() and not conv._has_hooks())
 
 
+def _integer_scale(scale_factor):
+    """s for a scale factor that is the integer s on both axes (a number or an equal pair), else 0.
+    Nearest upsampling by an integer s reads row r // s, so recompute_scale_factor changes nothing."""
+    if isinstance(scale_factor, (tuple, list)):
+        if len(scale_factor) != 2 or scale_factor[0] != scale_factor[1]:
+            return 0
+        scale_factor = scale_factor[0]
+    if isinstance(scale_factor, bool) or not isinstance(scale_factor, (int, float)) or scale_factor != int(scale_factor):
+        return 0
+    return int(scale_factor)
+
+
 def _upsample_conv(upsample, conv, x):
-    return F.upsample_conv2d(x, conv.weight, conv.bias, upsample.scale_factor)
+    return F.upsample_conv2d(x, conv.weight, conv.bias, _integer_scale(upsample.scale_factor))
 
 
 UPSAMPLE_CONV = PairFusion("upsample_conv2d", upsample_conv_fusable, _upsample_conv)

@@ -1,23 +1,43 @@
-"""`Upsample`: enlarge (N, C, H, W) images by an integer factor, nearest or bilinear (align_corners=False)."""
+"""`Upsample` and friends: resize (N, C, H, W) images to a size or by a scale factor (nearest or
+bilinear), and `PixelShuffle` / `PixelUnshuffle`: move channels into space and back."""
 from . import functional as F
 from .module import Module
 
 
 class Upsample(Module):
-    """Upsample by `scale_factor` with mode 'nearest' or 'bilinear' (PyTorch's align_corners=False)."""
+    """F.interpolate(input, size, scale_factor, mode, align_corners, recompute_scale_factor) as a layer;
+    scale_factor is kept as a float (or a tuple of floats), as PyTorch keeps it."""
 
-    def __init__(self, size=None, scale_factor=None, mode="nearest", align_corners=None):
+    def __init__(self, size=None, scale_factor=None, mode="nearest", align_corners=None, recompute_scale_factor=None):
         super().__init__()
-        if size is not None:
-            raise ValueError("Upsample(size=...) is not supported; give an integer scale_factor")
-        if scale_factor is None:
-            raise ValueError("Upsample needs a scale_factor")
-        if align_corners:
-            raise ValueError("align_corners=True is not supported; the convention is align_corners=False")
-        self.scale_factor, self.mode = scale_factor, mode
+        self.name = type(self).__name__
+        self.size = size
+        if isinstance(scale_factor, tuple):
+            self.scale_factor = tuple(float(factor) for factor in scale_factor)
+        else:
+            self.scale_factor = float(scale_factor) if scale_factor else None
+        self.mode = mode
+        self.align_corners = align_corners
+        self.recompute_scale_factor = recompute_scale_factor
 
     def forward(self, input):
-        return F.interpolate(input, scale_factor=self.scale_factor, mode=self.mode)
+        return F.interpolate(input, self.size, self.scale_factor, self.mode, self.align_corners,
+                             recompute_scale_factor=self.recompute_scale_factor)
 
     def extra_repr(self):
-        return f"scale_factor={self.scale_factor!r}, mode={self.mode!r}"
+        info = f"scale_factor={self.scale_factor!r}" if self.scale_factor is not None else f"size={self.size!r}"
+        return info + f", mode={self.mode!r}"
+
+
+class UpsamplingNearest2d(Upsample):
+    """Upsample(size, scale_factor, mode='nearest')."""
+
+    def __init__(self, size=None, scale_factor=None):
+        super().__init__(size, scale_factor, mode="nearest")
+
+
+class UpsamplingBilinear2d(Upsample):
+    """Upsample(size, scale_factor, mode='bilinear', align_corners=True)."""
+
+    def __init__(self, size=None, scale_factor=None):
+        super().__init__(size, scale_factor, mode="bilinear", align_corners=True)

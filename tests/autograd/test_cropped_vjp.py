@@ -93,10 +93,10 @@ CASES = {
         first(x), weight(RNG, 6, 2, 3), stride=2, padding=1, dilation=2, groups=2)),
     "max pool 2": (pool.MaxPool2d, lambda x: F.max_pool2d(first(x), 2)),
     "max pool 3 s2 p1": (pool.MaxPool2d, lambda x: F.max_pool2d(first(x), 3, 2, 1)),
-    "upsample nearest x2": (resize.Upsample, lambda x: F.interpolate(first(x), 2)),
-    "upsample nearest x3": (resize.Upsample, lambda x: F.interpolate(first(x), 3)),
-    "upsample bilinear x2": (resize.Upsample, lambda x: F.interpolate(first(x), 2, mode="bilinear")),
-    "upsample bilinear x3": (resize.Upsample, lambda x: F.interpolate(first(x), 3, mode="bilinear")),
+    "upsample nearest x2": (resize.Upsample, lambda x: F.interpolate(first(x), scale_factor=2)),
+    "upsample nearest x3": (resize.Upsample, lambda x: F.interpolate(first(x), scale_factor=3)),
+    "upsample bilinear x2": (resize.Upsample, lambda x: F.interpolate(first(x), scale_factor=2, mode="bilinear")),
+    "upsample bilinear x3": (resize.Upsample, lambda x: F.interpolate(first(x), scale_factor=3, mode="bilinear")),
     "upsample + conv fused": (conv.UpsampleConvolution,
                               lambda x: F.upsample_conv2d(first(x), weight(RNG, 5, 4, 3), scale_factor=2)),
     "avg pool 3 s2 p1": (pool.AvgPool2d, lambda x: F.avg_pool2d(first(x), 3, 2, 1)),
@@ -115,7 +115,7 @@ CASES = {
         first(x), weight(RNG, 4, 4, 3), padding=1)),
     "sub and mul": (elementwise.Mul, lambda x: (first(x) - F.relu(first(x))) * sl.tanh(first(x))),
     "U-Net cat of a skip": (shape.Cat, lambda x: F.conv2d(sl.cat([
-        F.interpolate(F.conv2d(first(x), weight(RNG, 4, 4, 3), stride=2, padding=1), 2)[..., :H, :W],
+        F.interpolate(F.conv2d(first(x), weight(RNG, 4, 4, 3), stride=2, padding=1), scale_factor=2)[..., :H, :W],
         F.relu(first(x))], dim=1), weight(RNG, 3, 8, 3), padding=1)),
 }
 

@@ -110,12 +110,12 @@ def test_adaptive_average_pooling(out):
 @pytest.mark.parametrize("scale", [1, 2, 3, 4])
 def test_upsampling(mode, scale):
     rng = np.random.default_rng(6)
-    check_op(lambda x: F.interpolate(x, scale, mode), [leaf(rng, (1, 2, 5, 4))], rng)
+    check_op(lambda x: F.interpolate(x, scale_factor=scale, mode=mode), [leaf(rng, (1, 2, 5, 4))], rng)
 
 
 def test_bilinear_reads_two_rows_clamped_at_the_edges():
     x = sl.tensor(np.ones((1, 1, 4, 4)), requires_grad=True)
-    node = F.interpolate(x, 2, "bilinear").grad_fn
+    node = F.interpolate(x, scale_factor=2, mode="bilinear").grad_fn
     assert input_boxes(node, Box(0, 0, 1, 1)) == (Box(0, 0, 1, 1),)  # source -0.25 clamps to 0
     assert input_boxes(node, Box(1, 2, 2, 3)) == (Box(0, 0, 2, 2),)  # sources 0.25 and 0.75
     assert input_boxes(node, Box(7, 7, 8, 8)) == (Box(3, 3, 4, 4),)  # source 3.25, clipped to row 3

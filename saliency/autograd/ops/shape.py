@@ -387,43 +387,60 @@ class Stack(Function):
 
 class Pad(Function):
     """z = pad(x, pad, value): constant padding; `pad` lists (before, after) pairs from the last
-    dimension backwards, as PyTorch's F.pad."""
+    dimension backwards, as PyTorch's F.pad. A negative size crops that side instead."""
 
-    __slots__ = ("window",)
+    __slots__ = ("window", "in_window", "x_shape")
 
     def forward(self, x, *, pad, value=0.0):
         pad = tuple(int(p) for p in pad)
         if len(pad) % 2 or len(pad) // 2 > x.ndim:
             raise ValueError(f"pad must hold (before, after) pairs for at most {x.ndim} dimensions, got {pad}")
-        if any(p < 0 for p in pad):
-            raise ValueError(f"pad sizes must be non-negative, got {pad}")
         widths = [(0, 0)] * x.ndim
         for i in range(len(pad) // 2):
             widths[x.ndim - 1 - i] = (pad[2 * i], pad[2 * i + 1])
-        self.window = tuple(slice(b, b + n) for (b, _), n in zip(widths, x.shape))
-        return np.pad(x, widths, mode="constant", constant_values=value)
+        for d, ((b, a), n) in enumerate(zip(widths, x.shape)):
+            if max(-b, 0) + max(-a, 0) > n:
+                raise ValueError(f"pad ({b}, {a}) of dimension {d} crops more than its {n} entries")
+        # the input cells kept (negative sizes crop) and where they land in the output
+        self.in_window = tuple(slice(max(-b, 0), n - max(-a, 0)) for (b, a), n in zip(widths, x.shape))
+        self.window = tuple(slice(max(b, 0), max(b, 0) + (s.stop - s.start)) for (b, _), s in zip(widths, self.in_window))
+        self.x_shape = x.shape
+        return np.pad(x[self.in_window], [(max(b, 0), max(a, 0)) for b, a in widths], mode="constant",
+                      constant_values=value)
+
+    def _cropped(self):
+        return any(s.start != 0 or s.stop != n for s, n in zip(self.in_window, self.x_shape))
 
     def backward(self, g):
-        return (g[_lead(g, self) + self.window],)
+        lead = _lead(g, self)
+        if not self._cropped():
+            return (g[lead + self.window],)
+        dx = np.zeros(g.shape[:len(lead)] + self.x_shape, g.dtype)
+        dx[lead + self.in_window] = g[lead + self.window]
+        return (dx,)
 
     def backward_window(self, p):
         """The windows move by the padding before each map axis; cells that fall on the padding are
-        dropped (zeroed), and padded lead dimensions are cut back as in `backward`."""
+        dropped (zeroed), and the lead dimensions are cut back (or filled out) as in `backward`."""
         if len(self.out_shape) < 3:
             return None
         rows, cols = self.window[-2:]
-        data = np.array(p.data[(slice(None),) + self.window[:-2]])  # a copy: `moved` zeroes cells in place
-        in_map = (rows.stop - rows.start, cols.stop - cols.start)
-        return (p.moved(data, p.origins - np.array([rows.start, cols.start]), in_map),)
+        lead_in, lead_out = self.in_window[:-2], self.window[:-2]
+        data = np.zeros((len(p.data),) + self.x_shape[:-2] + p.size, p.dtype)  # `moved` zeroes cells in place
+        data[(slice(None),) + lead_in] = p.data[(slice(None),) + lead_out]
+        shift = np.array([rows.start - self.in_window[-2].start, cols.start - self.in_window[-1].start])
+        return (p.moved(data, p.origins - shift, self.x_shape[-2:]),)
 
     def window_rule(self, box, shapes):
         """The box moves back by the padding before each map axis; cells on the padding read nothing."""
         if len(shapes[0]) < 2:
             return whole_window(self, box, shapes)
-        rs, cs = self.window[-2:]
+        (rs, cs), (ri, ci) = self.window[-2:], self.in_window[-2:]
         rows = shifted(box.r0, box.r1, rs.start, rs.stop - rs.start)
         cols = shifted(box.c0, box.c1, cs.start, cs.stop - cs.start)
-        return (None if rows is None or cols is None else Box(rows[0], cols[0], rows[1], cols[1]),)
+        if rows is None or cols is None:
+            return (None,)
+        return (Box(rows[0] + ri.start, cols[0] + ci.start, rows[1] + ri.start, cols[1] + ci.start),)
 
     def name(self):
         return "ConstantPadNdBackward0"

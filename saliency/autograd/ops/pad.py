@@ -1,0 +1,94 @@
+"""Padding by reading the input again: reflect, replicate and circular (F.pad's other modes).
+
+Each padded axis has an index table: output j reads input idx[j] (a reflection about the edge cells,
+the nearest edge cell, or a wrap-around), so the forward is a gather per axis and the VJP adds each
+gradient slice back into the cell it was read from. Negative sizes crop that side first, as PyTorch
+does. Window rules and the cropped VJP use the same tables.
+"""
+import numpy as np
+
+from ...kernels import resize as _resize
+from ..geometry import Box, table_window
+from ..node import Function
+
+_NAMES = {"reflect": "ReflectionPad{}DBackward0", "replicate": "ReplicationPad{}DBackward0"}
+
+
+def pad_index(n, before, after, mode):
+    """The input cell (of n) that each output cell of one axis reads, for (before, after) padding."""
+    if mode == "circular":
+        # PyTorch crops first, then wraps around what is left
+        c0, c1 = max(-before, 0), max(-after, 0)
+        m, pb, pa = n - c0 - c1, max(before, 0), max(after, 0)
+        if m < 0:
+            raise ValueError(f"negative padding ({before}, {after}) crops more than the {n} entries of the dimension")
+        if pb > m or pa > m:
+            raise ValueError(f"circular padding ({before}, {after}) wraps around more than once: each side may add at "
+                             f"most the {m} entries that the dimension keeps")
+        return c0 + (np.arange(m + pb + pa) - pb) % max(m, 1)
+    size = n + before + after
+    if size < 1:
+        raise ValueError(f"input of size {n} is too small for padding ({before}, {after}): the output size would be "
+                         f"{size}")
+    t = np.arange(size) - before  # the position in input coordinates
+    if mode == "replicate":
+        if n < 1:
+            raise ValueError("replicate padding needs a non-empty dimension")
+        return np.clip(t, 0, n - 1)
+    if before >= n or after >= n:
+        raise ValueError(f"reflect padding ({before}, {after}) must be less than the size {n} of the dimension")
+    t = np.abs(t)
+    return np.where(t > n - 1, 2 * (n - 1) - t, t)
+
+
+def _table(idx, dtype):
+    return idx, idx, np.ones(len(idx), dtype), np.zeros(len(idx), dtype)
+
+
+class TablePad(Function):
+    """z = F.pad(x, pad, mode) for mode 'reflect', 'replicate' or 'circular' over the last
+    len(pad) // 2 dimensions (1, 2 or 3)."""
+
+    __slots__ = ("mode", "x_shape", "index")  # index: {axis (negative): table}
+
+    def forward(self, x, *, pad, mode):
+        self.mode, self.x_shape = mode, x.shape
+        self.index = {}
+        for i in range(len(pad) // 2):
+            self.index[-1 - i] = pad_index(x.shape[-1 - i], int(pad[2 * i]), int(pad[2 * i + 1]), mode)
+        y = x
+        for axis, idx in self.index.items():
+            y = y.take(idx, axis=axis)
+        return y
+
+    def backward(self, g):
+        for axis, idx in self.index.items():
+            g = _resize.gather_grad_axis(g, idx, self.x_shape[axis], axis)
+        return (g,)
+
+    def _map_tables(self, dtype):
+        """The (rows, cols) tables of the last two dimensions (the identity where one is not padded)."""
+        h, w = self.out_shape[-2:]
+        return tuple(_table(self.index.get(axis, np.arange(n)), dtype) for axis, n in ((-2, h), (-1, w)))
+
+    def backward_window(self, p):
+        """Each window goes back to the bounding box of the cells its cells read (per axis), the
+        gradient added into them; a padded third-to-last dimension is folded back as in `backward`."""
+        if len(self.out_shape) < 3:
+            return None
+        rows, cols = self._map_tables(p.dtype)
+        dx, origins = _resize.table_window_grad(p.data, p.origins, p.map_size, rows, cols)
+        if -3 in self.index:
+            dx = _resize.gather_grad_axis(dx, self.index[-3], self.x_shape[-3], -3)
+        return (p.like(dx, origins, self.x_shape[-2:]),)
+
+    def window_rule(self, box, shapes):
+        """Per axis, the cells that the box's cells read: mirrored, clamped or wrapped intervals."""
+        if len(shapes[0]) < 2:
+            return (Box.whole(shapes[0]),)
+        return (table_window(box, *self._map_tables(np.float64)),)
+
+    def name(self):
+        if self.mode == "circular":
+            return "CopySlices"  # PyTorch writes the wrapped slices into the output in place
+        return _NAMES[self.mode].format(len(self.index))

@@ -1,0 +1,62 @@
+"""Pixel shuffles: channels into space and back (sub-pixel convolution heads, space-to-depth stems).
+
+pixel_shuffle by r: (*, C r^2, H, W) -> (*, C, H r, W r), out[..., c, h r + i, w r + j] =
+x[..., c r^2 + i r + j, h, w]; pixel_unshuffle is its inverse. Each is a reshape and a transpose, and
+the VJP of one is the other on the gradient (extra leading seed dimensions pass through).
+"""
+from ..geometry import Box
+from ..node import Function
+
+
+def shuffle(x, r):
+    """(*, C r^2, H, W) -> (*, C, H r, W r)."""
+    *lead, c, h, w = x.shape
+    n = len(lead)
+    y = x.reshape(*lead, c // (r * r), r, r, h, w)
+    y = y.transpose(*range(n), n, n + 3, n + 1, n + 4, n + 2)
+    return y.reshape(*lead, c // (r * r), h * r, w * r)
+
+
+def unshuffle(x, r):
+    """(*, C, H r, W r) -> (*, C r^2, H, W)."""
+    *lead, c, h, w = x.shape
+    n = len(lead)
+    y = x.reshape(*lead, c, h // r, r, w // r, r)
+    y = y.transpose(*range(n), n, n + 2, n + 4, n + 1, n + 3)
+    return y.reshape(*lead, c * r * r, h // r, w // r)
+
+
+class PixelShuffle(Function):
+    """z = pixel_shuffle(x, r)."""
+
+    __slots__ = ("r",)
+
+    def forward(self, x, *, upscale_factor):
+        self.r = upscale_factor
+        return shuffle(x, upscale_factor)
+
+    def backward(self, g):
+        return (unshuffle(g, self.r),)
+
+    def window_rule(self, box, shapes):
+        """Output row R reads input row R // r (in one of r^2 channels), likewise columns."""
+        r = self.r
+        return (Box(box.r0 // r, box.c0 // r, (box.r1 - 1) // r + 1, (box.c1 - 1) // r + 1),)
+
+
+class PixelUnshuffle(Function):
+    """z = pixel_unshuffle(x, r)."""
+
+    __slots__ = ("r",)
+
+    def forward(self, x, *, downscale_factor):
+        self.r = downscale_factor
+        return unshuffle(x, downscale_factor)
+
+    def backward(self, g):
+        return (shuffle(g, self.r),)
+
+    def window_rule(self, box, shapes):
+        """Output row R reads the r input rows R r .. R r + r - 1, likewise columns."""
+        r = self.r
+        return (Box(box.r0 * r, box.c0 * r, box.r1 * r, box.c1 * r),)
