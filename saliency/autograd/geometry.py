@@ -6,7 +6,7 @@ every leading (batch, channel, seed) index; a tensor with fewer than two dimensi
 
 The per-axis functions map an output interval [lo, hi) to the input interval it reads: `reads`
 before clipping to the input (what a `Patch` of windows needs: cells outside the map hold zeros),
-`sliding`, `nearest`, `bilinear` and `adaptive` clipped to the n input positions (None when nothing
+`sliding`, `transposed` (its inverse), `nearest`, `bilinear` and `adaptive` clipped to the n input positions (None when nothing
 is read). The box functions (`conv_window`, `pool_window`, ...) apply them to both axes.
 
 The node rules (`whole_window`, `elementwise_window`, `first_input`) are what op classes name as
@@ -95,6 +95,21 @@ def sliding(lo, hi, n, kernel, stride=1, padding=0, dilation=1):
     return None if first is None else (first, last + 1)
 
 
+def transposed(lo, hi, n, kernel, stride=1, padding=0, dilation=1):
+    """The inverse of a sliding window (a transposed convolution): input j adds into outputs
+    j*stride - padding + k*dilation for k < kernel, so outputs lo..hi-1 take values from the inputs j
+    (of 0..n-1) with such an output in [lo, hi). None if none does."""
+    first, last = None, None
+    for k in range(kernel):
+        c = k * dilation - padding
+        j_lo = max(0, _ceil_div(lo - c, stride))
+        j_hi = min(n - 1, (hi - 1 - c) // stride)
+        if j_lo <= j_hi:
+            first = j_lo if first is None else min(first, j_lo)
+            last = j_hi if last is None else max(last, j_hi)
+    return None if first is None or lo >= hi else (first, last + 1)
+
+
 def nearest(lo, hi, n, scale):
     """Nearest upsampling by an integer scale: output i reads input i // scale."""
     return (lo // scale, min((hi - 1) // scale + 1, n)) if lo < hi else None
@@ -160,13 +175,22 @@ def conv_window(box, in_shape, kernel, stride=1, padding=0, dilation=1):
                     lambda a, b: sliding(a, b, w, k[1], s[1], p[1], d[1]))
 
 
-def pool_window(box, in_shape, kernel, stride=None, padding=0):
-    """Max or average pooling (stride None: the kernel size)."""
-    return conv_window(box, in_shape, kernel, kernel if stride is None else stride, padding)
+def conv_transpose_window(box, in_shape, kernel, stride=1, padding=0, dilation=1):
+    """Transposed convolution (any kernel, stride, padding, dilation; output_padding and groups do not
+    matter): the inputs whose taps land in the box."""
+    (h, w), k, s, p, d = spatial(in_shape), pair(kernel), pair(stride), pair(padding), pair(dilation)
+    return per_axis(box, lambda a, b: transposed(a, b, h, k[0], s[0], p[0], d[0]),
+                    lambda a, b: transposed(a, b, w, k[1], s[1], p[1], d[1]))
+
+
+def pool_window(box, in_shape, kernel, stride=None, padding=0, dilation=1):
+    """Max or average pooling (stride None: the kernel size); ceil_mode changes only how many outputs
+    there are, not what one reads."""
+    return conv_window(box, in_shape, kernel, kernel if stride is None else stride, padding, dilation)
 
 
 def adaptive_pool_window(box, in_shape, out_shape):
-    """Adaptive average pooling to the output map of `out_shape`."""
+    """Adaptive (average or max) pooling to the output map of `out_shape`."""
     (h, w), (oh, ow) = spatial(in_shape), spatial(out_shape)
     return per_axis(box, lambda a, b: adaptive(a, b, h, oh), lambda a, b: adaptive(a, b, w, ow))
 

@@ -19,8 +19,8 @@ write disjoint parts of the output.
 from .batchnorm import batch_norm_forward, batch_norm_grad_eval, batch_norm_grad_train, batch_norm_stats
 from .conv2d import (ConvAlgorithm, choose_algorithm, conv2d_forward, conv2d_grad_bias, conv2d_grad_input,
                      conv2d_grad_weight, conv_output_size)
-from .pool import (adaptive_avg_pool2d_forward, adaptive_avg_pool2d_grad_input, avg_pool2d_forward,
-                   avg_pool2d_grad_input, max_pool2d_forward, max_pool2d_grad_input)
+from .pool import (adaptive_avg_pool2d_forward, adaptive_avg_pool2d_grad_input, adaptive_max_pool2d_forward,
+                   avg_pool2d_forward, avg_pool2d_grad_input, max_pool2d_forward, max_pool2d_grad_input)
 from .subpixel import upsample_conv2d_forward, upsample_conv2d_grad_input, upsample_conv2d_grad_weight
 from . import window
 from .resize import (resample_table, upsample_bilinear2d_forward, upsample_bilinear2d_grad_input,
@@ -30,7 +30,7 @@ __all__ = [
     "ConvAlgorithm", "choose_algorithm", "conv_output_size",
     "conv2d_forward", "conv2d_grad_input", "conv2d_grad_weight", "conv2d_grad_bias",
     "max_pool2d_forward", "max_pool2d_grad_input", "avg_pool2d_forward", "avg_pool2d_grad_input",
-    "adaptive_avg_pool2d_forward", "adaptive_avg_pool2d_grad_input",
+    "adaptive_avg_pool2d_forward", "adaptive_avg_pool2d_grad_input", "adaptive_max_pool2d_forward",
     "upsample_nearest2d_forward", "upsample_nearest2d_grad_input",
     "upsample_bilinear2d_forward", "upsample_bilinear2d_grad_input", "resample_table", "window",
     "upsample_conv2d_forward", "upsample_conv2d_grad_input", "upsample_conv2d_grad_weight",

@@ -1,4 +1,5 @@
-"""Pooling over NCHW planes and its VJPs: max_pool2d, avg_pool2d (count_include_pad=True), adaptive_avg_pool2d.
+"""Pooling over NCHW planes and its VJPs: max_pool2d (dilation, ceil_mode), avg_pool2d (ceil_mode,
+count_include_pad, divisor_override), adaptive_avg_pool2d, adaptive_max_pool2d.
 
 Every pooling here is a window per output row [y0, y1) times a window per output column
 [x0, x1), clipped to the image; the wrappers build these tables with NumPy and two kernel
@@ -32,6 +33,35 @@ def _max_pool(x, out, idx, y0, y1, x0, x1):
                     for ix in range(x0[ox], x1[ox]):
                         v = x[n, c, iy, ix]
                         if v > best or np.isnan(v):
+                            best = v
+                            bi = iy * W + ix
+                out[n, c, oy, ox] = best
+                idx[n, c, oy, ox] = bi
+
+
+@njit(cache=True, nogil=True)
+def _max_pool_dilated(x, out, idx, ys, xs, kh, kw, dh, dw):
+    """_max_pool for dilated windows: output (oy, ox) reads x[ys[oy] + i*dh, xs[ox] + j*dw] for i < kh,
+    j < kw where that is inside the plane (padding is -inf); same scan order and NaN rule."""
+    N, C, H, W = x.shape
+    OH, OW = out.shape[2], out.shape[3]
+    for t in prange(N * C):
+        n = t // C
+        c = t % C
+        for oy in range(OH):
+            for ox in range(OW):
+                best = -np.inf
+                bi = -1
+                for i in range(kh):
+                    iy = ys[oy] + i * dh
+                    if iy < 0 or iy >= H:
+                        continue
+                    for j in range(kw):
+                        ix = xs[ox] + j * dw
+                        if ix < 0 or ix >= W:
+                            continue
+                        v = x[n, c, iy, ix]
+                        if bi < 0 or v > best or np.isnan(v):
                             best = v
                             bi = iy * W + ix
                 out[n, c, oy, ox] = best
@@ -124,15 +154,26 @@ def _box_pool_grad(g, dx, y0, y1, x0, x1, div):
                         plane[iy, ix] += v
 
 
-def _sliding_windows(size, kernel, stride, padding, name):
-    """Clipped windows [lo, hi) of a sliding kernel (PyTorch's floor mode)."""
-    if kernel < 1 or stride < 1 or padding < 0 or 2 * padding > kernel:
-        raise ValueError(f"{name} needs kernel >= 1, stride >= 1 and 0 <= padding <= kernel/2 "
+def _window_starts(size, kernel, stride, padding, name, dilation=1, ceil_mode=False):
+    """First taps i*stride - padding of a sliding kernel's windows (not clipped), PyTorch's count of
+    them: floor or ceil of (size + 2*padding - (kernel-1)*dilation - 1) / stride, plus one; in ceil
+    mode a last window that would start past the input and its right padding is dropped."""
+    if kernel < 1 or stride < 1 or dilation < 1 or padding < 0 or 2 * padding > kernel:
+        raise ValueError(f"{name} needs kernel >= 1, stride >= 1, dilation >= 1 and 0 <= padding <= kernel/2 "
                          f"(as PyTorch), got kernel={kernel}, stride={stride}, padding={padding}")
-    n_out = conv_output_size(size, kernel, stride, padding, 1)
+    span = size + 2 * padding - (kernel - 1) * dilation - 1
+    n_out = (span + (stride - 1 if ceil_mode else 0)) // stride + 1 if span >= 0 else 0
+    if ceil_mode and n_out > 0 and (n_out - 1) * stride >= size + padding:
+        n_out -= 1
     if n_out < 1:
-        raise ValueError(f"{name}: input of size {size} is smaller than the kernel {kernel} after padding {padding}")
-    start = np.arange(n_out) * stride - padding
+        raise ValueError(f"{name}: input of size {size} is smaller than the kernel {kernel} "
+                         f"(dilation {dilation}) after padding {padding}")
+    return np.arange(n_out, dtype=np.int64) * stride - padding
+
+
+def _sliding_windows(size, kernel, stride, padding, name, ceil_mode=False):
+    """Clipped windows [lo, hi) of a sliding kernel (floor mode, or ceil_mode as PyTorch's)."""
+    start = _window_starts(size, kernel, stride, padding, name, 1, ceil_mode)
     return np.clip(start, 0, size).astype(np.int64), np.clip(start + kernel, 0, size).astype(np.int64)
 
 
@@ -149,12 +190,17 @@ def _check_x(x):
     return x
 
 
-def _pool_windows(x_shape, kernel_size, stride, padding, name):
+def _pool_windows(x_shape, kernel_size, stride, padding, name, ceil_mode=False):
     k = _pair(kernel_size, "kernel_size")
     s = k if stride is None else _pair(stride, "stride")
     p = _pair(padding, "padding")
-    return (_sliding_windows(x_shape[2], k[0], s[0], p[0], name), _sliding_windows(x_shape[3], k[1], s[1], p[1], name),
-            k)
+    return (_sliding_windows(x_shape[2], k[0], s[0], p[0], name, ceil_mode),
+            _sliding_windows(x_shape[3], k[1], s[1], p[1], name, ceil_mode), k)
+
+
+def _stride_or_kernel(kernel_size, stride):
+    """PyTorch's stride=None (or an empty list): the kernel size."""
+    return kernel_size if stride is None or (isinstance(stride, (tuple, list)) and len(stride) == 0) else stride
 
 
 def _grad_out(g, x_shape, n_out, name):
@@ -181,11 +227,30 @@ def _indices(indices):
     return np.ascontiguousarray(indices, indices.dtype if indices.dtype in (np.int32, np.int64) else np.int64)
 
 
-def max_pool2d_forward(x, kernel_size, stride=None, padding=0):
+def max_pool2d_forward(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
     """(N, C, H, W) -> (out (N, C, OH, OW), indices (N, C, OH, OW) into each H*W plane, as PyTorch's but
     int32 when a plane has fewer than 2**31 cells (half the memory traffic of int64 in the forward
-    and the VJP), else int64."""
+    and the VJP), else int64. Padding is -inf (cells outside the plane are never the maximum);
+    ceil_mode and dilation as PyTorch's."""
     x = _check_x(x)
+    d = _pair(dilation, "dilation")
+    if d != (1, 1):
+        k = _pair(kernel_size, "kernel_size")
+        s = _pair(_stride_or_kernel(kernel_size, stride), "stride")
+        p = _pair(padding, "padding")
+        ys = _window_starts(x.shape[2], k[0], s[0], p[0], "max_pool2d", d[0], ceil_mode)
+        xs = _window_starts(x.shape[3], k[1], s[1], p[1], "max_pool2d", d[1], ceil_mode)
+        out = np.empty(x.shape[:2] + (len(ys), len(xs)), x.dtype)
+        idx = np.empty(out.shape, _index_dtype(x.shape))
+        _max_pool_dilated(x, out, idx, ys, xs, k[0], k[1], d[0], d[1])
+        return out, idx
+    if ceil_mode:
+        (y0, y1), (x0, x1), _ = _pool_windows(x.shape, kernel_size, _stride_or_kernel(kernel_size, stride), padding,
+                                              "max_pool2d", True)
+        out = np.empty(x.shape[:2] + (len(y0), len(x0)), x.dtype)
+        idx = np.empty(out.shape, _index_dtype(x.shape))
+        _max_pool(x, out, idx, y0, y1, x0, x1)
+        return out, idx
     if _is_2x2_stride_2(kernel_size, stride, padding) and x.shape[2] >= 2 and x.shape[3] >= 2:
         out = np.empty(x.shape[:2] + (x.shape[2] // 2, x.shape[3] // 2), x.dtype)  # no window tables
         idx = np.empty(out.shape, _index_dtype(x.shape))
@@ -212,15 +277,38 @@ def max_pool2d_grad_input(g, indices, x_shape):
     return dx.reshape(seeds + x_shape)
 
 
-def _avg_tables(x_shape, kernel_size, stride, padding):
-    (y0, y1), (x0, x1), k = _pool_windows(x_shape, kernel_size, stride, padding, "avg_pool2d")
-    return y0, y1, x0, x1, np.full((len(y0), len(x0)), float(k[0] * k[1]))  # count_include_pad=True
+def _avg_tables(x_shape, kernel_size, stride, padding, ceil_mode=False, count_include_pad=True,
+                divisor_override=None):
+    """Window tables and divisors of avg_pool2d, as PyTorch's: with count_include_pad the window's
+    cells up to the end of the padding (a ceil_mode window past the padding counts fewer), else
+    the window's cells inside the input; divisor_override replaces both."""
+    if not ceil_mode and count_include_pad and divisor_override is None:
+        (y0, y1), (x0, x1), k = _pool_windows(x_shape, kernel_size, stride, padding, "avg_pool2d")
+        return y0, y1, x0, x1, np.full((len(y0), len(x0)), float(k[0] * k[1]))  # count_include_pad=True
+    k = _pair(kernel_size, "kernel_size")
+    s = _pair(_stride_or_kernel(kernel_size, stride), "stride")
+    p = _pair(padding, "padding")
+    tables = []
+    for axis in range(2):
+        start = _window_starts(x_shape[2 + axis], k[axis], s[axis], p[axis], "avg_pool2d", 1, ceil_mode)
+        end = start + k[axis]
+        padded = np.minimum(end, x_shape[2 + axis] + p[axis]) - start
+        lo, hi = np.clip(start, 0, x_shape[2 + axis]), np.clip(end, 0, x_shape[2 + axis])
+        tables.append((lo, hi, padded if count_include_pad else hi - lo))
+    (y0, y1, ny), (x0, x1, nx) = tables
+    if divisor_override is not None:
+        if int(divisor_override) != divisor_override or divisor_override == 0:
+            raise ValueError(f"avg_pool2d: divisor_override must be a non-zero integer, got {divisor_override!r}")
+        div = np.full((len(y0), len(x0)), float(divisor_override))
+    else:
+        div = np.outer(ny, nx).astype(np.float64)
+    return y0, y1, x0, x1, div
 
 
 def _adaptive_tables(x_shape, output_size):
     oh, ow = _pair(output_size, "output_size")
     if oh < 1 or ow < 1:
-        raise ValueError(f"adaptive_avg_pool2d needs output_size >= 1, got {output_size!r}")
+        raise ValueError(f"adaptive pooling needs output_size >= 1, got {output_size!r}")
     y0, y1 = _adaptive_windows(x_shape[2], oh)
     x0, x1 = _adaptive_windows(x_shape[3], ow)
     return y0, y1, x0, x1, np.outer(y1 - y0, x1 - x0).astype(np.float64)
@@ -241,16 +329,20 @@ def _box_grad(g, x_shape, tables, name):
     return dx.reshape(seeds + x_shape)
 
 
-def avg_pool2d_forward(x, kernel_size, stride=None, padding=0):
-    """(N, C, H, W) -> (N, C, OH, OW), PyTorch's defaults: count_include_pad=True, ceil_mode=False."""
+def avg_pool2d_forward(x, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+                       divisor_override=None):
+    """(N, C, H, W) -> (N, C, OH, OW), with PyTorch's arguments and defaults (see _avg_tables)."""
     x = _check_x(x)
-    return _box_forward(x, _avg_tables(x.shape, kernel_size, stride, padding))
+    return _box_forward(x, _avg_tables(x.shape, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                                       divisor_override))
 
 
-def avg_pool2d_grad_input(g, x_shape, kernel_size, stride=None, padding=0):
+def avg_pool2d_grad_input(g, x_shape, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+                          divisor_override=None):
     """VJP of avg_pool2d: g (*seeds, N, C, OH, OW) -> (*seeds, N, C, H, W)."""
     x_shape = tuple(int(e) for e in x_shape)
-    return _box_grad(g, x_shape, _avg_tables(x_shape, kernel_size, stride, padding), "avg_pool2d")
+    return _box_grad(g, x_shape, _avg_tables(x_shape, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                                             divisor_override), "avg_pool2d")
 
 
 def adaptive_avg_pool2d_forward(x, output_size):
@@ -271,3 +363,27 @@ def adaptive_avg_pool2d_grad_input(g, x_shape, output_size):
         dx[...] = g2 / (x_shape[2] * x_shape[3])
         return dx.reshape(seeds + x_shape)
     return _box_grad(g, x_shape, _adaptive_tables(x_shape, output_size), "adaptive_avg_pool2d")
+
+
+def adaptive_max_pool2d_forward(x, output_size):
+    """(N, C, H, W) -> (out (N, C, oh, ow), indices into each H*W plane): the maximum over PyTorch's
+    adaptive bins [floor(i*H/oh), ceil((i+1)*H/oh)), first maximum (NaN wins) as max_pool2d."""
+    x = _check_x(x)
+    y0, y1, x0, x1, _ = _adaptive_tables(x.shape, output_size)
+    out = np.empty(x.shape[:2] + (len(y0), len(x0)), x.dtype)
+    idx = np.empty(out.shape, _index_dtype(x.shape))
+    _max_pool(x, out, idx, y0, y1, x0, x1)
+    return out, idx
+
+
+def avg_pool2d_tables(x_shape, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+                      divisor_override=None):
+    """(y0, y1, x0, x1, div) of avg_pool2d: each output row's / column's window clipped to the input,
+    and each output cell's divisor (float64)."""
+    return _avg_tables(tuple(int(e) for e in x_shape), kernel_size, stride, padding, ceil_mode, count_include_pad,
+                       divisor_override)
+
+
+def adaptive_pool2d_tables(x_shape, output_size):
+    """(y0, y1, x0, x1, div) of adaptive pooling to `output_size`: PyTorch's bins and their cell counts."""
+    return _adaptive_tables(tuple(int(e) for e in x_shape), output_size)

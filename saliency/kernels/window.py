@@ -153,6 +153,31 @@ def _max_pool_grad(g, origins, origins_in, idx, W, dx):
                     dx[k, q, p // W - a0, p % W - b0] += g[k, q, i, j]
 
 
+@njit(cache=True, fastmath={"contract"})
+def _box_grad(g, origins, origins_in, y0, y1, x0, x1, div, dx):
+    """Adjoint of a box pooling (out[R, C] = sum of x over rows y0[R]:y1[R], columns x0[C]:x1[C], divided
+    by div[R, C]) on windows: g at `origins` of the output map, dx at `origins_in` of the input's."""
+    K, L, h, w = g.shape
+    OH, OW = div.shape
+    dx[:] = 0
+    for k in range(K):
+        r0, c0 = origins[k, 0], origins[k, 1]
+        a0, b0 = origins_in[k, 0], origins_in[k, 1]
+        i_lo, i_hi = max(0, -r0), min(h, OH - r0)
+        j_lo, j_hi = max(0, -c0), min(w, OW - c0)
+        for q in range(L):
+            plane = dx[k, q]
+            for i in range(i_lo, i_hi):
+                R = r0 + i
+                for j in range(j_lo, j_hi):
+                    C = c0 + j
+                    v = g[k, q, i, j] / div[R, C]
+                    for iy in range(y0[R], y1[R]):
+                        row = plane[iy - a0]
+                        for ix in range(x0[C], x1[C]):
+                            row[ix - b0] += v
+
+
 @njit(cache=True)
 def _support(g, box):
     """box[k] = (r0, c0, r1, c1), the bounding box of the non-zero cells of g[k] (L, H, W) over all its
@@ -272,4 +297,18 @@ def max_pool_grad(g, origins, indices, in_width, origins_in, size_in):
     idx = _pool_indices(indices).reshape((-1,) + indices.shape[-2:])
     dx = np.empty(g2.shape[:2] + tuple(size_in), g2.dtype)
     _max_pool_grad(g2, origins, np.ascontiguousarray(origins_in, np.int64), idx, int(in_width), dx)
+    return dx.reshape(g.shape[:-2] + tuple(size_in))
+
+
+def box_grad(g, origins, tables, origins_in, size_in):
+    """Adjoint of a box pooling on windows: g (K, *lead, h, w) at `origins` of the pooled map, `tables`
+    (y0, y1, x0, x1, div) of the forward (windows clipped to the input, divisors per output cell);
+    dx (K, *lead, *size_in) at `origins_in`, which must hold every window that g's cells read."""
+    y0, y1, x0, x1, div = tables
+    g2 = _planes(g)
+    dx = np.empty(g2.shape[:2] + tuple(size_in), g2.dtype)
+    _box_grad(g2, np.ascontiguousarray(origins, np.int64), np.ascontiguousarray(origins_in, np.int64),
+              np.ascontiguousarray(y0, np.int64), np.ascontiguousarray(y1, np.int64),
+              np.ascontiguousarray(x0, np.int64), np.ascontiguousarray(x1, np.int64),
+              np.ascontiguousarray(div, g2.dtype), dx)
     return dx.reshape(g.shape[:-2] + tuple(size_in))

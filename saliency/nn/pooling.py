@@ -1,38 +1,49 @@
-"""Pooling layers: `MaxPool2d`, `AvgPool2d`, `AdaptiveAvgPool2d` (PyTorch's defaults)."""
+"""Pooling layers: `MaxPool2d`, `AvgPool2d`, `AdaptiveAvgPool2d`, `AdaptiveMaxPool2d` (PyTorch's arguments and
+defaults)."""
 from . import functional as F
 from .module import Module
 
 
 class MaxPool2d(Module):
-    """Maximum over kernel_size windows; stride defaults to kernel_size."""
+    """Maximum over kernel_size windows (padding is -inf); stride defaults to kernel_size.
+    With return_indices=True the layer returns (output, indices), as PyTorch's."""
 
-    def __init__(self, kernel_size, stride=None, padding=0):
+    def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices=False, ceil_mode=False):
         super().__init__()
         self.kernel_size, self.stride, self.padding = kernel_size, stride if stride is not None else kernel_size, padding
+        self.dilation, self.return_indices, self.ceil_mode = dilation, return_indices, ceil_mode
 
     def forward(self, input):
-        return F.max_pool2d(input, self.kernel_size, self.stride, self.padding)
+        return F.max_pool2d(input, self.kernel_size, self.stride, self.padding, self.dilation,
+                            ceil_mode=self.ceil_mode, return_indices=self.return_indices)
 
     def extra_repr(self):
-        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+        return (f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
+                f"dilation={self.dilation}, ceil_mode={self.ceil_mode}")
 
 
 class AvgPool2d(Module):
-    """Mean over kernel_size windows (zero padding counted); stride defaults to kernel_size."""
+    """Mean over kernel_size windows; stride defaults to kernel_size. The divisor is the window's cells
+    up to the end of the padding (count_include_pad=True), its cells inside the input (False), or
+    divisor_override."""
 
-    def __init__(self, kernel_size, stride=None, padding=0):
+    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+                 divisor_override=None):
         super().__init__()
         self.kernel_size, self.stride, self.padding = kernel_size, stride if stride is not None else kernel_size, padding
+        self.ceil_mode, self.count_include_pad, self.divisor_override = ceil_mode, count_include_pad, divisor_override
 
     def forward(self, input):
-        return F.avg_pool2d(input, self.kernel_size, self.stride, self.padding)
+        return F.avg_pool2d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+                            self.count_include_pad, self.divisor_override)
 
     def extra_repr(self):
         return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
 
 
 class AdaptiveAvgPool2d(Module):
-    """Mean over PyTorch's adaptive bins, for an output of `output_size` whatever the input size."""
+    """Mean over PyTorch's adaptive bins, for an output of `output_size` whatever the input size
+    (an int, or a pair whose None entries keep that dimension of the input)."""
 
     def __init__(self, output_size):
         super().__init__()
@@ -40,6 +51,21 @@ class AdaptiveAvgPool2d(Module):
 
     def forward(self, input):
         return F.adaptive_avg_pool2d(input, self.output_size)
+
+    def extra_repr(self):
+        return f"output_size={self.output_size}"
+
+
+class AdaptiveMaxPool2d(Module):
+    """Maximum over PyTorch's adaptive bins, for an output of `output_size`; with return_indices=True
+    the layer returns (output, indices)."""
+
+    def __init__(self, output_size, return_indices=False):
+        super().__init__()
+        self.output_size, self.return_indices = output_size, return_indices
+
+    def forward(self, input):
+        return F.adaptive_max_pool2d(input, self.output_size, self.return_indices)
 
     def extra_repr(self):
         return f"output_size={self.output_size}"
