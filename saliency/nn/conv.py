@@ -1,9 +1,11 @@
-"""`Conv2d`: 2-D cross-correlation with PyTorch's weight layout (out, in/groups, kh, kw) and initialisation."""
+"""`Conv2d`: 2-D cross-correlation with PyTorch's weight layout (out, in/groups, kh, kw) and initialisation;
+`ConvTranspose2d`: its adjoint, weight layout (in, out/groups, kh, kw)."""
 import numpy as np
 
 from . import functional as F
 from . import init
 from .module import Module
+from .parameter import Parameter
 
 
 def _pair(v, name):
@@ -61,6 +63,79 @@ class Conv2d(Module):
             text += f", padding={self.padding}"
         if self.dilation != (1, 1):
             text += f", dilation={self.dilation}"
+        if self.groups != 1:
+            text += f", groups={self.groups}"
+        if self.bias is None:
+            text += ", bias=False"
+        return text
+
+
+class ConvTranspose2d(Module):
+    """y = conv_transpose2d(x, weight, bias), x of shape (N, in_channels, H, W): the adjoint of a Conv2d
+    with the same kernel, stride, padding, dilation and groups, weight of shape (in_channels,
+    out_channels / groups, kh, kw). The output has (H - 1) * stride - 2 * padding + dilation * (kh - 1)
+    + output_padding + 1 rows (likewise columns); `forward(input, output_size)` picks the
+    output_padding that gives `output_size`.
+
+    Initialised as PyTorch does: kaiming_uniform_ with a=sqrt(5) for the weight, U(-1/sqrt(fan_in),
+    1/sqrt(fan_in)) for the bias, with the fan of this weight layout: fan_in = out_channels / groups
+    * kh * kw.
+    """
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, output_padding=0, groups=1,
+                 bias=True, dilation=1, padding_mode="zeros", dtype=None, generator=None):
+        super().__init__()
+        if padding_mode != "zeros":
+            raise ValueError(f"padding_mode {padding_mode!r} is not supported by ConvTranspose2d; use 'zeros'")
+        if groups < 1 or in_channels % groups or out_channels % groups:
+            raise ValueError(f"in_channels ({in_channels}) and out_channels ({out_channels}) must both be "
+                             f"divisible by groups ({groups})")
+        self.in_channels, self.out_channels, self.groups = int(in_channels), int(out_channels), int(groups)
+        self.kernel_size = _pair(kernel_size, "kernel_size")
+        self.stride = _pair(stride, "stride")
+        self.padding = _pair(padding, "padding")
+        self.output_padding = _pair(output_padding, "output_padding")
+        self.dilation = _pair(dilation, "dilation")
+        self.padding_mode = padding_mode
+        init.register_weight_and_bias(self, (self.in_channels, self.out_channels // self.groups) + self.kernel_size,
+                                      False, dtype)
+        if bias:
+            self.bias = Parameter(np.empty(self.out_channels, dtype=self.weight.dtype))
+        self.reset_parameters(generator)
+
+    def reset_parameters(self, generator=None):
+        init.default_weight_and_bias_(self.weight, self.bias, generator)
+
+    def _output_padding(self, input, output_size):
+        """self.output_padding, or the one that makes the output `output_size` ((H, W) or (N, C, H, W))."""
+        if output_size is None:
+            return self.output_padding
+        size = tuple(int(e) for e in output_size)
+        if len(size) == 4:
+            size = size[2:]
+        if len(size) != 2:
+            raise ValueError(f"ConvTranspose2d: for {input.ndim}D input, output_size must have 2 or 4 elements "
+                             f"(got {len(size)})")
+        lo = tuple((n - 1) * s - 2 * p + d * (k - 1) + 1 for n, s, p, d, k in
+                   zip(input.shape[-2:], self.stride, self.padding, self.dilation, self.kernel_size))
+        hi = tuple(a + s - 1 for a, s in zip(lo, self.stride))
+        if any(not a <= n <= b for n, a, b in zip(size, lo, hi)):
+            raise ValueError(f"requested an output size of {list(size)}, but valid sizes range from {list(lo)} to "
+                             f"{list(hi)} (for an input of {tuple(input.shape[-2:])})")
+        return tuple(n - a for n, a in zip(size, lo))
+
+    def forward(self, input, output_size=None):
+        return F.conv_transpose2d(input, self.weight, self.bias, self.stride, self.padding,
+                                  self._output_padding(input, output_size), self.groups, self.dilation)
+
+    def extra_repr(self):
+        text = f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}"
+        if self.padding != (0, 0):
+            text += f", padding={self.padding}"
+        if self.dilation != (1, 1):
+            text += f", dilation={self.dilation}"
+        if self.output_padding != (0, 0):
+            text += f", output_padding={self.output_padding}"
         if self.groups != 1:
             text += f", groups={self.groups}"
         if self.bias is None:

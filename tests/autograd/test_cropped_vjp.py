@@ -117,6 +117,16 @@ CASES = {
     "U-Net cat of a skip": (shape.Cat, lambda x: F.conv2d(sl.cat([
         F.interpolate(F.conv2d(first(x), weight(RNG, 4, 4, 3), stride=2, padding=1), scale_factor=2)[..., :H, :W],
         F.relu(first(x))], dim=1), weight(RNG, 3, 8, 3), padding=1)),
+    "conv transpose 4x4 s2 p1": (conv.ConvolutionTranspose,
+                                 lambda x: F.conv_transpose2d(first(x), weight(RNG, 4, 5, 4), stride=2, padding=1)),
+    "conv transpose 3x3 s2 p1 op1": (conv.ConvolutionTranspose, lambda x: F.conv_transpose2d(
+        first(x), weight(RNG, 4, 5, 3), stride=2, padding=1, output_padding=1)),
+    "conv transpose groups 2, dilation 2": (conv.ConvolutionTranspose, lambda x: F.conv_transpose2d(
+        first(x), weight(RNG, 4, 3, 3), padding=2, dilation=2, groups=2)),
+    "U-Net decoder: conv transpose up, cat of a skip": (conv.ConvolutionTranspose, lambda x: F.conv2d(sl.cat([
+        F.conv_transpose2d(F.relu(F.conv2d(first(x), weight(RNG, 6, 4, 3), stride=2, padding=1)),
+                           weight(RNG, 6, 4, 3), stride=2, padding=1),  # 9x10 -> 17x19
+        F.relu(first(x))], dim=1), weight(RNG, 3, 8, 3), padding=1)),
 }
 
 

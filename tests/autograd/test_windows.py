@@ -73,6 +73,17 @@ def test_grouped_convolution_has_the_same_window():
     check_op(lambda x: F.conv2d(x, w, None, 2, 1, 1, groups=2), [x], rng)
 
 
+@pytest.mark.parametrize("kernel, stride, padding, output_padding, dilation, groups", [
+    (1, 1, 0, 0, 1, 1), (3, 1, 1, 0, 1, 1), (3, 2, 1, 1, 1, 1), (4, 2, 1, 0, 1, 1), (3, 2, 0, 0, 2, 2),
+    (1, 2, 0, 1, 1, 1), (3, 1, 0, 2, 3, 1), (5, 3, 2, 2, 1, 1), ((3, 2), (2, 1), (1, 0), (1, 0), (1, 2), 1)])
+def test_transposed_convolution(kernel, stride, padding, output_padding, dilation, groups):
+    """Exact, also where a stride leaves output rows that no input reaches (kernel 1, stride 2)."""
+    rng = np.random.default_rng(5)
+    k = kernel if isinstance(kernel, tuple) else (kernel, kernel)
+    x, w = leaf(rng, (1, 4, 6, 5)), positive(rng, (4, 4 // groups) + k)
+    check_op(lambda x: F.conv_transpose2d(x, w, None, stride, padding, output_padding, groups, dilation), [x], rng)
+
+
 @pytest.mark.parametrize("scale", [2, 3, 4])
 def test_fused_upsample_convolution(scale):
     rng = np.random.default_rng(2)

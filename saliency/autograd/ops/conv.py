@@ -1,4 +1,5 @@
-"""Convolution: z = conv2d(x, w, b), NCHW cross-correlation with w (O, C/groups, kh, kw).
+"""Convolution: z = conv2d(x, w, b), NCHW cross-correlation with w (O, C/groups, kh, kw), and the
+transposed convolution z = conv_transpose2d(x, w, b) with w (C, O/groups, kh, kw), its adjoint.
 
 The heavy work runs in the Numba kernels of `saliency.kernels`. Only the VJPs that are
 needed run: with frozen weights (the usual case for attribution maps) the backward is one
@@ -9,7 +10,7 @@ import numpy as np
 from ... import kernels
 from ..errors import LayerInputError
 from ..node import Function
-from ..geometry import conv_window, first_input, upsample_conv_window
+from ..geometry import conv_transpose_window, conv_window, first_input, pair, upsample_conv_window
 
 
 def _frozen(needs):
@@ -74,6 +75,135 @@ class Convolution(Function):
     def window_rule(self, box, shapes):
         """Input 0: the rows and columns the kernel taps; weight and bias: their whole maps."""
         return first_input(lambda shape: conv_window(box, shape, self.w_shape[2:], *self.config[:3]), shapes)
+
+    def name(self):
+        return "ConvolutionBackward0"
+
+
+def conv_transpose_size(size, kernel, stride, padding, dilation, output_padding):
+    """The output length of a transposed convolution along one axis:
+    (size - 1) * stride - 2 * padding + dilation * (kernel - 1) + output_padding + 1."""
+    return (size - 1) * stride - 2 * padding + dilation * (kernel - 1) + output_padding + 1
+
+
+class ConvolutionTranspose(Function):
+    """z = conv_transpose2d(x, w, b): input cell j of x adds x[j] * w[k] into output cell
+    j * stride - padding + k * dilation (per axis), w of shape (C, O/groups, kh, kw). This is the
+    input VJP of conv2d(z, w) (same stride, padding, dilation and groups), and the kernels of that
+    VJP compute it: output_padding only adds rows and columns at the end of z, which the
+    convolution's arithmetic maps back to a few extra zero rows of x when output_padding >= stride
+    (allowed when it is smaller than the dilation). Its input VJP is the convolution conv2d(g, w);
+    its weight VJP is the convolution's weight VJP with x as the cotangent and g as the input. The
+    node is ConvolutionBackward0, as in PyTorch."""
+
+    __slots__ = ("config", "x_shape", "w_shape", "extra")
+
+    def forward(self, x, w, b=None, *, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
+        if x.ndim != 4:
+            raise ValueError(f"conv_transpose2d expects input of shape (N, C, H, W), got {x.shape}; "
+                             f"add a batch dimension with x.unsqueeze(0) for a single image")
+        if w.ndim != 4:
+            raise ValueError(f"conv_transpose2d expects weight of shape (in, out/groups, kh, kw), got {w.shape}")
+        if x.dtype != w.dtype:
+            raise TypeError(f"conv_transpose2d input has dtype {x.dtype} but weight has dtype {w.dtype}; "
+                            f"convert one of them (model.to(...) or x.to(...))")
+        s, p, op, d = pair(stride), pair(padding), pair(output_padding), pair(dilation)
+        if min(s) < 1 or min(d) < 1 or min(p) < 0 or min(op) < 0:
+            raise ValueError(f"conv_transpose2d needs stride >= 1, dilation >= 1, padding >= 0 and output_padding "
+                             f">= 0, got stride={s}, dilation={d}, padding={p}, output_padding={op}")
+        if any(o >= si and o >= di for o, si, di in zip(op, s, d)):
+            raise ValueError(f"conv_transpose2d output_padding must be smaller than either stride or dilation, "
+                             f"got output_padding={op}, stride={s}, dilation={d}")
+        if not isinstance(groups, (int, np.integer)) or groups < 1 or w.shape[0] % groups:
+            raise ValueError(f"conv_transpose2d groups={groups!r} must be a positive int dividing the weight's "
+                             f"{w.shape[0]} input channels (weight shape {w.shape})")
+        if x.shape[1] != w.shape[0]:
+            raise LayerInputError(f"conv_transpose2d with weight of shape {w.shape} takes {w.shape[0]} input "
+                                  f"channels; its input has {x.shape[1]} (shape {x.shape})",
+                                  what="channels", expected=w.shape[0], got=x.shape[1], input_shape=x.shape)
+        n, c, h, wd = x.shape
+        size = tuple(conv_transpose_size(e, k, *a) for e, k, a in zip((h, wd), w.shape[2:], zip(s, p, d, op)))
+        if min(size) < 1:
+            raise ValueError(f"conv_transpose2d output would be empty ({size[0]}x{size[1]}): input {h}x{wd}, "
+                             f"kernel {w.shape[2]}x{w.shape[3]}, stride {s}, padding {p}, dilation {d}, "
+                             f"output_padding {op}; use less padding")
+        if b is not None and b.shape != (w.shape[1] * groups,):
+            raise ValueError(f"conv_transpose2d bias must have shape ({w.shape[1] * groups},), one per output "
+                             f"channel, got {b.shape}")
+        needs_x, needs_w = self.needs_input_grad[0], self.needs_input_grad[1]
+        self.config = (s, p, d, groups)
+        self.x_shape, self.w_shape = x.shape, w.shape
+        # output_padding >= stride: the convolution of z reaches past x by these rows and columns (zeros)
+        self.extra = tuple(o // si for o, si in zip(op, s))
+        self.save_for_backward(w if needs_x else None, x if needs_w else None)
+        z = kernels.conv2d_grad_input(self._padded(x), w, (n, w.shape[1] * groups) + size, *self.config)
+        if b is not None:
+            z += b.reshape(-1, 1, 1)
+        return z
+
+    def _padded(self, x):
+        """x with the zero rows and columns that output_padding >= stride adds at its end (K, N, C, H, W)
+        or (N, C, H, W)."""
+        if not any(self.extra):
+            return x
+        widths = [(0, 0)] * (x.ndim - 2) + [(0, self.extra[0]), (0, self.extra[1])]
+        return np.pad(x, widths)
+
+    def backward(self, g):
+        w, x = self.saved
+        needs = self.needs_input_grad
+        nb = self.seed_ndim(g)
+        h, wd = self.x_shape[2:]
+        dx = dw = db = None
+        if needs[0]:
+            dx = kernels.conv2d_forward(g.reshape((-1,) + g.shape[nb + 1:]), w, None, *self.config)
+            dx = np.ascontiguousarray(dx[..., :h, :wd]).reshape(g.shape[:nb] + self.x_shape)
+        if needs[1]:
+            xp = self._padded(x)
+            dw = np.stack([kernels.conv2d_grad_weight(xp, gk, self.w_shape, *self.config)
+                           for gk in g.reshape((-1,) + g.shape[nb:])]).reshape(g.shape[:nb] + self.w_shape)
+        if len(needs) > 2 and needs[2]:
+            db = kernels.conv2d_grad_bias(g)
+        return dx, dw, db
+
+    def backward_window(self, p):
+        """Per axis, a window of g at origin o with h rows reaches the inputs a = ceil((o + padding -
+        (k - 1) * dilation) / stride) .. floor((o + h - 1 + padding) / stride): m rows (the largest
+        over the seeds). The input VJP is the plain convolution (no padding) of a buffer of g holding
+        the rows a * stride - padding .. (a + m - 1) * stride - padding + (k - 1) * dilation, each
+        seed's window placed in it; the weight VJP correlates each seed's window of x (zeros outside
+        x) with its buffer."""
+        w, x = self.saved
+        needs = self.needs_input_grad
+        s, pad, d, groups = self.config
+        K = len(p.origins)
+        starts, m, length = [], [], []
+        for axis in range(2):
+            o, h, k = p.origins[:, axis], p.size[axis], self.w_shape[2 + axis]
+            a = -((-(o + pad[axis] - (k - 1) * d[axis])) // s[axis])
+            b = (o + h - 1 + pad[axis]) // s[axis]
+            starts.append(a)
+            m.append(max(int((b - a).max()) + 1, 1))
+            length.append((m[-1] - 1) * s[axis] + (k - 1) * d[axis] + 1)
+        origins = np.stack(starts, axis=1).astype(np.int64)
+        buf = np.zeros((K,) + p.lead + tuple(length), p.dtype)
+        kernels.window.add_into(buf, p.data, p.origins - (origins * np.array(s) - np.array(pad)))
+        dx = dw = db = None
+        if needs[0]:
+            dx = kernels.conv2d_forward(buf.reshape((-1,) + buf.shape[2:]), w, None, s, 0, d, groups)
+            dx = p.moved(dx.reshape((K, self.x_shape[0], self.x_shape[1]) + tuple(m)), origins, self.x_shape[2:])
+        if needs[1]:
+            xw = kernels.window.gather(x, origins, tuple(m))  # (K, N, C, *m)
+            dw = np.stack([kernels.conv2d_grad_weight(xk, bk, self.w_shape, s, 0, d, groups)
+                           for xk, bk in zip(xw, buf)]).reshape(p.seed_shape + self.w_shape)
+        if len(needs) > 2 and needs[2]:
+            db = p.data.sum(axis=(1, 3, 4)).reshape(p.seed_shape + (self.w_shape[1] * groups,))
+        return (dx, dw, db)[:len(needs)]
+
+    def window_rule(self, box, shapes):
+        """Input 0: the cells whose taps land in the box; weight and bias: their whole maps."""
+        s, p, d, _ = self.config
+        return first_input(lambda shape: conv_transpose_window(box, shape, self.w_shape[2:], s, p, d), shapes)
 
     def name(self):
         return "ConvolutionBackward0"
