@@ -101,7 +101,23 @@ def compute(model, image_path, method="gradient", seed=None, layer=None):
     if method == "gradcam":
         options["layer"] = named_layer(model, layer) if layer else gradcam_layer(model)[1]
     attr = fn(model, x, seed_obj, **options)
+    _check_output(model, attr, image_path)
     return x, attr, [note] if note else []
+
+
+def _check_output(model, attr, image_path):
+    """MapError when the model's output for a finite image is not finite, naming the parameters and
+    buffers that hold NaN or infinite values (the usual cause) when there are any."""
+    out = np.asarray(attr.output)
+    if out.dtype.kind not in "fc" or np.isfinite(out).all():
+        return
+    state = getattr(model, "state_dict", None)
+    bad = [k for k, v in (state() if callable(state) else {}).items()
+           if np.asarray(v).dtype.kind == "f" and not np.isfinite(v).all()]
+    where = (f"its weights hold NaN or infinite values in {', '.join(bad[:3])}"
+             f"{f' and {len(bad) - 3} more' if len(bad) > 3 else ''}" if bad else "its weights are finite")
+    raise MapError(f"the model's output for {Path(image_path).name} holds {out.size - np.isfinite(out).sum()} NaN "
+                   f"or infinite values; {where}")
 
 
 def figure(model, x, attr, sign="abs", reduce="sum", overlay=False):

@@ -81,14 +81,83 @@ def _is_file(path, what):
         raise ZooError(f"cannot look for {what} {_shown(path)}: {err.strerror or err}") from None
 
 
-def _load_weights(model, path, what):
-    """Load a weights file into `model`, or ZooError naming the missing/unexpected/mis-shaped keys.
-    A malformed file raises `saliency.nn.WeightsError` unchanged: it names the file and the defect."""
+SHOWN_KEYS = 3
+
+
+def _some(keys):
+    """A few keys for a one-line message: the first SHOWN_KEYS, then how many more."""
+    keys = list(keys)
+    text = ", ".join(keys[:SHOWN_KEYS])
+    return text + (f" and {len(keys) - SHOWN_KEYS} more" if len(keys) > SHOWN_KEYS else "")
+
+
+def _file_kind(path):
+    """What a weights file is, judged by its content as saliency.nn.load judges it."""
+    from saliency.nn.pth import is_torch_archive
+
     try:
-        model.load_state_dict(nn.load(path))
-    except nn.WeightsError:
+        with open(path, "rb") as f:
+            magic = f.read(4)
+    except OSError:
+        return "a weights file"
+    if magic in (b"PK\x03\x04", b"PK\x05\x06"):
+        return "a PyTorch checkpoint" if is_torch_archive(path) else "an .npz archive"
+    return "a PyTorch checkpoint" if magic[:2] == b"\x80\x02" else "a safetensors file"
+
+
+def _fit(model, shapes, path, what):
+    """ZooError in one line when the file's {key: shape} is not the model's state dict: how many keys
+    are missing, unexpected or of another shape, with a few of each named."""
+    wanted = {k: tuple(v.shape) for k, v in model.state_dict(keep_vars=True).items()}
+    missing = [k for k in wanted if k not in shapes]
+    unexpected = [k for k in shapes if k not in wanted]
+    resized = [f"{k} {tuple(shapes[k])} for {wanted[k]}" for k in wanted
+               if k in shapes and tuple(shapes[k]) != wanted[k]]
+    if not (missing or unexpected or resized):
+        return
+    parts = []
+    def are(keys):
+        return "is" if len(keys) == 1 else "are"
+
+    if missing:
+        parts.append(f"{len(missing)} of the model's {len(wanted)} keys {are(missing)} missing ({_some(missing)})")
+    if unexpected:
+        parts.append(f"{len(unexpected)} of the file's {len(shapes)} keys {are(unexpected)} not the model's "
+                     f"({_some(unexpected)})")
+    if resized:
+        parts.append(f"{len(resized)} {'key has' if len(resized) == 1 else 'keys have'} another shape "
+                     f"({_some(resized)})")
+    raise ZooError(f"{_shown(path)} ({_file_kind(path)}) does not fit {what}: {'; '.join(parts)}")
+
+
+def _check_finite(state, path):
+    """ZooError naming the tensors of a weights file that hold NaN or infinite values."""
+    import numpy as np
+
+    bad = [k for k, v in state.items() if np.asarray(v).dtype.kind in "fc" and not np.isfinite(v).all()]
+    if bad:
+        raise ZooError(f"the weights in {_shown(path)} hold NaN or infinite values in {len(bad)} "
+                       f"tensor{'s' if len(bad) > 1 else ''} ({_some(bad)}); a map needs finite weights")
+
+
+def _load_weights(model, path, what):
+    """Load a weights file into `model`, or ZooError in one line naming a few missing, unexpected or
+    mis-shaped keys, a refused dtype, or the tensors that hold NaN or infinite values. The names and
+    shapes of an `.npz` file are checked from its headers before any array is read (a small
+    compressed file may declare gigabytes). A malformed file raises `saliency.nn.WeightsError`
+    unchanged: it names the file and the defect."""
+    from saliency.nn.npz import read_npz_shapes
+
+    try:
+        if _file_kind(path) == "an .npz archive":
+            _fit(model, {k: shape for k, (_, shape) in read_npz_shapes(path).items()}, path, what)
+        state = nn.load(path)
+        _fit(model, {k: getattr(v, "shape", ()) for k, v in state.items()}, path, what)
+        _check_finite(state, path)
+        model.load_state_dict(state)
+    except (nn.WeightsError, ZooError):
         raise
-    except (KeyError, RuntimeError, ValueError) as err:
+    except (KeyError, RuntimeError, TypeError, ValueError) as err:
         detail = " ".join(str(err).split())        # the state-dict report spans lines; keep one
         raise ZooError(f"{_shown(path)} does not fit {what}: {detail}") from None
 
@@ -125,6 +194,8 @@ def load_user(spec, weights=None, args=None):
     module = importlib.util.module_from_spec(module_spec)
     try:
         module_spec.loader.exec_module(module)
+    except SystemExit as err:
+        raise ZooError(f"importing {_shown(path)} failed: it called sys.exit({err.code!r})") from None
     except Exception as err:
         detail = " ".join(str(err).split())
         raise ZooError(f"importing {_shown(path)} failed: {type(err).__name__}: {detail}") from None
@@ -134,6 +205,9 @@ def load_user(spec, weights=None, args=None):
     shown_call = f"{fn}({', '.join([repr(a) for a in positional] + [f'{k}={v!r}' for k, v in keywords.items()])})"
     try:
         model = build_fn(*positional, **keywords)
+    except SystemExit as err:
+        raise ZooError(f"building the model with {shown_call} from {_shown(path)} failed: it called "
+                       f"sys.exit({err.code!r})") from None
     except Exception as err:
         detail = " ".join(str(err).split())
         raise ZooError(f"building the model with {shown_call} from {_shown(path)} failed: "

@@ -36,15 +36,16 @@ class _Bad(Exception):
     """A defect of the archive; `read_npz` turns it into a WeightsError naming the file."""
 
 
-def read_npz(path):
-    """{name: ndarray} from the `.npz` file at `path` (arrays in native byte order);
-    WeightsError "PATH is not a readable .npz file: REASON" for anything malformed."""
+def read_npz(path, headers_only=False):
+    """{name: ndarray} from the `.npz` file at `path` (arrays in native byte order), or with
+    `headers_only` {name: (dtype, shape)}; WeightsError "PATH is not a readable .npz file: REASON"
+    for anything malformed."""
     path = os.fspath(path)
     with open(path, "rb") as f:
         try:
             size = os.fstat(f.fileno()).st_size
             with zipfile.ZipFile(f) as zf:
-                return _members(zf, size)
+                return _members(zf, size, headers_only)
         except _Bad as exc:
             reason = str(exc)
         except OSError as exc:  # e.g. a seek to a negative offset the zip records computed
@@ -54,7 +55,14 @@ def read_npz(path):
     raise WeightsError(f"{path} is not a readable .npz file: {reason}")
 
 
-def _members(zf, size):
+def read_npz_shapes(path):
+    """{name: (dtype, shape)} of the `.npz` file at `path`, from the `.npy` headers alone (no array
+    data is read or decompressed beyond each header), so names and shapes can be checked against a
+    model before anything is allocated; WeightsError as `read_npz` for a malformed archive."""
+    return read_npz(path, headers_only=True)
+
+
+def _members(zf, size, headers_only=False):
     infos = zf.infolist()
     total = sum(info.file_size for info in infos)
     if total > MAX_RATIO * max(size, 1):
@@ -69,7 +77,7 @@ def _members(zf, size):
             raise _Bad(f"it has two members named {short(name)}")
         _check_member(info)
         with zf.open(info) as member:
-            arrays[name[:-4]] = _read_npy(member, info)
+            arrays[name[:-4]] = _read_npy(member, info, headers_only)
     return arrays
 
 
@@ -88,7 +96,7 @@ def _check_member(info):
                    f"more than deflate's ratio allows (a zip bomb?)")
 
 
-def _read_npy(member, info):
+def _read_npy(member, info, headers_only=False):
     name = short(info.filename)
     prefix = member.read(8)
     if len(prefix) < 8 or prefix[:6] != _MAGIC:
@@ -118,6 +126,8 @@ def _read_npy(member, info):
                    f"{info.file_size - start} bytes of data")
     if too_big(shape, dtype.itemsize):  # only an empty array gets here with such a shape
         raise _Bad(f"member {name} has shape {short(shape)}, too large for any array")
+    if headers_only:
+        return dtype, shape
     try:  # nbytes <= MAX_RATIO x the compressed size, yet a large lying file can still ask for too much
         buf, got = read_exactly(member, nbytes)
     except MemoryError:

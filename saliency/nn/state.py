@@ -43,23 +43,32 @@ def state_dict(module, prefix="", keep_vars=False):
     return out
 
 
-def _as_array(value, key):
+def _as_array(value, key, target):
+    """`value` as an ndarray for `target`; TypeError for anything but numbers, and for integer or bool
+    values meant for a floating-point tensor (weights stored as integers are a mistake, not data)."""
     if isinstance(value, Tensor):
-        return value._array
-    if hasattr(value, "detach") and hasattr(value, "numpy"):  # a torch tensor, if one slips through
-        return value.detach().cpu().numpy()
-    try:
-        arr = np.asarray(value)
-    except (TypeError, ValueError) as exc:
-        raise TypeError(f"state_dict[{key!r}] is {type(value).__name__}, not an array or Tensor: {exc}") from None
+        arr = value._array
+    elif hasattr(value, "detach") and hasattr(value, "numpy"):  # a torch tensor, if one slips through
+        arr = value.detach().cpu().numpy()
+    else:
+        try:
+            arr = np.asarray(value)
+        except (TypeError, ValueError) as exc:
+            raise TypeError(f"state_dict[{key!r}] is {type(value).__name__}, not an array or Tensor: {exc}") from None
     if arr.dtype.kind not in "biuf":
         raise TypeError(f"state_dict[{key!r}] has dtype {arr.dtype}; expected a numeric array or Tensor")
+    if arr.dtype.kind in "biu" and target.dtype.kind == "f":
+        raise TypeError(f"state_dict[{key!r}] has dtype {arr.dtype} but the model's {key} is {target.dtype}; "
+                        f"integer weights are refused (convert them to float if they are meant as values)")
     return arr
 
 
 def load_state_dict(module, state, strict=True):
     if not isinstance(state, collections.abc.Mapping):
         raise TypeError(f"expected a mapping from key to array for state_dict, got {type(state).__name__}")
+    odd = next((k for k in state if not isinstance(k, str)), None)
+    if odd is not None:
+        raise TypeError(f"state_dict keys must be strings, got {type(odd).__name__} {odd!r}")
     missing, unexpected, errors = [], [], []
     stack = [("", module)]
     with no_grad():
@@ -71,7 +80,7 @@ def load_state_dict(module, state, strict=True):
                 if key not in state:
                     missing.append(key)
                     continue
-                value = _as_array(state[key], key)
+                value = _as_array(state[key], key, target._array)
                 if value.shape != target._array.shape:
                     errors.append(f"size mismatch for {key}: copying a param with shape {value.shape} from "
                                   f"checkpoint, the shape in current model is {target._array.shape}.")

@@ -125,6 +125,69 @@ def test_bad_input_is_one_clear_line(star, scene, tmp_path, capsys, args, messag
     assert err.startswith("error: ") and message in err and "\n" not in err, err
 
 
+_NET = ("import saliency.nn as nn\n"
+        "def net():\n"
+        "    return nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4, 2))\n")
+
+
+def _shapes_weights(path, change):
+    state = {k: np.asarray(v) for k, v in zoo.load("shapes").state_dict().items()}
+    key = "features.block1.conv.weight"
+    state[key] = change(state[key])
+    sl.nn.save(state, path)
+    return path
+
+
+@pytest.mark.parametrize("case, message", [
+    ("builder raises", "building the model with build() from {tmp}/m.py failed: RuntimeError: boom"),
+    ("sys.exit at import", "importing {tmp}/m.py failed: it called sys.exit(3)"),
+    ("sys.exit in build", "building the model with build() from {tmp}/m.py failed: it called sys.exit(3)"),
+    ("complex weights", "has dtype complex64; expected a numeric array"),
+    ("string weights", "is not a readable .npz file: member 'features.block1.conv.weight.npy' has dtype '<U1'"),
+    ("integer weights", "has dtype int64 but the model's features.block1.conv.weight is float32; integer weights "
+                        "are refused"),
+    ("nan weights", "hold NaN or infinite values in 1 tensor (features.block1.conv.weight)"),
+    ("nan in the model file", "the model's output for star.png holds 2 NaN or infinite values; its weights hold NaN "
+                              "or infinite values in 0.weight"),
+])
+def test_model_and_weights_failures_are_one_line_with_exit_code_2(star, tmp_path, capsys, case, message):
+    model, weights = "shapes", None
+    if case == "builder raises":
+        (tmp_path / "m.py").write_text("def build():\n    raise RuntimeError('boom')\n")
+    elif case == "sys.exit at import":
+        (tmp_path / "m.py").write_text("import sys\nsys.exit(3)\n")
+    elif case == "sys.exit in build":
+        (tmp_path / "m.py").write_text("import sys\ndef build():\n    sys.exit(3)\n")
+    elif case == "nan in the model file":
+        (tmp_path / "m.py").write_text(_NET + "def build():\n    m = net()\n    m[0].weight.data.fill_(float('nan'))\n"
+                                       "    return m\n")
+    else:
+        change = {"complex weights": lambda w: w.astype(np.complex64), "string weights": lambda w: np.full(w.shape, "a"),
+                  "integer weights": lambda w: w.astype(np.int64), "nan weights": lambda w: w * np.nan}[case]
+        weights = _shapes_weights(tmp_path / "w.npz", change)
+    if (tmp_path / "m.py").exists():
+        model = f"{tmp_path / 'm.py'}:build"
+    args = ["map", str(star), "--model", model, "--out", str(tmp_path / "o.png")]
+    with pytest.raises(SystemExit) as info:
+        main(args + (["--weights", str(weights)] if weights else []))
+    assert info.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and message.format(tmp=tmp_path) in err and "\n" not in err, err
+
+
+def test_a_viz_error_is_a_user_error(star, tmp_path, capsys, monkeypatch):
+    from saliency.cli import mapping
+
+    def refuse(*args):
+        raise sl.viz.VizError("a map the picture cannot show")
+
+    monkeypatch.setattr(mapping, "run", refuse)
+    with pytest.raises(SystemExit) as info:
+        main(["map", str(star)])
+    assert info.value.code == 2
+    assert capsys.readouterr().err == "error: a map the picture cannot show\n"
+
+
 def test_a_users_own_model_from_a_file(star, tmp_path):
     (tmp_path / "mine.py").write_text(
         "import saliency as sl\n"

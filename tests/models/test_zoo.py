@@ -119,6 +119,83 @@ def test_loading_mismatched_weights_names_the_arrays(tmp_path):
     assert "\n" not in msg
 
 
+def test_weights_of_another_model_are_one_short_line_saying_what_the_file_is(tmp_path):
+    other = {f"layers.{i}.weight": np.zeros((4, 4), np.float32) for i in range(40)}
+    sl.nn.save(other, tmp_path / "other.npz")
+    with pytest.raises(zoo.ZooError) as info:
+        zoo.load("shapes", weights=tmp_path / "other.npz")
+    msg = str(info.value)
+    assert msg == (f"{tmp_path / 'other.npz'} (an .npz archive) does not fit the 'shapes' model: 26 of the model's "
+                   "26 keys are missing (features.block1.conv.weight, features.block1.bn.weight, "
+                   "features.block1.bn.bias and 23 more); 40 of the file's 40 keys are not the model's "
+                   "(layers.0.weight, layers.1.weight, layers.2.weight and 37 more)")
+    state = {k: np.asarray(v) for k, v in zoo.load("shapes").state_dict().items()}
+    state["fc.weight"] = np.zeros((3, 3), np.float32)
+    sl.nn.save_safetensors(state, tmp_path / "resized.safetensors")
+    with pytest.raises(zoo.ZooError, match=r"\(a safetensors file\) does not fit the 'shapes' model: 1 key has "
+                                           r"another shape \(fc.weight \(3, 3\) for \(8, 96\)\)$"):
+        zoo.load("shapes", weights=tmp_path / "resized.safetensors")
+
+
+def _npz_bomb(path, n_bytes):
+    """An .npz whose one member declares n_bytes of zeros: deflate shrinks them about 1000 times."""
+    import zipfile
+
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+        with zf.open("big.npy", "w", force_zip64=True) as f:
+            np.lib.format.write_array_header_1_0(f, {"descr": "<f4", "fortran_order": False,
+                                                     "shape": (n_bytes // 4,)})
+            chunk = bytes(1 << 20)
+            for _ in range(n_bytes >> 20):
+                f.write(chunk)
+    return path
+
+
+def test_npz_names_and_shapes_are_checked_before_any_array_is_expanded(tmp_path):
+    import tracemalloc
+
+    path = _npz_bomb(tmp_path / "bomb.npz", 256 << 20)
+    assert path.stat().st_size < 1 << 20
+    tracemalloc.start()
+    try:
+        with pytest.raises(zoo.ZooError, match=r"\(an \.npz archive\) does not fit the 'shapes' model: .*"
+                                               r"1 of the file's 1 keys is not the model's \(big\)$"):
+            zoo.load("shapes", weights=path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 32 << 20
+
+
+@pytest.mark.parametrize("kind, message", [
+    ("int", r"has dtype int64 but the model's features.block1.conv.weight is float32; integer weights are refused"),
+    ("complex", r"has dtype complex64; expected a numeric array"),
+    ("nan", r"the weights in .*w.npz hold NaN or infinite values in 1 tensor \(fc.bias\); a map needs finite "
+            r"weights$"),
+])
+def test_integer_complex_and_nan_weights_are_zoo_errors(tmp_path, kind, message):
+    state = {k: np.asarray(v) for k, v in zoo.load("shapes").state_dict().items()}
+    if kind == "nan":
+        state["fc.bias"] = state["fc.bias"].copy()
+        state["fc.bias"][1] = np.nan
+    else:
+        key = "features.block1.conv.weight"
+        state[key] = state[key].astype(np.int64 if kind == "int" else np.complex64)
+    sl.nn.save(state, tmp_path / "w.npz")
+    with pytest.raises(zoo.ZooError, match=message):
+        zoo.load("shapes", weights=tmp_path / "w.npz")
+
+
+def test_a_model_file_that_calls_sys_exit_is_a_zoo_error(tmp_path):
+    (tmp_path / "at_import.py").write_text("import sys\nsys.exit(3)\n")
+    (tmp_path / "in_build.py").write_text("import sys\ndef build():\n    sys.exit('no GPU')\n")
+    with pytest.raises(zoo.ZooError, match=r"importing .*at_import.py failed: it called sys.exit\(3\)$"):
+        zoo.load_user(f"{tmp_path / 'at_import.py'}:build")
+    with pytest.raises(zoo.ZooError, match=r"building the model with build\(\) from .*in_build.py failed: it called "
+                                           r"sys.exit\('no GPU'\)$"):
+        zoo.load_user(f"{tmp_path / 'in_build.py'}:build")
+
+
 def test_unknown_model_and_missing_file_are_clear():
     with pytest.raises(zoo.ZooError, match="unknown model 'resnet'; the zoo has: shapes, digits, depth"):
         zoo.load("resnet")

@@ -151,3 +151,19 @@ def test_bad_values_are_clear_errors():
         lin.load_state_dict([("weight", np.zeros((2, 2)))])
     with pytest.raises(TypeError, match=r"state_dict\['weight'\].*dtype"):
         lin.load_state_dict({"weight": np.array([["a", "b"], ["c", "d"]]), "bias": np.zeros(2)})
+
+
+def test_integer_weights_for_float_parameters_and_non_string_keys_are_type_errors():
+    lin = nn.Linear(2, 2)
+    with pytest.raises(TypeError, match=r"state_dict\['weight'\] has dtype int64 but the model's weight is "
+                                        r"float32; integer weights are refused"):
+        lin.load_state_dict({"weight": np.ones((2, 2), np.int64), "bias": np.zeros(2, np.float32)})
+    with pytest.raises(TypeError, match=r"state_dict\['bias'\] has dtype uint8"):
+        lin.load_state_dict({"weight": np.ones((2, 2), np.float32), "bias": np.zeros(2, np.uint8)})
+    with pytest.raises(TypeError, match=r"state_dict keys must be strings, got int 3"):
+        lin.load_state_dict({"weight": np.ones((2, 2), np.float32), "bias": np.zeros(2, np.float32), 3: 0})
+    bn = nn.BatchNorm2d(2)                  # an integer buffer still takes integers
+    state = {k: np.asarray(v) for k, v in bn.state_dict().items()}
+    state["num_batches_tracked"] = np.array(5, np.int64)
+    bn.load_state_dict(state)
+    assert int(bn.num_batches_tracked.item()) == 5
