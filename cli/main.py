@@ -203,6 +203,7 @@ def train(name: str = typer.Argument(..., help="Which zoo model: shapes, digits 
     """Train a zoo model from scratch with saliency's own engine (Adam), with a progress bar."""
     from saliency.models.zoo import ZooError
 
+    from .mapping import MapError
     from .zoo import train as run
 
     # `--seed` of map and batch is the backward seed v; train's random seed was `--seed` too, and
@@ -215,7 +216,7 @@ def train(name: str = typer.Argument(..., help="Which zoo model: shapes, digits 
         random_seed = old_seed
     try:
         lines = run(name, epochs, 0 if random_seed is None else random_seed, out)
-    except (ZooError, ModuleNotFoundError, OSError) as exc:
+    except (ZooError, MapError, ModuleNotFoundError, OSError) as exc:
         raise UserError(str(exc)) from None
     typer.echo("\n".join(lines))
 

@@ -33,11 +33,37 @@ def models_table(measure=False):
     return "\n".join(lines)
 
 
+def weights_out(name, out):
+    """The weights file `saliency train` writes: `out` (a name ending in .npz), else NAME.npz here.
+    Checked before training: a folder, another suffix, or a folder that cannot be created or written
+    to is a MapError; missing folders are created."""
+    from pathlib import Path
+
+    from saliency._write import part_name
+
+    from .mapping import MapError
+
+    path = Path(out) if out is not None else Path(f"{name}.npz")
+    if path.is_dir():
+        raise MapError(f"--out {out} is a folder; give a file name ending in .npz, e.g. {path / f'{name}.npz'}")
+    if path.suffix != ".npz":
+        raise MapError(f"--out must be a file name ending in .npz (the weights; a .json card goes beside it), "
+                       f"got {out}")
+    probe = part_name(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise MapError(f"cannot write --out {out}: {exc.strerror or exc}; nothing was trained") from None
+    return path
+
+
 def train(name, epochs, random_seed, out):
     """Train `name`, every random draw from `random_seed`, and write its weights and card; returns the lines
     to print."""
     zoo.spec(name)                           # an unknown name fails before any work
-    out = out if out is not None else f"{name}.npz"
+    out = weights_out(name, out)             # so does an --out that cannot be written
     model, card = training.train(name, epochs=epochs, seed=random_seed)
     path = training.save(model, card, out)
     return [f"trained {name} in {card['train_seconds']:.0f} s: {_metrics_text(card['task'], card['metrics'])}",

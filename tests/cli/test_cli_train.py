@@ -57,3 +57,25 @@ def test_help_shows_random_seed_only():
     assert result.exit_code == 0, result.output
     assert "--random-seed" in result.output
     assert "--seed " not in result.output.replace("--random-seed", "")
+
+
+@pytest.mark.parametrize("out, message", [
+    ("{tmp}/x.png", "--out must be a file name ending in .npz (the weights; a .json card goes beside it), got "
+                    "{tmp}/x.png"),
+    ("{tmp}", "--out {tmp} is a folder; give a file name ending in .npz, e.g. {tmp}/shapes.npz"),
+    ("{tmp}/file/w.npz", "cannot write --out {tmp}/file/w.npz: "),
+])
+def test_an_out_that_cannot_be_written_is_refused_before_training(tmp_path, monkeypatch, capsys, out, message):
+    from saliency.models import train as training
+
+    def no_training(*args, **kwargs):
+        raise AssertionError("trained although --out cannot be written")
+
+    monkeypatch.setattr(training, "train", no_training)
+    (tmp_path / "file").write_text("")          # a file where a folder would have to be created
+    with pytest.raises(SystemExit) as info:
+        main(["train", "shapes", "--out", out.format(tmp=tmp_path)])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: " + message.format(tmp=tmp_path)) and err.count("\n") == 1, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]      # no probe file left behind
