@@ -192,6 +192,18 @@ def test_save_arrays_as_png_creating_folders(tmp_path):
     np.testing.assert_array_equal(np.asarray(Image.open(save(rgba, tmp_path / "rgba.png"))), rgba)
 
 
+def test_save_channels_first_with_an_explicit_layout(tmp_path):
+    chw = np.moveaxis(RGB8[:, :3], -1, 0)             # (3, 6, 3): channels first, width 3
+    path = save(chw, tmp_path / "chw.png", layout="CHW")
+    np.testing.assert_array_equal(np.asarray(Image.open(path)), RGB8[:, :3])
+    path = save(RGB8[:3, :, :], tmp_path / "hwc.png", layout="HWC")      # (3, 5, 3) as rows, columns, RGB
+    np.testing.assert_array_equal(np.asarray(Image.open(path)), RGB8[:3])
+    grey = save(np.full((1, 2, 4), 0.5), tmp_path / "grey.png", layout="CHW")
+    np.testing.assert_array_equal(np.asarray(Image.open(grey)), np.full((2, 4), 128))
+    with pytest.raises(VizError, match="layout must be None, 'HWC' or 'CHW', got 'NCHW'"):
+        save(RGB8, tmp_path / "x.png", layout="NCHW")
+
+
 def test_save_pillow_image(tmp_path):
     path = save(Image.fromarray(RGB8), str(tmp_path / "pil.png"))
     np.testing.assert_array_equal(np.asarray(Image.open(path)), RGB8)
@@ -210,7 +222,11 @@ def test_save_figure_png_and_pdf(tmp_path):
 @pytest.mark.parametrize("picture, name, message", [
     (RGB8, "x.jpg", r"cannot save a picture to '.*x\.jpg': use a path ending in \.png"),
     (None, "x.gif", r"cannot save a Figure to '.*x\.gif': use a path ending in \.png or \.pdf or \.svg"),
-    (np.zeros((3, 5, 6)), "x.png", r"cannot save an array of shape \(3, 5, 6\); pass an \(H, W\), \(H, W, 3\)"),
+    (np.zeros((3, 5, 6)), "x.png", r"cannot save an array of shape \(3, 5, 6\); pass an \(H, W\), \(H, W, 3\) or "
+                                   r"\(H, W, 4\) picture \(for a \(C, H, W\) image pass layout='CHW'\)"),
+    (np.zeros((3, 5, 3)), "x.png", r"an array of shape \(3, 5, 3\) reads as \(C, H, W\) and as \(H, W, C\); pass "
+                                   r"layout='CHW' or layout='HWC'"),
+    (np.zeros((4, 5, 4)), "x.png", r"reads as \(C, H, W\) and as \(H, W, C\)"),
     (np.zeros((4, 4), dtype=np.int32), "x.png", "cannot save an array of dtype int32"),
     (np.full((4, 4), np.nan), "x.png", "cannot save an array holding NaN or infinite values"),
 ])
