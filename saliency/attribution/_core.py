@@ -70,7 +70,9 @@ class Call:
     """One method call: the input as (N, C, H, W), whether it had a batch dimension, the clock.
 
     x is cast to the dtype of the model's parameters when it has any (a float64 image for a
-    float32 model), else kept if floating point, else float32; the map has that dtype.
+    float32 model), else kept; the map has that dtype. An integer or bool x (a uint8 image of
+    0..255, say) is a TypeError: the maps are of float images in [0, 1], and guessing the scale of
+    integers would silently change them.
     """
 
     def __init__(self, model, x):
@@ -80,7 +82,12 @@ class Call:
         self.model = model
         self.t0 = time.perf_counter()
         arr = x._array if isinstance(x, Tensor) else np.asarray(x)
-        if arr.dtype.kind not in "biuf":
+        if arr.dtype.kind in "biu":
+            hint = "x.astype(np.float32) / 255" if arr.dtype == np.uint8 else "x.astype(np.float32)"
+            raise TypeError(f"x has dtype {arr.dtype}; the methods take a floating-point image (values in [0, 1] for "
+                            f"the zoo's models): convert it first, e.g. {hint}, or read it with "
+                            f"saliency.viz.load_image")
+        if arr.dtype.kind != "f":
             raise TypeError(f"x must be a numeric array or Tensor, got dtype {arr.dtype}")
         if arr.ndim not in (3, 4):
             raise ValueError(f"x must have shape (N, C, H, W) or (C, H, W), got shape {arr.shape}")
@@ -88,7 +95,7 @@ class Call:
             raise InputError(f"x is an empty batch (shape {arr.shape}); pass at least one image")
         if 0 in arr.shape[-3:]:
             raise InputError(f"x has shape {arr.shape}: an image needs at least one channel, row and column")
-        dtype = _param_dtype(model) or (arr.dtype if arr.dtype.kind == "f" else np.float32)
+        dtype = _param_dtype(model) or arr.dtype
         check_finite(arr)
         if arr.dtype != dtype:
             with np.errstate(over="ignore"):    # values too large for dtype: reported just below

@@ -50,6 +50,16 @@ def test_values_that_overflow_the_models_dtype_are_refused():
         A.gradient(make_cnn(dtype=np.float32), x)
 
 
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("dtype, hint", [(np.uint8, r"x.astype\(np.float32\) / 255"), (np.int64, r"x.astype\(np.float32\)"),
+                                         (bool, r"x.astype\(np.float32\)")])
+def test_integer_and_bool_images_are_refused_not_used_as_floats(method, dtype, hint):
+    x = (_images(1) * 255).astype(dtype)
+    with pytest.raises(TypeError, match=rf"^x has dtype {np.dtype(dtype)}; the methods take a floating-point image "
+                                        rf"\(values in \[0, 1\] for the zoo's models\): convert it first, e.g. {hint}"):
+        METHODS[method](make_cnn(), x)
+
+
 def test_a_non_finite_baseline_is_refused():
     baseline = np.zeros((3, 12, 12))
     baseline[1, 2, 3] = np.nan
