@@ -31,9 +31,19 @@ def batch_files(folder):
 
 def output_names(files, method):
     """{file: PNG name}: STEM_METHOD.png, or STEM.EXT_METHOD.png for files whose stems are shared
-    (x.png and x.jpg), so that no two images write the same map."""
+    (x.png and x.jpg). No two images write the same map, even on a file system that ignores case:
+    a name still taken (x.png beside x.jpg and x.png.png) gets _2, _3, ... before _METHOD."""
     stems = Counter(p.stem.lower() for p in files)
-    return {p: (f"{p.stem}_{method}.png" if stems[p.stem.lower()] == 1 else f"{p.name}_{method}.png") for p in files}
+    names, used = {}, set()
+    for p in files:
+        base = p.stem if stems[p.stem.lower()] == 1 else p.name
+        name, k = f"{base}_{method}.png", 1
+        while name.lower() in used:
+            k += 1
+            name = f"{base}_{k}_{method}.png"
+        used.add(name.lower())
+        names[p] = name
+    return names
 
 
 def prepare_output(out, options, resume):

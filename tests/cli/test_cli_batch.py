@@ -63,6 +63,21 @@ def test_images_with_one_stem_get_one_map_each(shapes, tmp_path, capsys):
         "batch.json", "x.jpg_gradient.png", "x.png_gradient.png", "y_gradient.png"]
 
 
+def test_no_two_images_share_a_map_name_even_when_names_nest_or_differ_in_case(shapes, tmp_path, capsys):
+    from saliency.cli.batch import output_names
+
+    folder = _folder(tmp_path / "in", shapes[:3], ["x.png", "x.png.png", "X.PNG"])
+    Image.fromarray((np.moveaxis(shapes[3], 0, -1) * 255).astype(np.uint8)).save(folder / "x.jpg")
+    names = output_names(sorted(folder.iterdir()), "gradient")
+    assert len({n.lower() for n in names.values()}) == 4
+    assert names == {folder / "X.PNG": "X.PNG_gradient.png", folder / "x.jpg": "x.jpg_gradient.png",
+                     folder / "x.png": "x.png_2_gradient.png", folder / "x.png.png": "x.png_3_gradient.png"}
+    code, out, err = _batch(capsys, folder, "--out", tmp_path / "out")
+    assert code == 0, err
+    assert "wrote 4 of 4 maps" in out
+    assert len(list((tmp_path / "out").glob("*.png"))) == 4
+
+
 def test_failures_are_summed_up_recorded_and_set_the_exit_code(shapes, tmp_path, capsys):
     folder = _folder(tmp_path / "in", shapes[:3])
     (folder / "broken.png").write_bytes(b"\x89PNG\r\n\x1a\n truncated")
