@@ -23,7 +23,7 @@ from .ops.elementwise import (Abs, Add, Cast, Clamp, Clone, Div, Exp, Log, Maxim
                               Sigmoid, Sqrt, Sub, Tanh, Where)
 from .ops.linalg import Matmul
 from .ops.loss import LogSoftmax, MseLoss, NllLoss, Softmax
-from .ops.norm import BatchNorm
+from .ops.norm import BatchNorm, GroupNorm, LayerNorm
 from .ops.pool import AdaptiveAvgPool2d, AdaptiveMaxPool2d, AvgPool2d, MaxPool2d
 from .. import kernels as _kernels
 from .ops.reduce import Amax, Amin, LogSumExp, MaxAll, MaxDim, Mean, MinAll, Norm, Sum, arg_index, normalize_dims
@@ -811,13 +811,61 @@ def pixel_unshuffle(input, downscale_factor):
 
 @public("saliency", "F")
 def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1, eps=1e-5):
-    """Per-channel normalisation of (N, C, H, W); updates the running statistics in place when training."""
+    """Per-channel normalisation of (N, C), (N, C, L) or (N, C, H, W); updates the running statistics in place
+    when training."""
     def stat(v):
         return None if v is None else (v._array if isinstance(v, Tensor) else v)
 
     return BatchNorm.apply(_tensor(input), None if weight is None else _tensor(weight),
                            None if bias is None else _tensor(bias), running_mean=stat(running_mean),
                            running_var=stat(running_var), training=training, momentum=momentum, eps=eps)
+
+
+def _optional(v):
+    return None if v is None else _tensor(v)
+
+
+@public("saliency", "F")
+def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
+    """Normalise (N, C, *) over each sample's groups of C / num_groups channels (and all their positions);
+    weight and bias (C,) per channel."""
+    return GroupNorm.apply(_tensor(input), _optional(weight), _optional(bias), num_groups=int(num_groups), eps=eps)
+
+
+@public("saliency", "F")
+def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
+    """Normalise over the trailing dimensions `normalized_shape` (an int or a sequence), separately for
+    every index of the leading ones; weight and bias have shape normalized_shape."""
+    shape = (int(normalized_shape),) if isinstance(normalized_shape, (int, np.integer)) else \
+        tuple(int(n) for n in normalized_shape)
+    return LayerNorm.apply(_tensor(input), _optional(weight), _optional(bias), normalized_shape=shape, eps=eps)
+
+
+@public("saliency", "F")
+def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=None, use_input_stats=True,
+                  momentum=0.1, eps=1e-5):
+    """Normalise each channel of each sample of (N, C, *) over its positions (use_input_stats=True, updating
+    running_mean / running_var in place with the batch's average of the per-sample statistics, the
+    variance unbiased), or with the running statistics (use_input_stats=False); weight, bias (C,)."""
+    input = _tensor(input)
+    if input.ndim < 3:
+        raise ValueError(f"instance_norm expects input of shape (N, C, *) with positions, got {tuple(input.shape)}")
+    if not use_input_stats:
+        if running_mean is None or running_var is None:
+            raise ValueError("instance_norm with use_input_stats=False needs running_mean and running_var")
+        return batch_norm(input, running_mean, running_var, weight, bias, training=False, eps=eps)
+    count = math.prod(input.shape[2:])
+    if count < 2:
+        raise ValueError(f"instance_norm needs more than one position per channel with input statistics, got "
+                         f"input of shape {tuple(input.shape)}")
+    for stat, running in ((False, running_mean), (True, running_var)):
+        if running is not None:
+            x = input._array.reshape(input.shape[0], input.shape[1], -1)
+            v = (x.var(axis=2, dtype=np.float64) * count / (count - 1)) if stat else x.mean(axis=2, dtype=np.float64)
+            arr = running._array if isinstance(running, Tensor) else running
+            arr *= 1 - momentum
+            arr += (momentum * v.mean(axis=0)).astype(arr.dtype)
+    return GroupNorm.apply(input, _optional(weight), _optional(bias), num_groups=input.shape[1], eps=eps)
 
 
 for _name, _fn in _registry["Tensor"].items():

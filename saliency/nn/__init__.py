@@ -11,7 +11,7 @@ submodules; `unfuse(model)` undoes it (see `saliency.nn.fusion`). The zoo's mode
 from . import functional, init
 from .activation import (ELU, GELU, Hardsigmoid, Hardswish, Hardtanh, LeakyReLU, LogSoftmax, Mish, PReLU, ReLU, ReLU6,
                          SiLU, Sigmoid, Softmax, Softplus, Tanh)
-from .batchnorm import BatchNorm2d
+from .batchnorm import BatchNorm1d, BatchNorm2d
 from .containers import ModuleList, Sequential
 from .conv import Conv2d, ConvTranspose2d
 from .dropout import Dropout
@@ -21,6 +21,7 @@ from .hooks import RemovableHandle
 from .linear import Identity, Linear
 from .loss import CrossEntropyLoss, MSELoss, NLLLoss
 from .module import Module
+from .normalization import GroupNorm, InstanceNorm2d, LayerNorm
 from .parameter import Parameter
 from .pooling import AdaptiveAvgPool2d, AdaptiveMaxPool2d, AvgPool2d, MaxPool2d
 from .serialization import WeightsError, load, load_safetensors, save, save_safetensors
@@ -32,7 +33,7 @@ __all__ = ["AdaptiveAvgPool2d", "AvgPool2d", "BatchNorm2d", "Conv2d", "ConvTrans
            "MSELoss", "Module", "ModuleList", "NLLLoss", "Parameter", "ReLU", "RemovableHandle", "Sequential",
            "Sigmoid", "Softmax", "Tanh", "WeightsError", "functional", "fuse", "init", "load", "load_safetensors",
            "save", "save_safetensors", "unfuse"]
-__all__ += ["AdaptiveMaxPool2d"]  # pooling, normalisation, dropout and container layers beyond the first set
+__all__ += ["AdaptiveMaxPool2d", "BatchNorm1d", "GroupNorm", "InstanceNorm2d", "LayerNorm"]  # pooling, normalisation, dropout and container layers beyond the first set
 __all__ += ["ELU", "GELU", "Hardsigmoid", "Hardswish", "Hardtanh", "LeakyReLU", "Mish", "PReLU", "ReLU6", "SiLU",
             "Softplus"]  # activations
 __all__ += ["PixelShuffle", "PixelUnshuffle", "UpsamplingBilinear2d", "UpsamplingNearest2d"]  # resizing

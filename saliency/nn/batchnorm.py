@@ -1,4 +1,4 @@
-"""`BatchNorm2d`: per-channel normalisation with running statistics, as PyTorch's."""
+"""`BatchNorm1d`, `BatchNorm2d`: per-channel normalisation with running statistics, as PyTorch's."""
 import numpy as np
 
 from . import functional as F
@@ -6,20 +6,24 @@ from .module import Module
 from .parameter import Parameter
 
 
-class BatchNorm2d(Module):
-    """Normalise each channel of (N, C, H, W): batch statistics in train(), running statistics in eval().
+class _BatchNorm(Module):
+    """What the batch norms share: parameters, buffers, the update of num_batches_tracked and the call.
 
     State-dict keys as PyTorch's: weight, bias, running_mean, running_var, num_batches_tracked.
     """
 
-    def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True, dtype=None):
+    def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True, device=None,
+                 dtype=None, *, bias=True):
         super().__init__()
         self.num_features, self.eps, self.momentum = int(num_features), eps, momentum
-        self.affine, self.track_running_stats = affine, track_running_stats
+        self.affine, self.track_running_stats, self.use_bias = affine, track_running_stats, affine and bias
         dtype = np.dtype(dtype or np.float32)
         if affine:
             self.weight = Parameter(np.ones(self.num_features, dtype=dtype))
-            self.bias = Parameter(np.zeros(self.num_features, dtype=dtype))
+            if bias:
+                self.bias = Parameter(np.zeros(self.num_features, dtype=dtype))
+            else:
+                self.register_parameter("bias", None)
         else:
             self.register_parameter("weight", None)
             self.register_parameter("bias", None)
@@ -32,16 +36,38 @@ class BatchNorm2d(Module):
             self.register_buffer("running_var", None)
             self.register_buffer("num_batches_tracked", None)
 
+    def _check_input(self, input):
+        raise NotImplementedError
+
     def forward(self, input):
-        if input.ndim != 4 or input.shape[1] != self.num_features:
-            raise ValueError(f"BatchNorm2d({self.num_features}) expects input of shape (N, {self.num_features}, H, W), "
-                             f"got {tuple(input.shape)}")
+        self._check_input(input)
+        momentum = 0.0 if self.momentum is None else self.momentum
         if self.training and self.num_batches_tracked is not None:
             self.num_batches_tracked._array[...] += 1
+            if self.momentum is None:  # PyTorch's cumulative moving average
+                momentum = 1.0 / float(self.num_batches_tracked._array)
         # batch statistics in training (updating the running ones) and whenever none are tracked
         return F.batch_norm(input, self.running_mean, self.running_var, self.weight, self.bias,
-                            training=self.training or self.running_mean is None, momentum=self.momentum, eps=self.eps)
+                            training=self.training or self.running_mean is None, momentum=momentum, eps=self.eps)
 
     def extra_repr(self):
         return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
-                f"track_running_stats={self.track_running_stats}")
+                f"bias={self.use_bias}, track_running_stats={self.track_running_stats}")
+
+
+class BatchNorm2d(_BatchNorm):
+    """Normalise each channel of (N, C, H, W): batch statistics in train(), running statistics in eval()."""
+
+    def _check_input(self, input):
+        if input.ndim != 4 or input.shape[1] != self.num_features:
+            raise ValueError(f"BatchNorm2d({self.num_features}) expects input of shape (N, {self.num_features}, H, W), "
+                             f"got {tuple(input.shape)}")
+
+
+class BatchNorm1d(_BatchNorm):
+    """Normalise each channel of (N, C) or (N, C, L): batch statistics in train(), running statistics in eval()."""
+
+    def _check_input(self, input):
+        if input.ndim not in (2, 3) or input.shape[1] != self.num_features:
+            raise ValueError(f"BatchNorm1d({self.num_features}) expects input of shape (N, {self.num_features}) or "
+                             f"(N, {self.num_features}, L), got {tuple(input.shape)}")

@@ -192,6 +192,8 @@ CASES = [
         leaf(r), r.normal(size=C), r.uniform(0.5, 2, C), const(r, (C,)), const(r, (C,))), True),
     ("batch norm training", norm.BatchNorm, lambda r: F.batch_norm(
         leaf(r), np.zeros(C), np.ones(C), training=True), False),
+    ("batch norm eval on (N, C, L)", norm.BatchNorm, lambda r: F.batch_norm(
+        leaf(r, (N, C, W)), r.normal(size=C), r.uniform(0.5, 2, C)), False),
     ("crop", shape.GetItem, lambda r: leaf(r)[:, 1:, 2:-1, 1:], True),
     ("strided slice", shape.GetItem, lambda r: leaf(r)[:, :, ::2, 1:], False),
     ("cat channels", shape.Cat, lambda r: sl.cat([leaf(r), leaf(r, (N, 2, H, W))], dim=1), True),

@@ -248,3 +248,54 @@ def test_unet_decoder_matches_pytorch_in_float64():
     (g,) = sl.autograd.grad(ours(x), x, sl.tensor(seed))
     (tg,) = torch.autograd.grad(theirs(tx), tx, torch.tensor(seed))
     np.testing.assert_allclose(g.numpy(), tg.numpy(), rtol=1e-10, atol=1e-12)
+
+
+# ---- normalisation layers: train and eval mode, random affine weights, running statistics --------------
+NORM_LAYERS = [
+    ("GroupNorm", (2, 4), {}, (2, 4, 9, 7)), ("GroupNorm", (1, 4), {"affine": False}, (2, 4, 9, 7)),
+    ("GroupNorm", (4, 4), {"eps": 1e-3, "bias": False}, (3, 4, 5)), ("GroupNorm", (1, 4), {}, (5, 4)),
+    ("LayerNorm", (7,), {}, (2, 4, 9, 7)), ("LayerNorm", ([4, 9, 7],), {}, (2, 4, 9, 7)),
+    ("LayerNorm", (7,), {"elementwise_affine": False}, (2, 4, 9, 7)), ("LayerNorm", ((9, 7),), {"bias": False}, (2, 4, 9, 7)),
+    ("InstanceNorm2d", (4,), {}, (2, 4, 9, 7)), ("InstanceNorm2d", (4,), {"affine": True}, (2, 4, 9, 7)),
+    ("InstanceNorm2d", (4,), {"affine": True, "track_running_stats": True}, (2, 4, 9, 7)),
+    ("InstanceNorm2d", (4,), {"track_running_stats": True, "momentum": 0.3}, (4, 9, 7)),
+    ("BatchNorm1d", (4,), {}, (8, 4)), ("BatchNorm1d", (4,), {}, (3, 4, 7)),
+    ("BatchNorm1d", (4,), {"momentum": None}, (3, 4, 7)), ("BatchNorm1d", (4,), {"affine": False}, (6, 4)),
+    ("BatchNorm1d", (4,), {"track_running_stats": False}, (3, 4, 5)), ("BatchNorm2d", (4,), {"bias": False}, (2, 4, 9, 7)),
+    ("BatchNorm2d", (4,), {"momentum": None, "eps": 1e-3}, (2, 4, 9, 7)),
+]
+
+
+@pytest.mark.parametrize("dtype,tdtype", DTYPES, ids=["float32", "float64"])
+@pytest.mark.parametrize("layer,args,kwargs,shape", NORM_LAYERS, ids=[f"{l}{a}{k}{s}" for l, a, k, s in NORM_LAYERS])
+def test_norm_layer_matches_pytorch_in_train_and_eval(layer, args, kwargs, shape, dtype, tdtype):
+    torch.manual_seed(0)
+    theirs = getattr(torch.nn, layer)(*args, **kwargs).to(tdtype)
+    with torch.no_grad():
+        for p in theirs.parameters():
+            p.normal_(0.5, 1.0)
+    ours = getattr(nn, layer)(*args, **kwargs).to(dtype)
+    assert list(ours.state_dict()) == list(theirs.state_dict())
+    assert repr(ours) == repr(theirs)
+    ours.load_state_dict({k: v.detach().numpy() for k, v in theirs.state_dict().items()})
+    rng = np.random.default_rng(0)
+    for step in range(2):  # two training steps (momentum=None averages them), then eval on what they left
+        x = (rng.standard_normal(shape) * 2 + 1).astype(dtype)
+        _compare(ours, theirs, x, dtype, train=True)
+        for name, buf in theirs.named_buffers():
+            np.testing.assert_allclose(getattr(ours, name).numpy(), buf.numpy(), rtol=1e-6, atol=1e-7, err_msg=name)
+    _compare(ours, theirs, (rng.standard_normal(shape) * 2 + 1).astype(dtype), dtype, train=False)
+
+
+def test_norm_layers_declare_whole_window_rules_for_per_sample_statistics():
+    """Group, layer and instance norm mix every position of a group: their window rule is the whole map."""
+    from saliency.autograd import geometry
+    from saliency.autograd.ops import norm
+    assert norm.GroupNorm.window_rule is geometry.whole_window
+    assert norm.LayerNorm.window_rule is geometry.whole_window
+    x = sl.tensor(np.random.default_rng(0).standard_normal((1, 2, 6, 6)), requires_grad=True)
+    y = nn.InstanceNorm2d(2)(x)
+    g = np.zeros(y.shape)
+    g[0, 0, 2, 3] = 1.0
+    y.backward(sl.tensor(g))
+    assert np.count_nonzero(x.grad.numpy()[0, 0]) == 36 and not x.grad.numpy()[0, 1].any()

@@ -1,0 +1,109 @@
+"""`GroupNorm`, `LayerNorm`, `InstanceNorm2d`: normalisation with per-sample statistics, as PyTorch's
+(same constructor arguments, parameter and buffer names, so state dicts load)."""
+import numbers
+
+import numpy as np
+
+from . import functional as F
+from .module import Module
+from .parameter import Parameter
+
+
+class GroupNorm(Module):
+    """Normalise (N, C, *) over each sample's groups of C / num_groups channels; weight and bias per channel."""
+
+    def __init__(self, num_groups, num_channels, eps=1e-5, affine=True, device=None, dtype=None, *, bias=True):
+        super().__init__()
+        if num_channels % num_groups:
+            raise ValueError(f"num_channels ({num_channels}) must be divisible by num_groups ({num_groups})")
+        self.num_groups, self.num_channels, self.eps, self.affine = int(num_groups), int(num_channels), eps, affine
+        self.use_bias = affine and bias
+        dtype = np.dtype(dtype or np.float32)
+        if affine:
+            self.weight = Parameter(np.ones(self.num_channels, dtype=dtype))
+            if bias:
+                self.bias = Parameter(np.zeros(self.num_channels, dtype=dtype))
+            else:
+                self.register_parameter("bias", None)
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+
+    def forward(self, input):
+        return F.group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
+
+    def extra_repr(self):
+        return f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}, bias={self.use_bias}"
+
+
+class LayerNorm(Module):
+    """Normalise over the trailing dimensions `normalized_shape`; weight and bias of that shape."""
+
+    def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, bias=True, device=None, dtype=None):
+        super().__init__()
+        if isinstance(normalized_shape, numbers.Integral):
+            normalized_shape = (normalized_shape,)
+        self.normalized_shape = tuple(int(n) for n in normalized_shape)
+        self.eps, self.elementwise_affine, self.use_bias = eps, elementwise_affine, elementwise_affine and bias
+        dtype = np.dtype(dtype or np.float32)
+        if elementwise_affine:
+            self.weight = Parameter(np.ones(self.normalized_shape, dtype=dtype))
+            if bias:
+                self.bias = Parameter(np.zeros(self.normalized_shape, dtype=dtype))
+            else:
+                self.register_parameter("bias", None)
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+
+    def forward(self, input):
+        return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
+
+    def extra_repr(self):
+        return (f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}, "
+                f"bias={self.use_bias}")
+
+
+class InstanceNorm2d(Module):
+    """Normalise each channel of each sample of (N, C, H, W) or (C, H, W) over its positions. With
+    track_running_stats, train() also updates running_mean / running_var and eval() uses them."""
+
+    def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=False, track_running_stats=False, device=None,
+                 dtype=None, *, bias=True):
+        super().__init__()
+        self.num_features, self.eps, self.momentum = int(num_features), eps, momentum
+        self.affine, self.track_running_stats, self.use_bias = affine, track_running_stats, affine and bias
+        dtype = np.dtype(dtype or np.float32)
+        if affine:
+            self.weight = Parameter(np.ones(self.num_features, dtype=dtype))
+            if bias:
+                self.bias = Parameter(np.zeros(self.num_features, dtype=dtype))
+            else:
+                self.register_parameter("bias", None)
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+        if track_running_stats:
+            self.register_buffer("running_mean", np.zeros(self.num_features, dtype=dtype))
+            self.register_buffer("running_var", np.ones(self.num_features, dtype=dtype))
+            self.register_buffer("num_batches_tracked", np.zeros((), dtype=np.int64))
+        else:
+            self.register_buffer("running_mean", None)
+            self.register_buffer("running_var", None)
+            self.register_buffer("num_batches_tracked", None)
+
+    def forward(self, input):
+        if input.ndim not in (3, 4):
+            raise ValueError(f"InstanceNorm2d expects input of shape (N, C, H, W) or (C, H, W), got {tuple(input.shape)}")
+        if input.shape[-3] != self.num_features and self.affine:
+            raise ValueError(f"InstanceNorm2d({self.num_features}) expects {self.num_features} channels, got input "
+                             f"of shape {tuple(input.shape)}")
+        if input.ndim == 3:
+            return self.forward(input.unsqueeze(0)).squeeze(0)
+        return F.instance_norm(input, self.running_mean, self.running_var, self.weight, self.bias,
+                               use_input_stats=self.training or not self.track_running_stats,
+                               momentum=0.1 if self.momentum is None else self.momentum, eps=self.eps)
+
+    def extra_repr(self):
+        return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
+                f"bias={self.use_bias}, track_running_stats={self.track_running_stats}")
