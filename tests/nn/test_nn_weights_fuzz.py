@@ -250,7 +250,8 @@ def test_safetensors_header_longer_than_the_file(tmp_path):
 def test_safetensors_shape_whose_byte_count_overflows_int64(tmp_path):
     header = json.dumps({"x": {"dtype": "F32", "shape": [2 ** 32, 2 ** 32], "data_offsets": [0, 0]}}).encode()
     msg = _load_error(tmp_path / "a.safetensors", struct.pack("<Q", len(header)) + header)
-    assert "needs 73786976294838206464 bytes but its data_offsets [0, 0] span 0" in msg
+    assert "is not a valid safetensors file: tensor 'x' (F32, shape (4294967296, 4294967296)) needs " \
+           "73786976294838206464 bytes but its data_offsets [0, 0] span 0" in msg
 
 
 @pytest.mark.parametrize("shape", [[0, 2 ** 63], [0, 2 ** 62, 4], [2 ** 70, 0]])
