@@ -22,6 +22,7 @@ from .linear import Identity, Linear
 from .loss import CrossEntropyLoss, MSELoss, NLLLoss
 from .module import Module
 from .normalization import GroupNorm, InstanceNorm2d, LayerNorm
+from .padding import ConstantPad2d, ReflectionPad2d, ReplicationPad2d, ZeroPad2d
 from .parameter import Parameter
 from .pooling import AdaptiveAvgPool2d, AdaptiveMaxPool2d, AvgPool2d, MaxPool2d
 from .serialization import WeightsError, load, load_safetensors, save, save_safetensors
@@ -38,6 +39,7 @@ __all__ += ["ELU", "GELU", "Hardsigmoid", "Hardswish", "Hardtanh", "LeakyReLU", 
             "Softplus"]  # activations
 __all__ += ["PixelShuffle", "PixelUnshuffle", "UpsamplingBilinear2d", "UpsamplingNearest2d"]  # resizing
 
+__all__ += ["ConstantPad2d", "ReflectionPad2d", "ReplicationPad2d", "ZeroPad2d"]  # padding layers
 
 def __getattr__(name):
     # reached only for names this module lacks: a PyTorch layer that ported code asks for

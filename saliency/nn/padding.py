@@ -1,0 +1,63 @@
+"""Padding layers: `ZeroPad2d`, `ConstantPad2d`, `ReflectionPad2d`, `ReplicationPad2d` (F.pad as
+layers, with PyTorch's padding argument: one int for all four sides, or (left, right, top, bottom))."""
+from . import functional as F
+from .module import Module
+
+
+def _four(padding):
+    if isinstance(padding, int) and not isinstance(padding, bool):
+        return (padding,) * 4
+    padding = tuple(padding)
+    if len(padding) != 4 or not all(isinstance(p, int) and not isinstance(p, bool) for p in padding):
+        raise ValueError(f"padding must be an int or 4 ints (left, right, top, bottom), got {padding!r}")
+    return padding
+
+
+class _Pad2d(Module):
+    mode = "constant"
+
+    def __init__(self, padding):
+        super().__init__()
+        self.padding = _four(padding)
+
+    def forward(self, input):
+        return F.pad(input, self.padding, self.mode)
+
+    def extra_repr(self):
+        return f"{self.padding}"
+
+
+class ConstantPad2d(_Pad2d):
+    """Pads with `value`."""
+
+    def __init__(self, padding, value):
+        super().__init__(padding)
+        self.value = value
+
+    def forward(self, input):
+        return F.pad(input, self.padding, "constant", self.value)
+
+    def extra_repr(self):
+        return f"padding={self.padding}, value={self.value}"
+
+
+class ZeroPad2d(ConstantPad2d):
+    """Pads with zeros."""
+
+    def __init__(self, padding):
+        super().__init__(padding, 0.0)
+
+    def extra_repr(self):
+        return f"{self.padding}"
+
+
+class ReflectionPad2d(_Pad2d):
+    """Pads with the mirror image of the border (the border row itself not repeated)."""
+
+    mode = "reflect"
+
+
+class ReplicationPad2d(_Pad2d):
+    """Pads by repeating the border row and column."""
+
+    mode = "replicate"
