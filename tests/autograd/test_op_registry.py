@@ -17,7 +17,7 @@ import saliency
 import saliency as sl
 from saliency.autograd import Function, geometry, relu_rule
 from saliency.autograd.ops import activation
-from saliency.autograd.ops import conv, elementwise, norm, pad, pool, resize, shape
+from saliency.autograd.ops import conv, elementwise, norm, pad, pool, resize, shape, shuffle
 from saliency.autograd.patch import Patch
 from saliency.autograd.windows import Box, input_boxes, receptive_window
 from saliency.kernels import window as kernel_window
@@ -207,6 +207,10 @@ CASES = [
     ("pad circular", pad.TablePad, lambda r: F.pad(leaf(r), (3, 1, 2, 2), mode="circular"), True),
     ("pad reflect 3-d", pad.TablePad, lambda r: F.pad(leaf(r), (1, 2, 2, 1, 1, 1), mode="reflect"), True),
     ("pad replicate columns", pad.TablePad, lambda r: F.pad(leaf(r, (C, H, W)), (2, 3), mode="replicate"), True),
+    ("pixel shuffle 2", shuffle.PixelShuffle, lambda r: F.pixel_shuffle(leaf(r, (N, 4 * C, H, W)), 2), True),
+    ("pixel shuffle 3, unbatched", shuffle.PixelShuffle, lambda r: F.pixel_shuffle(leaf(r, (9, 4, 5)), 3), True),
+    ("pixel unshuffle 2", shuffle.PixelUnshuffle, lambda r: F.pixel_unshuffle(leaf(r, (N, C, 8, 10)), 2), True),
+    ("pixel unshuffle 3", shuffle.PixelUnshuffle, lambda r: F.pixel_unshuffle(leaf(r, (N, C, 9, 6)), 3), True),
 ]
 
 

@@ -2,8 +2,13 @@
 
 pixel_shuffle by r: (*, C r^2, H, W) -> (*, C, H r, W r), out[..., c, h r + i, w r + j] =
 x[..., c r^2 + i r + j, h, w]; pixel_unshuffle is its inverse. Each is a reshape and a transpose, and
-the VJP of one is the other on the gradient (extra leading seed dimensions pass through).
+the VJP of one is the other on the gradient (extra leading seed dimensions pass through). On
+windowed gradients (pixel seeds) the same holds window by window: a shuffle's output window is
+widened to whole r x r blocks, which unshuffle to whole input cells.
 """
+import numpy as np
+
+from ...kernels import window as _window
 from ..geometry import Box
 from ..node import Function
 
@@ -38,6 +43,17 @@ class PixelShuffle(Function):
     def backward(self, g):
         return (unshuffle(g, self.r),)
 
+    def backward_window(self, p):
+        """Each window widened to the r x r blocks it touches (zeros added), then unshuffled: input
+        windows of (h + r - 1) // r + 1 cells at origin // r."""
+        r = self.r
+        lo = (p.origins // r) * r
+        h, w = (((n + r - 1) // r + 1) * r for n in p.size)
+        blocks = np.zeros((len(p.origins),) + p.lead + (h, w), p.dtype)
+        _window.add_into(blocks, p.data, p.origins - lo)
+        rows, cols = p.map_size
+        return (p.like(unshuffle(blocks, r), lo // r, (rows // r, cols // r)),)
+
     def window_rule(self, box, shapes):
         """Output row R reads input row R // r (in one of r^2 channels), likewise columns."""
         r = self.r
@@ -55,6 +71,11 @@ class PixelUnshuffle(Function):
 
     def backward(self, g):
         return (shuffle(g, self.r),)
+
+    def backward_window(self, p):
+        """Each window shuffled: r times its size at r times its origin."""
+        rows, cols = p.map_size
+        return (p.like(shuffle(p.data, self.r), p.origins * self.r, (rows * self.r, cols * self.r)),)
 
     def window_rule(self, box, shapes):
         """Output row R reads the r input rows R r .. R r + r - 1, likewise columns."""
