@@ -12,9 +12,9 @@ from . import functional, init
 from .activation import (ELU, GELU, Hardsigmoid, Hardswish, Hardtanh, LeakyReLU, LogSoftmax, Mish, PReLU, ReLU, ReLU6,
                          SiLU, Sigmoid, Softmax, Softplus, Tanh)
 from .batchnorm import BatchNorm1d, BatchNorm2d
-from .containers import ModuleList, Sequential
+from .containers import ModuleDict, ModuleList, Sequential
 from .conv import Conv2d, ConvTranspose2d
-from .dropout import Dropout
+from .dropout import Dropout, Dropout2d
 from .flatten import Flatten
 from .fusion import fuse, unfuse
 from .hooks import RemovableHandle
@@ -34,7 +34,8 @@ __all__ = ["AdaptiveAvgPool2d", "AvgPool2d", "BatchNorm2d", "Conv2d", "ConvTrans
            "MSELoss", "Module", "ModuleList", "NLLLoss", "Parameter", "ReLU", "RemovableHandle", "Sequential",
            "Sigmoid", "Softmax", "Tanh", "WeightsError", "functional", "fuse", "init", "load", "load_safetensors",
            "save", "save_safetensors", "unfuse"]
-__all__ += ["AdaptiveMaxPool2d", "BatchNorm1d", "GroupNorm", "InstanceNorm2d", "LayerNorm"]  # pooling, normalisation, dropout and container layers beyond the first set
+__all__ += ["AdaptiveMaxPool2d", "BatchNorm1d", "GroupNorm", "InstanceNorm2d", "LayerNorm",
+            "Dropout2d", "ModuleDict"]  # pooling, normalisation, dropout and container layers beyond the first set
 __all__ += ["ELU", "GELU", "Hardsigmoid", "Hardswish", "Hardtanh", "LeakyReLU", "Mish", "PReLU", "ReLU6", "SiLU",
             "Softplus"]  # activations
 __all__ += ["PixelShuffle", "PixelUnshuffle", "UpsamplingBilinear2d", "UpsamplingNearest2d"]  # resizing

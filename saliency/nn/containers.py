@@ -1,5 +1,7 @@
-"""Containers: `Sequential` (modules applied in order) and `ModuleList` (modules held in a list)."""
+"""Containers: `Sequential` (modules applied in order), `ModuleList` (modules held in a list) and `ModuleDict`
+(modules held under string keys)."""
 import collections
+import collections.abc
 import operator
 
 from .module import Module, _addindent
@@ -127,6 +129,16 @@ class ModuleList(_Indexed):
     def __iadd__(self, modules):
         return self.extend(modules)
 
+    def __add__(self, other):
+        """A new ModuleList of these modules followed by `other`'s (the same module objects)."""
+        return ModuleList(list(self) + list(other))
+
+    def pop(self, key):
+        """Remove the module at index `key` (children renumbered "0", "1", ...) and return it."""
+        module = self[key]
+        del self[key]
+        return module
+
     def __repr__(self):
         # runs of identical children print once, as "(0-2): 3 x Linear(...)", as in PyTorch
         reprs = [repr(m) for m in self]
@@ -140,3 +152,72 @@ class ModuleList(_Indexed):
                 blocks.append([i, i, r])
         lines = [_addindent(f"({a}): {r}" if a == b else f"({a}-{b}): {b - a + 1} x {r}", 2) for a, b, r in blocks]
         return self._get_name() + "(\n  " + "\n  ".join(lines) + "\n)"
+
+
+class ModuleDict(Module):
+    """Holds modules under string keys, in insertion order, registered as children (a state-dict key reads
+    "<key>.weight"); PyTorch's dict methods. It has no forward of its own."""
+
+    def __init__(self, modules=None):
+        super().__init__()
+        if modules is not None:
+            self.update(modules)
+
+    def forward(self, *args, **kwargs):
+        raise NotImplementedError("ModuleDict has no forward; call its modules yourself")
+
+    def __getitem__(self, key):
+        if key not in self._modules:
+            raise KeyError(key)
+        return self._modules[key]
+
+    def __setitem__(self, key, module):
+        self.add_module(key, module)
+
+    def __delitem__(self, key):
+        del self._modules[key]
+
+    def __len__(self):
+        return len(self._modules)
+
+    def __iter__(self):
+        return iter(self._modules)
+
+    def __contains__(self, key):
+        return key in self._modules
+
+    def clear(self):
+        """Remove every module."""
+        self._modules.clear()
+
+    def pop(self, key):
+        """Remove the module under `key` and return it."""
+        module = self[key]
+        del self[key]
+        return module
+
+    def keys(self):
+        return self._modules.keys()
+
+    def items(self):
+        return self._modules.items()
+
+    def values(self):
+        return self._modules.values()
+
+    def update(self, modules):
+        """Add or replace modules from a mapping (ModuleDict, dict, OrderedDict) or an iterable of
+        (key, module) pairs, in their order."""
+        if isinstance(modules, (ModuleDict, collections.abc.Mapping)):
+            pairs = modules.items()
+        else:
+            try:
+                pairs = list(modules)
+            except TypeError:
+                raise TypeError(f"ModuleDict.update should be called with an iterable of key/value pairs, "
+                                f"but got {type(modules).__name__}") from None
+        for i, pair in enumerate(pairs):
+            if isinstance(pair, (str, bytes)) or not hasattr(pair, "__len__") or len(pair) != 2:
+                raise ValueError(f"ModuleDict update sequence element #{i} should be a (key, module) pair, "
+                                 f"got {pair!r}")
+            self[pair[0]] = pair[1]

@@ -1,4 +1,5 @@
-"""`Dropout`: inverted dropout in training mode, the identity in evaluation mode."""
+"""`Dropout`, `Dropout2d`: inverted dropout (of elements, of whole channels) in training mode, the identity
+in evaluation mode."""
 from . import functional as F
 from .module import Module
 
@@ -20,6 +21,25 @@ class Dropout(Module):
 
     def forward(self, input):
         return F.dropout(input, self.p, self.training, generator=self.generator)
+
+    def extra_repr(self):
+        return f"p={self.p}, inplace={self.inplace}"
+
+
+class Dropout2d(Module):
+    """Zeroes each whole channel (an H x W plane of one sample) with probability p during training and
+    scales the rest by 1 / (1 - p); the identity in eval mode. Masks as `Dropout`'s."""
+
+    def __init__(self, p=0.5, inplace=False, generator=None):
+        super().__init__()
+        if not 0.0 <= p <= 1.0:
+            raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+        self.p = p
+        self.inplace = inplace
+        self.generator = generator
+
+    def forward(self, input):
+        return F.dropout2d(input, self.p, self.training, generator=self.generator)
 
     def extra_repr(self):
         return f"p={self.p}, inplace={self.inplace}"

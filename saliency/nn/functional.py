@@ -94,6 +94,34 @@ def dropout(input, p=0.5, training=True, inplace=False, generator=None):
     return input * (keep.astype(input.dtype) * input.dtype.type(1.0 / (1.0 - p)))
 
 
+def dropout2d(input, p=0.5, training=True, inplace=False, generator=None):
+    """Zero whole channels: each (sample, channel) plane of (N, C, H, W) with probability p, the rest scaled
+    by 1 / (1 - p); the identity when not training. As PyTorch (with its warnings), a 3-D input is (N, C, L)
+    and a 2-D one (N, C). The mask is drawn from `generator`, else from the generator that
+    `saliency.manual_seed` resets; `inplace` is accepted for compatibility and ignored."""
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+    input = _tensor(input)
+    if input.ndim not in (2, 3, 4):
+        raise ValueError(f"dropout2d expects input of shape (N, C, H, W), got {tuple(input.shape)}")
+    if input.ndim == 3:
+        warnings.warn("dropout2d: Received a 3D input to dropout2d and assuming that channel-wise 1D dropout "
+                      "behavior is desired - input is interpreted as shape (N, C, L), where C is the channel dim; "
+                      "use dropout1d for that", UserWarning, stacklevel=2)
+    elif input.ndim == 2:
+        warnings.warn("dropout2d: Received a 2-D input to dropout2d, which is deprecated; use dropout instead",
+                      UserWarning, stacklevel=2)
+    if not training or p == 0.0:
+        return input
+    mask_shape = tuple(input.shape[:2]) + (1,) * (input.ndim - 2)
+    if p == 1.0:
+        return input * np.zeros(mask_shape, dtype=input.dtype)
+    rng = random_generator(generator)
+    draw_dtype = np.float64 if input.dtype == np.float64 else np.float32
+    keep = rng.random(mask_shape, dtype=draw_dtype) >= p
+    return input * (keep.astype(input.dtype) * input.dtype.type(1.0 / (1.0 - p)))
+
+
 __all__ = sorted(set(_ops) | {"dropout", "linear", "log_softmax", "softmax", "upsample", "upsample_bilinear",
                                 "upsample_nearest"})
 
@@ -103,3 +131,6 @@ def __getattr__(name):
     if name.startswith("_"):
         raise AttributeError(f"module 'saliency.nn.functional' has no attribute '{name}'")
     raise unsupported("F", name)
+
+
+__all__ = sorted(set(__all__) | {"dropout2d"})

@@ -59,6 +59,7 @@ LAYERS += [  # pooling with PyTorch's other arguments (ceil_mode, dilation, coun
     ("AvgPool2d", (3,), {"stride": 2, "padding": 1, "count_include_pad": False}),
     ("AvgPool2d", (2,), {"ceil_mode": True, "divisor_override": 3}), ("AdaptiveAvgPool2d", ((None, 4),), {}),
     ("AdaptiveMaxPool2d", (1,), {}), ("AdaptiveMaxPool2d", ((4, 3),), {}),
+    ("Dropout2d", (0.3,), {}),  # eval mode: the identity
 ]
 
 
