@@ -20,7 +20,6 @@ import torch.nn.functional as F
 INPUT = (1, 3, 64, 64)
 TEST_KWARGS = {"width": 8, "num_classes": 7, "image_size": 32}
 TEST_INPUT = (2, 3, 32, 32)
-XFAIL = "needs nn.GroupNorm, nn.LayerNorm and nn.InstanceNorm2d"
 
 
 class ChannelLayerNorm(nn.Module):
