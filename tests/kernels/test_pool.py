@@ -161,3 +161,84 @@ def test_max_pool_2x2_kernel_equals_the_generic_kernel(shape):
         np.testing.assert_array_equal(got_idx, want_idx)
         got, got_idx = P.max_pool2d_forward(xd, (2, 2), 2, 0)
         np.testing.assert_array_equal(got_idx, want_idx)
+
+
+# ---- PyTorch's other pooling arguments: dilation, ceil_mode, count_include_pad, divisor_override ----------
+def _starts(size, k, s, p, d, ceil):
+    """Window starts by PyTorch's output-size rule, written out plainly."""
+    span = size + 2 * p - d * (k - 1) - 1
+    n = (span + (s - 1 if ceil else 0)) // s + 1
+    if ceil and (n - 1) * s >= size + p:
+        n -= 1
+    return [i * s - p for i in range(n)]
+
+
+def _max_pool_loops(x, k, s, p, d, ceil):
+    N, C, H, W = x.shape
+    ys, xs = _starts(H, k[0], s[0], p[0], d[0], ceil), _starts(W, k[1], s[1], p[1], d[1], ceil)
+    out = np.empty((N, C, len(ys), len(xs)), x.dtype)
+    idx = np.empty(out.shape, np.int64)
+    for n in range(N):
+        for c in range(C):
+            for i, y in enumerate(ys):
+                for j, x0 in enumerate(xs):
+                    taps = [(y + a * d[0], x0 + b * d[1]) for a in range(k[0]) for b in range(k[1])]
+                    taps = [(r, q) for r, q in taps if 0 <= r < H and 0 <= q < W]
+                    r, q = taps[int(np.argmax([x[n, c, r, q] for r, q in taps]))]
+                    out[n, c, i, j], idx[n, c, i, j] = x[n, c, r, q], r * W + q
+    return out, idx
+
+
+def _avg_pool_loops(x, k, s, p, ceil, include_pad, divisor):
+    N, C, H, W = x.shape
+    ys, xs = _starts(H, k[0], s[0], p[0], 1, ceil), _starts(W, k[1], s[1], p[1], 1, ceil)
+    out = np.empty((N, C, len(ys), len(xs)), x.dtype)
+    for i, y in enumerate(ys):
+        for j, x0 in enumerate(xs):
+            y1, x1 = min(y + k[0], H + p[0]), min(x0 + k[1], W + p[1])
+            padded = (y1 - y) * (x1 - x0)
+            a, b, c_, e = max(y, 0), min(y1, H), max(x0, 0), min(x1, W)
+            div = divisor or (padded if include_pad else (b - a) * (e - c_))
+            out[:, :, i, j] = x[:, :, a:b, c_:e].sum(axis=(2, 3)) / div
+    return out
+
+
+GENERAL = [((3, 3), (2, 2), (1, 1), (1, 1), True), ((3, 2), (2, 1), (1, 0), (2, 3), False),
+           ((2, 2), (2, 2), (1, 1), (2, 2), True), ((3, 3), (3, 3), (0, 0), (1, 1), True)]
+
+
+@pytest.mark.parametrize("k,s,p,d,ceil", GENERAL)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_max_pool_dilation_and_ceil_mode_match_loops(k, s, p, d, ceil, dtype):
+    x = np.random.default_rng(0).permutation(2 * 3 * 8 * 9).reshape(2, 3, 8, 9).astype(dtype)
+    out, idx = P.max_pool2d_forward(x, k, s, p, d, ceil)
+    rout, ridx = _max_pool_loops(x, k, s, p, d, ceil)
+    np.testing.assert_array_equal(out, rout)
+    np.testing.assert_array_equal(idx, ridx)
+    g = data((2,) + out.shape, dtype, 1)
+    dx = P.max_pool2d_grad_input(g, idx, x.shape)
+    for i in range(2):
+        np.testing.assert_allclose(dx[i], ref.max_pool2d_grad_input(g[i], ridx, x.shape), **TOL[dtype])
+
+
+@pytest.mark.parametrize("k,s,p,_,ceil", GENERAL)
+@pytest.mark.parametrize("include_pad,divisor", [(True, None), (False, None), (True, 5)])
+def test_avg_pool_divisors_match_loops(k, s, p, _, ceil, include_pad, divisor):
+    x = data((2, 3, 8, 9), np.float64, 2)
+    out = P.avg_pool2d_forward(x, k, s, p, ceil, include_pad, divisor)
+    np.testing.assert_allclose(out, _avg_pool_loops(x, k, s, p, ceil, include_pad, divisor), **TOL[np.float64])
+    g = data(out.shape, np.float64, 3)  # the VJP is the adjoint: <g, A x> = <A^T g, x>
+    dx = P.avg_pool2d_grad_input(g, x.shape, k, s, p, ceil, include_pad, divisor)
+    np.testing.assert_allclose((g * out).sum(), (dx * x).sum(), rtol=1e-12)
+
+
+@pytest.mark.parametrize("hw,out_size", ADAPTIVE)
+def test_adaptive_max_pool_matches_the_bins(hw, out_size):
+    x = np.random.default_rng(4).permutation(2 * 2 * hw[0] * hw[1]).reshape((2, 2) + hw).astype(np.float64)
+    out, idx = P.adaptive_max_pool2d_forward(x, out_size)
+    oh, ow = ref.pair(out_size)
+    for i, (a, b) in enumerate(ref.adaptive_bins(hw[0], oh)):
+        for j, (c, d) in enumerate(ref.adaptive_bins(hw[1], ow)):
+            np.testing.assert_array_equal(out[:, :, i, j], x[:, :, a:b, c:d].max(axis=(2, 3)))
+            flat = x.reshape(2, 2, -1)
+            np.testing.assert_array_equal(np.take_along_axis(flat, idx[:, :, i, j, None], 2)[..., 0], out[:, :, i, j])
