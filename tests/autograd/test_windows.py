@@ -117,6 +117,23 @@ def test_adaptive_average_pooling(out):
         assert input_boxes(F.adaptive_avg_pool2d(x, 1).grad_fn, Box(0, 0, 1, 1)) == (Box(0, 0, H, W),)
 
 
+@pytest.mark.parametrize("call", [
+    lambda x: F.avg_pool2d(x, 3, 2, 1, ceil_mode=True), lambda x: F.avg_pool2d(x, 3, 2, 1, True, False),
+    lambda x: F.avg_pool2d(x, (2, 3), (2, 1), (1, 0), divisor_override=2), lambda x: F.adaptive_avg_pool2d(x, (None, 4)),
+    lambda x: F.group_norm(x, 1), lambda x: F.layer_norm(x, (H, W)), lambda x: F.instance_norm(x)])
+def test_pooling_with_pytorchs_other_arguments_and_per_sample_norms(call):
+    rng = np.random.default_rng(6)
+    check_op(call, [leaf(rng)], rng)
+
+
+@pytest.mark.parametrize("call", [
+    lambda x: F.max_pool2d(x, 3, 2, 1, ceil_mode=True), lambda x: F.max_pool2d(x, (3, 2), 1, 1, dilation=(2, 3)),
+    lambda x: F.adaptive_max_pool2d(x, (4, 3)), lambda x: F.adaptive_max_pool2d(x, (12, 13))])
+def test_max_pooling_with_other_arguments_stays_inside_the_window_box(call):
+    rng = np.random.default_rng(7)
+    check_op(call, [leaf(rng)], rng, exact=False)
+
+
 @pytest.mark.parametrize("mode", ["nearest", "bilinear"])
 @pytest.mark.parametrize("scale", [1, 2, 3, 4])
 def test_upsampling(mode, scale):
