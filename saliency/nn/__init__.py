@@ -2,7 +2,8 @@
 
 A model is a `Module`; its `Parameter`s are leaves of the graph, so `y.backward(v)` fills their
 `.grad` as well as the input's. Weights load from a PyTorch state dict converted to arrays
-(`{k: v.detach().numpy()}`), from `.npz` and from `.safetensors` (`saliency.nn.load`); a malformed weights file raises `WeightsError`.
+(`{k: v.detach().numpy()}`), and from `.pth`, `.npz` and `.safetensors` files (`saliency.nn.load`);
+a malformed weights file raises `WeightsError`.
 
 `fuse(model)` lets adjacent modules of its Sequentials run as one op (Upsample(nearest) + 3x3
 Conv2d as one sub-pixel convolution), in place, without changing parameters, state-dict keys or
@@ -24,23 +25,22 @@ from .module import Module
 from .normalization import GroupNorm, InstanceNorm2d, LayerNorm
 from .padding import ConstantPad2d, ReflectionPad2d, ReplicationPad2d, ZeroPad2d
 from .parameter import Parameter
+from .pixelshuffle import PixelShuffle, PixelUnshuffle
 from .pooling import AdaptiveAvgPool2d, AdaptiveMaxPool2d, AvgPool2d, MaxPool2d
 from .serialization import WeightsError, load, load_safetensors, save, save_safetensors
 from .state import IncompatibleKeys
-from .pixelshuffle import PixelShuffle, PixelUnshuffle
 from .upsampling import Upsample, UpsamplingBilinear2d, UpsamplingNearest2d
 
-__all__ = ["AdaptiveAvgPool2d", "AvgPool2d", "BatchNorm2d", "Conv2d", "ConvTranspose2d", "MaxPool2d", "Upsample", "CrossEntropyLoss", "Dropout", "Flatten", "Identity", "IncompatibleKeys", "Linear", "LogSoftmax",
-           "MSELoss", "Module", "ModuleList", "NLLLoss", "Parameter", "ReLU", "RemovableHandle", "Sequential",
-           "Sigmoid", "Softmax", "Tanh", "WeightsError", "functional", "fuse", "init", "load", "load_safetensors",
-           "save", "save_safetensors", "unfuse"]
-__all__ += ["AdaptiveMaxPool2d", "BatchNorm1d", "GroupNorm", "InstanceNorm2d", "LayerNorm",
-            "Dropout2d", "ModuleDict"]  # pooling, normalisation, dropout and container layers beyond the first set
-__all__ += ["ELU", "GELU", "Hardsigmoid", "Hardswish", "Hardtanh", "LeakyReLU", "Mish", "PReLU", "ReLU6", "SiLU",
-            "Softplus"]  # activations
-__all__ += ["PixelShuffle", "PixelUnshuffle", "UpsamplingBilinear2d", "UpsamplingNearest2d"]  # resizing
+__all__ = ["AdaptiveAvgPool2d", "AdaptiveMaxPool2d", "AvgPool2d", "BatchNorm1d", "BatchNorm2d", "ConstantPad2d",
+           "Conv2d", "ConvTranspose2d", "CrossEntropyLoss", "Dropout", "Dropout2d", "ELU", "Flatten",
+           "GELU", "GroupNorm", "Hardsigmoid", "Hardswish", "Hardtanh", "Identity", "IncompatibleKeys",
+           "InstanceNorm2d", "LayerNorm", "LeakyReLU", "Linear", "LogSoftmax", "MaxPool2d", "Mish",
+           "Module", "ModuleDict", "ModuleList", "MSELoss", "NLLLoss", "Parameter", "PixelShuffle",
+           "PixelUnshuffle", "PReLU", "ReflectionPad2d", "ReLU", "ReLU6", "RemovableHandle",
+           "ReplicationPad2d", "Sequential", "Sigmoid", "SiLU", "Softmax", "Softplus", "Tanh", "Upsample",
+           "UpsamplingBilinear2d", "UpsamplingNearest2d", "WeightsError", "ZeroPad2d", "functional", "fuse",
+           "init", "load", "load_safetensors", "save", "save_safetensors", "unfuse"]
 
-__all__ += ["ConstantPad2d", "ReflectionPad2d", "ReplicationPad2d", "ZeroPad2d"]  # padding layers
 
 def __getattr__(name):
     # reached only for names this module lacks: a PyTorch layer that ported code asks for

@@ -6,11 +6,24 @@ from .module import Module
 from .parameter import Parameter
 
 
-class _BatchNorm(Module):
-    """What the batch norms share: parameters, buffers, the update of num_batches_tracked and the call.
+def affine_parameters(module, shape, affine, bias, dtype):
+    """Register `weight` (ones) and `bias` (zeros) of `shape` on a norm layer, or None for each
+    one it does not have (affine False; bias False), as PyTorch's norm layers do."""
+    if affine:
+        module.weight = Parameter(np.ones(shape, dtype=dtype))
+        if bias:
+            module.bias = Parameter(np.zeros(shape, dtype=dtype))
+        else:
+            module.register_parameter("bias", None)
+    else:
+        module.register_parameter("weight", None)
+        module.register_parameter("bias", None)
 
-    State-dict keys as PyTorch's: weight, bias, running_mean, running_var, num_batches_tracked.
-    """
+
+class NormBase(Module):
+    """What the norms with running statistics share (batch and instance norms): weight and bias
+    per channel, and the buffers running_mean, running_var and num_batches_tracked (None when
+    no statistics are tracked), PyTorch's state-dict keys."""
 
     def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True, device=None,
                  dtype=None, *, bias=True):
@@ -18,15 +31,7 @@ class _BatchNorm(Module):
         self.num_features, self.eps, self.momentum = int(num_features), eps, momentum
         self.affine, self.track_running_stats, self.use_bias = affine, track_running_stats, affine and bias
         dtype = np.dtype(dtype or np.float32)
-        if affine:
-            self.weight = Parameter(np.ones(self.num_features, dtype=dtype))
-            if bias:
-                self.bias = Parameter(np.zeros(self.num_features, dtype=dtype))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        affine_parameters(self, self.num_features, affine, bias, dtype)
         if track_running_stats:
             self.register_buffer("running_mean", np.zeros(self.num_features, dtype=dtype))
             self.register_buffer("running_var", np.ones(self.num_features, dtype=dtype))
@@ -35,6 +40,14 @@ class _BatchNorm(Module):
             self.register_buffer("running_mean", None)
             self.register_buffer("running_var", None)
             self.register_buffer("num_batches_tracked", None)
+
+    def extra_repr(self):
+        return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
+                f"bias={self.use_bias}, track_running_stats={self.track_running_stats}")
+
+
+class _BatchNorm(NormBase):
+    """What the batch norms share: the update of num_batches_tracked and the call."""
 
     def _check_input(self, input):
         raise NotImplementedError
@@ -49,10 +62,6 @@ class _BatchNorm(Module):
         # batch statistics in training (updating the running ones) and whenever none are tracked
         return F.batch_norm(input, self.running_mean, self.running_var, self.weight, self.bias,
                             training=self.training or self.running_mean is None, momentum=momentum, eps=self.eps)
-
-    def extra_repr(self):
-        return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
-                f"bias={self.use_bias}, track_running_stats={self.track_running_stats}")
 
 
 class BatchNorm2d(_BatchNorm):

@@ -58,16 +58,7 @@ class Conv2d(Module):
         return F.conv2d(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
 
     def extra_repr(self):
-        text = f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}"
-        if self.padding != (0, 0):
-            text += f", padding={self.padding}"
-        if self.dilation != (1, 1):
-            text += f", dilation={self.dilation}"
-        if self.groups != 1:
-            text += f", groups={self.groups}"
-        if self.bias is None:
-            text += ", bias=False"
-        return text
+        return _conv_repr(self)
 
 
 class ConvTranspose2d(Module):
@@ -129,15 +120,20 @@ class ConvTranspose2d(Module):
                                   self._output_padding(input, output_size), self.groups, self.dilation)
 
     def extra_repr(self):
-        text = f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}"
-        if self.padding != (0, 0):
-            text += f", padding={self.padding}"
-        if self.dilation != (1, 1):
-            text += f", dilation={self.dilation}"
-        if self.output_padding != (0, 0):
-            text += f", output_padding={self.output_padding}"
-        if self.groups != 1:
-            text += f", groups={self.groups}"
-        if self.bias is None:
-            text += ", bias=False"
-        return text
+        return _conv_repr(self)
+
+
+def _conv_repr(conv):
+    """PyTorch's extra_repr of a convolution: the arguments that differ from their defaults."""
+    text = f"{conv.in_channels}, {conv.out_channels}, kernel_size={conv.kernel_size}, stride={conv.stride}"
+    if conv.padding != (0, 0):
+        text += f", padding={conv.padding}"
+    if conv.dilation != (1, 1):
+        text += f", dilation={conv.dilation}"
+    if getattr(conv, "output_padding", (0, 0)) != (0, 0):
+        text += f", output_padding={conv.output_padding}"
+    if conv.groups != 1:
+        text += f", groups={conv.groups}"
+    if conv.bias is None:
+        text += ", bias=False"
+    return text

@@ -26,20 +26,9 @@ class Dropout(Module):
         return f"p={self.p}, inplace={self.inplace}"
 
 
-class Dropout2d(Module):
+class Dropout2d(Dropout):
     """Zeroes each whole channel (an H x W plane of one sample) with probability p during training and
     scales the rest by 1 / (1 - p); the identity in eval mode. Masks as `Dropout`'s."""
 
-    def __init__(self, p=0.5, inplace=False, generator=None):
-        super().__init__()
-        if not 0.0 <= p <= 1.0:
-            raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
-        self.p = p
-        self.inplace = inplace
-        self.generator = generator
-
     def forward(self, input):
         return F.dropout2d(input, self.p, self.training, generator=self.generator)
-
-    def extra_repr(self):
-        return f"p={self.p}, inplace={self.inplace}"

@@ -5,8 +5,8 @@ import numbers
 import numpy as np
 
 from . import functional as F
+from .batchnorm import NormBase, affine_parameters
 from .module import Module
-from .parameter import Parameter
 
 
 class GroupNorm(Module):
@@ -18,16 +18,7 @@ class GroupNorm(Module):
             raise ValueError(f"num_channels ({num_channels}) must be divisible by num_groups ({num_groups})")
         self.num_groups, self.num_channels, self.eps, self.affine = int(num_groups), int(num_channels), eps, affine
         self.use_bias = affine and bias
-        dtype = np.dtype(dtype or np.float32)
-        if affine:
-            self.weight = Parameter(np.ones(self.num_channels, dtype=dtype))
-            if bias:
-                self.bias = Parameter(np.zeros(self.num_channels, dtype=dtype))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        affine_parameters(self, self.num_channels, affine, bias, np.dtype(dtype or np.float32))
 
     def forward(self, input):
         return F.group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
@@ -45,16 +36,7 @@ class LayerNorm(Module):
             normalized_shape = (normalized_shape,)
         self.normalized_shape = tuple(int(n) for n in normalized_shape)
         self.eps, self.elementwise_affine, self.use_bias = eps, elementwise_affine, elementwise_affine and bias
-        dtype = np.dtype(dtype or np.float32)
-        if elementwise_affine:
-            self.weight = Parameter(np.ones(self.normalized_shape, dtype=dtype))
-            if bias:
-                self.bias = Parameter(np.zeros(self.normalized_shape, dtype=dtype))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        affine_parameters(self, self.normalized_shape, elementwise_affine, bias, np.dtype(dtype or np.float32))
 
     def forward(self, input):
         return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
@@ -64,37 +46,18 @@ class LayerNorm(Module):
                 f"bias={self.use_bias}")
 
 
-class InstanceNorm2d(Module):
+class InstanceNorm2d(NormBase):
     """Normalise each channel of each sample of (N, C, H, W) or (C, H, W) over its positions. With
     track_running_stats, train() also updates running_mean / running_var and eval() uses them."""
 
     def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=False, track_running_stats=False, device=None,
                  dtype=None, *, bias=True):
-        super().__init__()
-        self.num_features, self.eps, self.momentum = int(num_features), eps, momentum
-        self.affine, self.track_running_stats, self.use_bias = affine, track_running_stats, affine and bias
-        dtype = np.dtype(dtype or np.float32)
-        if affine:
-            self.weight = Parameter(np.ones(self.num_features, dtype=dtype))
-            if bias:
-                self.bias = Parameter(np.zeros(self.num_features, dtype=dtype))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
-        if track_running_stats:
-            self.register_buffer("running_mean", np.zeros(self.num_features, dtype=dtype))
-            self.register_buffer("running_var", np.ones(self.num_features, dtype=dtype))
-            self.register_buffer("num_batches_tracked", np.zeros((), dtype=np.int64))
-        else:
-            self.register_buffer("running_mean", None)
-            self.register_buffer("running_var", None)
-            self.register_buffer("num_batches_tracked", None)
+        super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype, bias=bias)
 
     def forward(self, input):
         if input.ndim not in (3, 4):
-            raise ValueError(f"InstanceNorm2d expects input of shape (N, C, H, W) or (C, H, W), got {tuple(input.shape)}")
+            raise ValueError(f"InstanceNorm2d expects input of shape (N, C, H, W) or (C, H, W), "
+                             f"got {tuple(input.shape)}")
         if input.shape[-3] != self.num_features and self.affine:
             raise ValueError(f"InstanceNorm2d({self.num_features}) expects {self.num_features} channels, got input "
                              f"of shape {tuple(input.shape)}")
@@ -103,7 +66,3 @@ class InstanceNorm2d(Module):
         return F.instance_norm(input, self.running_mean, self.running_var, self.weight, self.bias,
                                use_input_stats=self.training or not self.track_running_stats,
                                momentum=0.1 if self.momentum is None else self.momentum, eps=self.eps)
-
-    def extra_repr(self):
-        return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
-                f"bias={self.use_bias}, track_running_stats={self.track_running_stats}")
