@@ -148,13 +148,21 @@ def settings(path):
 
 
 def randomize_norm_stats(torch_model, seed=0):
-    """Give every batch-norm layer (any module with running statistics) trained-looking values."""
+    """Give every norm layer trained-looking values: running statistics where it keeps them, and
+    affine weights and biases away from their initial ones and zeros (batch, group, layer and
+    instance norms alike; fresh ones would leave the affine step untested)."""
     import torch
 
     gen = torch.Generator().manual_seed(seed)
+    norms = (torch.nn.modules.batchnorm._NormBase, torch.nn.GroupNorm, torch.nn.LayerNorm)
     with torch.no_grad():
         for m in torch_model.modules():
             mean, var = getattr(m, "running_mean", None), getattr(m, "running_var", None)
+            if isinstance(m, norms) and not isinstance(mean, torch.Tensor):
+                if getattr(m, "weight", None) is not None:
+                    m.weight.copy_(0.75 + 0.5 * torch.rand(m.weight.shape, generator=gen, dtype=m.weight.dtype))
+                if getattr(m, "bias", None) is not None:
+                    m.bias.copy_(0.1 * torch.randn(m.bias.shape, generator=gen, dtype=m.bias.dtype))
             if isinstance(mean, torch.Tensor) and isinstance(var, torch.Tensor):
                 mean.copy_(0.2 * torch.randn(mean.shape, generator=gen, dtype=mean.dtype))
                 var.copy_(0.5 + torch.rand(var.shape, generator=gen, dtype=var.dtype))
