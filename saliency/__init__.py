@@ -14,13 +14,12 @@ import numpy as _np
 
 from . import autograd, cuda, nn, optim
 from .autograd import Tensor, enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from .autograd.api import exported as _exported
 from .autograd.creation import (arange, as_tensor, from_numpy, full, full_like, manual_seed, ones, ones_like, rand,
                                 rand_like, randn, randn_like, tensor, zeros, zeros_like)
-from .autograd.api import exported as _exported
+from .autograd.tensor import device
 
 globals().update(_exported("saliency"))  # every op function: sl.exp, sl.cat, sl.conv2d, ...
-
-from .autograd.tensor import device
 
 float32 = _np.dtype("float32")
 float64 = _np.dtype("float64")
