@@ -15,7 +15,6 @@ includes everything else the map does) against the GEMM rate NumPy's BLAS reache
 import argparse
 import ast
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -167,27 +166,57 @@ def gemm_rate(repeats=9):
     return 2 * 1024 ** 3 / statistics.median(times) / 1e9
 
 
-def one_map_process(label, engine):
-    """Max RSS (MB) of a fresh process that builds the model and computes one map."""
-    name, size = label.split(" ")
-    h, w = size.split("x")
-    proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--one-map", name, "--engine", engine,
-                           "--size", f"{h},{w}"], capture_output=True, text=True, cwd=HERE)
+ONE_MAP = {
+    # a fresh process imports only its own engine: the architecture file (ported for ours), the
+    # model at its real widths with its own initial weights, float32, eval, frozen, one map
+    "torch": """
+import resource
+import numpy as np
+import torch
+torch.set_num_threads(2)
+ns = {{}}
+exec(compile(open({path!r}).read(), {path!r}, "exec"), ns)
+model = ns["build"]().float().eval().requires_grad_(False)
+x = torch.tensor(np.random.default_rng(0).standard_normal((1, 3, {h}, {w})).astype(np.float32), requires_grad=True)
+y = model(x)
+v = torch.ones_like(y) if y.ndim == 4 else torch.zeros_like(y)
+if y.ndim != 4:
+    v[:, 0] = 1.0
+torch.autograd.grad(y, x, v)
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+""",
+    "ours": """
+import resource
+import numpy as np
+import saliency as sl
+text = open({path!r}).read()
+for old, new in (("import torch\\n", "import saliency as torch\\n"),
+                 ("import torch.nn as nn\\n", "import saliency.nn as nn\\n"),
+                 ("import torch.nn.functional as F\\n", "import saliency.nn.functional as F\\n")):
+    text = text.replace(old, new, 1)
+ns = {{}}
+exec(compile(text, {path!r}, "exec"), ns)
+model = sl.nn.fuse(ns["build"]().float().eval().requires_grad_(False))
+x = sl.tensor(np.random.default_rng(0).standard_normal((1, 3, {h}, {w})).astype(np.float32), requires_grad=True)
+y = model(x)
+v = np.zeros(y.shape, np.float32)
+if y.ndim == 4:
+    v[...] = 1.0
+else:
+    v[:, 0] = 1.0
+sl.autograd.grad(y, x, sl.tensor(v))
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+""",
+}
+
+
+def one_map_process(path, size, engine):
+    """Max RSS (MB) of a fresh process that imports one engine, builds the model and computes one map."""
+    code = ONE_MAP[engine].format(path=path, h=size[1], w=size[2])
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=HERE)
     if proc.returncode != 0:
         raise RuntimeError(f"one-map process failed: {proc.stderr.strip().splitlines()[-1:]}")
     return float(proc.stdout.strip().splitlines()[-1])
-
-
-def run_one_map(name, engine, size):
-    import torch
-
-    torch.set_num_threads(2)
-    path = next(p for p in porting.arch_files() if porting.arch_name(p) == name)
-    h, w = (int(v) for v in size.split(","))
-    model = build(path, engine)
-    x = np.random.default_rng(0).standard_normal((1, 3, h, w)).astype(np.float32)
-    (map_ours if engine == "ours" else map_torch)(model, x)
-    print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
 
 
 def main():
@@ -195,12 +224,8 @@ def main():
     parser.add_argument("--models", default="", help="comma-separated architecture names (default: all)")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--no-memory", action="store_true", help="skip the fresh-process memory runs")
-    parser.add_argument("--one-map", help=argparse.SUPPRESS)
-    parser.add_argument("--engine", help=argparse.SUPPRESS)
-    parser.add_argument("--size", help=argparse.SUPPRESS)
+    parser.add_argument("--memory-only", action="store_true", help="only the fresh-process memory runs")
     args = parser.parse_args()
-    if args.one_map:
-        return run_one_map(args.one_map, args.engine, args.size)
     import torch
 
     torch.set_num_threads(2)
@@ -213,6 +238,11 @@ def main():
     print(header)
     rows = []
     for label, path, size in cases(names):
+        if args.memory_only:
+            ours_mb, theirs_mb = one_map_process(path, size, "ours"), one_map_process(path, size, "torch")
+            print(f"{label:<24} peak memory of one map: ours {ours_mb:.0f} MB, PyTorch {theirs_mb:.0f} MB, "
+                  f"ratio {ours_mb / theirs_mb:.2f}", flush=True)
+            continue
         theirs, ours = build(path, "torch"), build(path, "ours")
         x1 = np.random.default_rng(1).standard_normal((1,) + size).astype(np.float32)
         x16 = np.random.default_rng(2).standard_normal((16,) + size).astype(np.float32)
@@ -227,7 +257,7 @@ def main():
             pix = o / t
         mem = None
         if not args.no_memory:
-            mem = one_map_process(label, "ours") / one_map_process(label, "torch")
+            mem = one_map_process(path, size, "ours") / one_map_process(path, size, "torch")
         flops = conv_flops(ours, x1) * 2
         rate = flops / ours_b1 / 1e9
         row = (label, ours_b1 / theirs_b1, ours_b16 / theirs_b16, pix, mem, rate, rate / peak)
