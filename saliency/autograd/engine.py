@@ -39,7 +39,7 @@ def execute(roots, *, retain_graph=False, targets=None, capture=False, seed_ndim
     leaves), runs its VJP (`vjp`: windowed or dense), and adds the results into its children's
     sums; a child is ready when all its incoming edges have been passed.
     """
-    run = _Pass(roots, retain_graph, targets, capture, seed_ndim)
+    run = _Pass(roots, targets, capture, seed_ndim)
     ready, buffers, deps, needed, trace = run.ready, run.buffers, run.deps, run.needed, run.trace
     heappop, heappush = heapq.heappop, heapq.heappush
     while ready:
@@ -87,7 +87,7 @@ class _Pass:
 
     __slots__ = ("targets", "capture", "seed_ndim", "needed", "deps", "buffers", "ready", "results", "trace")
 
-    def __init__(self, roots, retain_graph, targets, capture, seed_ndim):
+    def __init__(self, roots, targets, capture, seed_ndim):
         """Prepare the graph: count each node's incoming edges (among the nodes that lead to a
         target, when there are targets), sum the root gradients and queue the roots."""
         self.targets = targets
