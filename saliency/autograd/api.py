@@ -750,8 +750,8 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
     if recompute_scale_factor and size is not None:
         raise ValueError("recompute_scale_factor is not meaningful with an explicit size.")
     if antialias:
-        raise NotImplementedError(f"interpolate(antialias=True) is not supported; downsample with antialias=False, "
-                                  f"or average first with F.avg_pool2d / F.adaptive_avg_pool2d")
+        raise NotImplementedError("interpolate(antialias=True) is not supported; downsample with antialias=False, "
+                                  "or average first with F.avg_pool2d / F.adaptive_avg_pool2d")
     H, W = input.shape[2:]
     if size is not None:
         out = _spatial_pair(size, "size", 2)

@@ -14,7 +14,7 @@ from numba import prange
 from ._jit import njit
 
 from . import threads
-from .conv2d import _fold_seeds, _float_array, _pair, conv_output_size
+from .conv2d import _fold_seeds, _float_array, _pair
 
 
 @njit(cache=True, nogil=True)

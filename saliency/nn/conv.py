@@ -26,15 +26,7 @@ class Conv2d(Module):
     def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1,
                  bias=True, padding_mode="zeros", dtype=None, generator=None):
         super().__init__()
-        if padding_mode != "zeros":
-            raise ValueError(f"padding_mode {padding_mode!r} is not supported; use 'zeros'")
-        if groups < 1 or in_channels % groups or out_channels % groups:
-            raise ValueError(f"in_channels ({in_channels}) and out_channels ({out_channels}) must both be "
-                             f"divisible by groups ({groups})")
-        self.in_channels, self.out_channels, self.groups = int(in_channels), int(out_channels), int(groups)
-        self.kernel_size = _pair(kernel_size, "kernel_size")
-        self.stride = _pair(stride, "stride")
-        self.dilation = _pair(dilation, "dilation")
+        _set_arguments(self, "", in_channels, out_channels, kernel_size, stride, dilation, groups, padding_mode)
         if padding == "valid":
             padding = 0
         elif padding == "same":
@@ -76,17 +68,10 @@ class ConvTranspose2d(Module):
     def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, output_padding=0, groups=1,
                  bias=True, dilation=1, padding_mode="zeros", dtype=None, generator=None):
         super().__init__()
-        if padding_mode != "zeros":
-            raise ValueError(f"padding_mode {padding_mode!r} is not supported by ConvTranspose2d; use 'zeros'")
-        if groups < 1 or in_channels % groups or out_channels % groups:
-            raise ValueError(f"in_channels ({in_channels}) and out_channels ({out_channels}) must both be "
-                             f"divisible by groups ({groups})")
-        self.in_channels, self.out_channels, self.groups = int(in_channels), int(out_channels), int(groups)
-        self.kernel_size = _pair(kernel_size, "kernel_size")
-        self.stride = _pair(stride, "stride")
+        _set_arguments(self, " by ConvTranspose2d", in_channels, out_channels, kernel_size, stride, dilation, groups,
+                       padding_mode)
         self.padding = _pair(padding, "padding")
         self.output_padding = _pair(output_padding, "output_padding")
-        self.dilation = _pair(dilation, "dilation")
         self.padding_mode = padding_mode
         init.register_weight_and_bias(self, (self.in_channels, self.out_channels // self.groups) + self.kernel_size,
                                       False, dtype)
@@ -121,6 +106,19 @@ class ConvTranspose2d(Module):
 
     def extra_repr(self):
         return _conv_repr(self)
+
+
+def _set_arguments(conv, where, in_channels, out_channels, kernel_size, stride, dilation, groups, padding_mode):
+    """Check and store the arguments both convolutions share (`where` ends the padding_mode error)."""
+    if padding_mode != "zeros":
+        raise ValueError(f"padding_mode {padding_mode!r} is not supported{where}; use 'zeros'")
+    if groups < 1 or in_channels % groups or out_channels % groups:
+        raise ValueError(f"in_channels ({in_channels}) and out_channels ({out_channels}) must both be "
+                         f"divisible by groups ({groups})")
+    conv.in_channels, conv.out_channels, conv.groups = int(in_channels), int(out_channels), int(groups)
+    conv.kernel_size = _pair(kernel_size, "kernel_size")
+    conv.stride = _pair(stride, "stride")
+    conv.dilation = _pair(dilation, "dilation")
 
 
 def _conv_repr(conv):

@@ -11,10 +11,6 @@ import numpy as np
 from ..autograd import rng
 
 
-def _generator(generator):
-    return rng.generator(generator)  # read at call time: manual_seed replaces the default
-
-
 def _fill(tensor, values):
     """Write `values` into the tensor's array in place (outside the graph, as PyTorch's init does)."""
     tensor._array[...] = values
@@ -64,12 +60,12 @@ def _calculate_correct_fan(tensor, mode):
 
 def uniform_(tensor, a=0.0, b=1.0, generator=None):
     """Fill with samples from U(a, b)."""
-    return _fill(tensor, _generator(generator).uniform(a, b, tensor.shape))
+    return _fill(tensor, rng.generator(generator).uniform(a, b, tensor.shape))
 
 
 def normal_(tensor, mean=0.0, std=1.0, generator=None):
     """Fill with samples from N(mean, std^2)."""
-    return _fill(tensor, _generator(generator).normal(mean, std, tensor.shape))
+    return _fill(tensor, rng.generator(generator).normal(mean, std, tensor.shape))
 
 
 def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
@@ -82,7 +78,7 @@ def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
     lo, hi = (_normal_cdf((v - mean) / std) for v in (a, b))
     if hi - lo < 1e-12:
         raise ValueError(f"[{a}, {b}] lies too far out in the tails of N({mean}, {std}^2) to sample from")
-    u = _generator(generator).uniform(lo, hi, tensor.shape)
+    u = rng.generator(generator).uniform(lo, hi, tensor.shape)
     values = mean + std * math.sqrt(2.0) * _erfinv(2.0 * u - 1.0)
     return _fill(tensor, np.clip(values, a, b))
 
