@@ -14,7 +14,7 @@ from numba import prange
 
 from ._jit import njit
 
-from . import im2col, threads
+from . import depthwise, im2col, threads
 
 _FASTMATH = {"reassoc", "contract"}
 
@@ -381,6 +381,26 @@ def _direct(x, w, b, out_shape, s, p, d, groups):
     return out
 
 
+# The row-major paths (`im2col.conv2d_rows` and `conv2d_grad_input_rows`) copy the weight into
+# another layout on every call: a strided transpose of O*C*kh*kw elements, about 15 times the cost
+# of a plain copy (2 ns an element here). The K-major paths (`conv2d_gemm`, `conv2d_grad_input_gemm`)
+# read the weight as it is stored. What the row-major layout saves grows with the patch rows
+# (N*OH*OW of them, each C*kh*kw long; about 0.5 ns an element of the patches); what it costs grows
+# with the weight's rows (O of them, each as long). It is used where the patch rows outnumber the
+# weight rows RELAYOUT_RATIO times (the ratio of those two costs): large maps with few channels, not
+# the 512-channel layers of a small map, whose weight relayout would cost more than their GEMM.
+RELAYOUT_RATIO = 4
+
+
+def _relayout_pays(weight_rows, patch_rows):
+    return weight_rows * RELAYOUT_RATIO <= patch_rows
+
+
+def _pointwise(w_shape, p):
+    """A 1x1 convolution without padding: a GEMM on the input as it is (any stride, groups)."""
+    return tuple(w_shape[2:]) == (1, 1) and p == (0, 0)
+
+
 def choose_algorithm(x_shape, w_shape, out_shape, groups, vjp=False):
     """The algorithm for this shape (the forward, or with vjp=True the input and weight VJPs): the
     faster of the two on the zoo's layers (benchmarks/kernels_conv.py compares them).
@@ -417,11 +437,16 @@ def conv2d_forward(x, w, b=None, stride=1, padding=0, dilation=1, groups=1, algo
     bias = np.zeros(w.shape[0], x.dtype) if b is None else np.ascontiguousarray(b, dtype=x.dtype).reshape(-1)
     if bias.shape[0] != w.shape[0]:
         raise ValueError(f"b must have {w.shape[0]} entries (one per output channel), got shape {np.shape(b)!r}")
+    if algorithm is None and _pointwise(w.shape, p):
+        return im2col.conv2d_pointwise(x, w, bias, out_shape, s, groups)
     algorithm = algorithm or choose_algorithm(x.shape, w.shape, out_shape, groups)
     if algorithm is ConvAlgorithm.GEMM:
-        if groups == 1 and x.shape[1] >= 8:  # row-major patches (cols @ W: the long position axis is GEMM's M)
+        if groups == 1 and x.shape[1] >= 8 and _relayout_pays(w.shape[0], out_shape[0] * out_shape[2] * out_shape[3]):
+            # row-major patches (cols @ W: the long position axis is GEMM's M)
             return im2col.conv2d_rows(x, w, bias, out_shape, s, p, d)
         return im2col.conv2d_gemm(x, w, bias, out_shape, s, p, d, groups)
+    if w.shape[1] == 1 and groups > 1:
+        return depthwise.depthwise_forward(x, w, bias, out_shape, s, p, d)
     return _direct(x, w, bias, out_shape, s, p, d, groups)
 
 
@@ -470,20 +495,25 @@ def conv2d_grad_input(g, w, x_shape, stride=1, padding=0, dilation=1, groups=1, 
         raise ValueError(f"g must have shape (*seeds, {', '.join(map(str, out_shape))}), got {np.shape(g)!r}")
     w = w.astype(g2.dtype, copy=False)
     x2_shape = (g2.shape[0],) + x_shape[1:]
+    if algorithm is None and _pointwise(w.shape, p):
+        return im2col.conv2d_grad_input_pointwise(g2, w, x2_shape, s, groups).reshape(seeds + x_shape)
     algorithm = algorithm or choose_algorithm(x2_shape, w.shape, out_shape, groups, vjp=True)  # seeds count as images
     pt = (d[0] * (w.shape[2] - 1) - p[0], d[1] * (w.shape[3] - 1) - p[1])
+    rows_pay = _relayout_pays(x_shape[1], g2.shape[0] * x_shape[2] * x_shape[3])
     if (algorithm is ConvAlgorithm.GEMM and groups == 1 and s == (1, 1) and min(pt) >= 0 and x_shape[1] >= 16
-            and x_shape[2] * x_shape[3] <= 64 * 64):
+            and x_shape[2] * x_shape[3] <= 64 * 64 and rows_pay):
         # at stride 1 the VJP is a forward convolution of g with the flipped, transposed weight: the
         # chunked row-major forward is the fastest path on maps up to 64x64 with >= 16 channels
         dx = im2col.conv2d_rows(g2, _flipped_transposed(w, 1), np.zeros(x_shape[1], g2.dtype), x2_shape, (1, 1),
                                 pt, d)
-    elif algorithm is ConvAlgorithm.GEMM and groups == 1 and g2.shape[0] > 1 and x_shape[1] >= 32:
+    elif algorithm is ConvAlgorithm.GEMM and groups == 1 and g2.shape[0] > 1 and x_shape[1] >= 32 and rows_pay:
         # the correlation on row-major patches wins only for large batches with many input channels;
         # otherwise GEMM + col2im (one GEMM, one scatter, no per-phase launches) is faster
         dx = im2col.conv2d_grad_input_rows(g2, w, x2_shape, s, p, d)
     elif algorithm is ConvAlgorithm.GEMM:
         dx = im2col.conv2d_grad_input_gemm(g2, w, x2_shape, s, p, d, groups)
+    elif w.shape[1] == 1 and groups > 1:
+        dx = depthwise.depthwise_grad_input(g2, w, x2_shape, s, p, d)
     else:
         dx = conv2d_grad_input_direct(g2, w, x2_shape, s, p, d, groups)
     return dx.reshape(seeds + x_shape)

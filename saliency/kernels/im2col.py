@@ -99,6 +99,39 @@ def conv2d_gemm(x, w, b, out_shape, s, p, d, groups):
     return y
 
 
+def conv2d_pointwise(x, w, b, out_shape, s, groups):
+    """Forward of a 1x1 convolution without padding: per image and group one GEMM
+    W_g (Og, Cg) @ x_g (Cg, OH*OW) written straight into the NCHW output (no patches, no weight
+    relayout); a stride first takes every s-th row and column."""
+    if s != (1, 1):
+        x = np.ascontiguousarray(x[:, :, ::s[0], ::s[1]])
+    N, C = x.shape[:2]
+    O = w.shape[0]
+    L = out_shape[2] * out_shape[3]
+    y = np.empty(out_shape, x.dtype)
+    blas.matmul(w.reshape(groups, O // groups, C // groups), x.reshape(N, groups, C // groups, L),
+                out=y.reshape(N, groups, O // groups, L))
+    if b.any():
+        y += b.reshape(1, O, 1, 1)
+    return y
+
+
+def conv2d_grad_input_pointwise(g, w, x_shape, s, groups):
+    """Input VJP of `conv2d_pointwise`: per image and group W_g^T g (the transpose is a view BLAS
+    reads as it is); with a stride, the products land on every s-th row and column of zeros."""
+    M, O, OH, OW = g.shape
+    C = x_shape[1]
+    wt = w.reshape(groups, O // groups, C // groups).transpose(0, 2, 1)
+    gs = g.reshape(M, groups, O // groups, OH * OW)
+    if s == (1, 1):
+        dx = np.empty(x_shape, g.dtype)
+        blas.matmul(wt, gs, out=dx.reshape(M, groups, C // groups, OH * OW))
+        return dx
+    dx = np.zeros(x_shape, g.dtype)
+    dx[:, :, ::s[0], ::s[1]] = blas.matmul(wt, gs).reshape(M, C, OH, OW)
+    return dx
+
+
 def conv2d_grad_input_gemm(g, w, x_shape, s, p, d, groups):
     """Input VJP: per image and group cols = W^T g (g's NCHW planes are the GEMM's right operand
     as they are: no transpose), then col2im; g is (M, O, OH, OW), seeds folded into M. The images
@@ -107,7 +140,7 @@ def conv2d_grad_input_gemm(g, w, x_shape, s, p, d, groups):
     _, Cg, KH, KW = w.shape
     L = OH * OW
     Og = O // groups
-    wt = np.ascontiguousarray(w.reshape(groups, Og, Cg * KH * KW).transpose(0, 2, 1))[:, None]
+    wt = w.reshape(groups, Og, Cg * KH * KW).transpose(0, 2, 1)[:, None]  # a view: BLAS reads W^T as it is
     dx = np.empty(x_shape, g.dtype)
 
     def work(n0, n1):  # images n0..n1-1, with their own buffer

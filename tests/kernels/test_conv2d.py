@@ -342,3 +342,52 @@ def test_row_major_forward_in_chunks_of_images_matches_reference(case, monkeypat
     y = im2col.conv2d_rows(x, w, b if b is not None else np.zeros(w.shape[0]), y_shape, ref.pair(s), ref.pair(p),
                            ref.pair(d))
     np.testing.assert_allclose(y, ref.conv2d(x, w, b, s, p, d), rtol=1e-10, atol=1e-10)
+
+
+# depthwise: (N, C, multiplier, H, W, kernel, stride, padding, dilation): 3x3 and 5x5 at strides 1
+# and 2, a channel multiplier, padding wider than the reach, dilation, planes smaller than the kernel
+DEPTHWISE = [(2, 5, 1, 9, 8, 3, 1, 1, 1), (1, 6, 1, 10, 11, 5, 2, 2, 1), (2, 3, 2, 7, 9, 3, 2, 1, 1),
+             (1, 4, 1, 4, 4, 5, 1, 2, 1), (1, 3, 3, 8, 7, 3, 1, 2, 2), (3, 2, 1, 6, 5, (3, 5), (2, 1), (0, 3), 1),
+             (1, 4, 1, 2, 3, 5, 2, 3, 1)]
+
+
+@pytest.mark.parametrize("case", DEPTHWISE)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_depthwise_kernels_equal_the_generic_correlation_and_reference(case, dtype):
+    """The depthwise forward against _corr2d and the reference; its input VJP (a scatter into the
+    padded plane) against the correlation formulation and the reference, seeds folded in."""
+    N, C, m, H, W, k, s, p, d = case
+    kh, kw = ref.pair(k)
+    s, p, d = ref.pair(s), ref.pair(p), ref.pair(d)
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((N, C, H, W)).astype(dtype)
+    w = rng.standard_normal((C * m, 1, kh, kw)).astype(dtype)
+    b = rng.standard_normal(C * m).astype(dtype)
+    OH, OW = K.conv_output_size(H, kh, s[0], p[0], d[0]), K.conv_output_size(W, kw, s[1], p[1], d[1])
+    shape = (N, C * m, OH, OW)
+    want = np.full(shape, np.nan, dtype)
+    K._corr2d(x, w, b, want, s[0], s[1], p[0], p[1], d[0], d[1], C, 1, OH)
+    got = K.depthwise.depthwise_forward(x, w, b, shape, s, p, d)
+    np.testing.assert_allclose(got, want, **TOL[dtype])
+    np.testing.assert_allclose(K.conv2d_forward(x, w, b, s, p, d, C), ref.conv2d(x, w, b, s, p, d, C), **TOL[dtype])
+    g = rng.standard_normal((2,) + shape).astype(dtype)
+    dx = K.conv2d_grad_input(g, w, x.shape, s, p, d, C)
+    for k_ in range(2):
+        np.testing.assert_allclose(dx[k_], ref.conv2d_grad_input(g[k_], w, x.shape, s, p, d, C), **TOL[dtype])
+        np.testing.assert_allclose(dx[k_], K.conv2d_grad_input_direct(g[k_], w, x.shape, s, p, d, C), **TOL[dtype])
+
+
+@pytest.mark.parametrize("case", [(2, 6, 4, 5, 7, 1, 1, 0, 1, 1), (1, 8, 12, 9, 8, 1, 2, 0, 1, 1),
+                                  (2, 6, 9, 7, 6, 1, (2, 3), 0, 1, 3), (1, 4, 2, 3, 3, 1, 3, 0, 2, 2)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_pointwise_paths_match_reference(case, dtype):
+    """1x1 convolutions without padding (a GEMM on the input as it is): strides that skip the last
+    rows and columns, groups, fewer outputs than inputs; seeds folded into the VJP."""
+    rng = np.random.default_rng(12)
+    x, w, b, args = make(case, dtype, rng)
+    y = K.conv2d_forward(x, w, b, *args)
+    np.testing.assert_allclose(y, ref.conv2d(x, w, b, *args), **TOL[dtype])
+    g = rng.standard_normal((3,) + y.shape).astype(dtype)
+    dx = K.conv2d_grad_input(g, w, x.shape, *args)
+    for k_ in range(3):
+        np.testing.assert_allclose(dx[k_], ref.conv2d_grad_input(g[k_], w, x.shape, *args), **TOL[dtype])

@@ -1,0 +1,127 @@
+"""conv2d with one input channel per group (depthwise, `groups == C`, any channel multiplier)
+and its input VJP: direct Numba kernels, one input plane at a time.
+
+Each (image, channel) plane is copied once into a zero-padded buffer; every output row then takes
+its taps as whole-row multiply-adds read from that buffer (no bounds tests in the inner loop,
+which runs over the output columns and vectorizes at stride 1). The input VJP is the adjoint
+loop: each tap scatters a row of the cotangent into a zero buffer of the padded plane, whose
+interior is the gradient (no stride-dilated copy of the cotangent, no flipped weights).
+Arguments are already checked and normalized by the wrappers in `conv2d.py`.
+"""
+import numpy as np
+from numba import prange
+
+from ._jit import njit
+
+from . import threads
+
+_FASTMATH = {"reassoc", "contract"}
+
+
+@njit(cache=True, fastmath=_FASTMATH, nogil=True)
+def _forward(x, w, b, out, sh, sw, ph, pw, dh, dw, t0, t1):
+    """For the planes t = n*C + c in [t0, t1) and o = c*m + j (m = O // C, j < m):
+
+        out[n, o, oy, ox] = b[o] + sum_{ky, kx} w[o, 0, ky, kx] * x[n, c, oy*sh - ph + ky*dh, ox*sw - pw + kx*dw]
+
+    with input positions outside x read as zero.
+    """
+    N, C, H, W = x.shape
+    O, _, KH, KW = w.shape
+    OH, OW = out.shape[2], out.shape[3]
+    m = O // C
+    Hp = (OH - 1) * sh + (KH - 1) * dh + 1  # buffer row r holds input row r - ph
+    Wp = (OW - 1) * sw + (KW - 1) * dw + 1
+    r0, r1 = max(0, ph), min(Hp, H + ph)
+    c0, c1 = max(0, pw), min(Wp, W + pw)
+    buf = np.zeros((Hp, Wp), dtype=out.dtype)  # its border stays zero: every plane fills the same interior
+    for t in prange(t0, t1):
+        n = t // C
+        c = t % C
+        for r in range(r0, r1):
+            src = x[n, c, r - ph]
+            dst = buf[r]
+            for q in range(c0, c1):
+                dst[q] = src[q - pw]
+        for j in range(m):
+            o = c * m + j
+            bo = b[o]
+            wo = w[o, 0]
+            for oy in range(OH):
+                orow = out[n, o, oy]
+                for ox in range(OW):
+                    orow[ox] = bo
+                for ky in range(KH):
+                    brow = buf[oy * sh + ky * dh]
+                    for kx in range(KW):
+                        wv = wo[ky, kx]
+                        off = kx * dw
+                        if sw == 1:
+                            for ox in range(OW):
+                                orow[ox] += wv * brow[off + ox]
+                        else:
+                            for ox in range(OW):
+                                orow[ox] += wv * brow[off + ox * sw]
+
+
+@njit(cache=True, fastmath=_FASTMATH, nogil=True)
+def _grad_input(g, w, dx, sh, sw, ph, pw, dh, dw, t0, t1):
+    """The adjoint of `_forward` for the planes t = n*C + c in [t0, t1):
+
+        dx[n, c, iy, ix] = sum over j < m, ky, kx, oy, ox with iy = oy*sh - ph + ky*dh and
+                           ix = ox*sw - pw + kx*dw of w[c*m + j, 0, ky, kx] * g[n, c*m + j, oy, ox].
+    """
+    N, C, H, W = dx.shape
+    O, _, KH, KW = w.shape
+    OH, OW = g.shape[2], g.shape[3]
+    m = O // C
+    Hp = (OH - 1) * sh + (KH - 1) * dh + 1
+    Wp = (OW - 1) * sw + (KW - 1) * dw + 1
+    r0, r1 = max(0, ph), min(Hp, H + ph)
+    c0, c1 = max(0, pw), min(Wp, W + pw)
+    buf = np.empty((Hp, Wp), dtype=dx.dtype)
+    for t in prange(t0, t1):
+        n = t // C
+        c = t % C
+        buf[:, :] = 0
+        for j in range(m):
+            o = c * m + j
+            wo = w[o, 0]
+            for oy in range(OH):
+                grow = g[n, o, oy]
+                for ky in range(KH):
+                    brow = buf[oy * sh + ky * dh]
+                    for kx in range(KW):
+                        wv = wo[ky, kx]
+                        off = kx * dw
+                        if sw == 1:
+                            for ox in range(OW):
+                                brow[off + ox] += wv * grow[ox]
+                        else:
+                            for ox in range(OW):
+                                brow[off + ox * sw] += wv * grow[ox]
+        plane = dx[n, c]
+        plane[:, :] = 0  # input positions no tap reaches (cropped by the stride) stay zero
+        for r in range(r0, r1):
+            src = buf[r]
+            dst = plane[r - ph]
+            for q in range(c0, c1):
+                dst[q - pw] = src[q]
+
+
+def depthwise_forward(x, w, b, out_shape, s, p, d):
+    """conv2d with groups == C (w of shape (O, 1, kh, kw), O a multiple of C)."""
+    out = np.empty(out_shape, x.dtype)
+    N, C = x.shape[:2]
+    threads.split_batch(N * C, out.size, lambda t0, t1: _forward(x, w, b, out, s[0], s[1], p[0], p[1], d[0], d[1],
+                                                                   t0, t1))
+    return out
+
+
+def depthwise_grad_input(g, w, x_shape, s, p, d):
+    """Input VJP of `depthwise_forward`; g is (M, O, OH, OW) with seeds folded into M."""
+    dx = np.empty(x_shape, g.dtype)
+    M, C = x_shape[:2]
+    threads.split_batch(M * C, max(g.size, dx.size), lambda t0, t1: _grad_input(g, w, dx, s[0], s[1], p[0], p[1],
+                                                                                 d[0], d[1], t0, t1))
+    return dx
