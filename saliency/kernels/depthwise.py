@@ -112,16 +112,20 @@ def _grad_input(g, w, dx, sh, sw, ph, pw, dh, dw, t0, t1):
 def depthwise_forward(x, w, b, out_shape, s, p, d):
     """conv2d with groups == C (w of shape (O, 1, kh, kw), O a multiple of C)."""
     out = np.empty(out_shape, x.dtype)
-    N, C = x.shape[:2]
-    threads.split_batch(N * C, out.size, lambda t0, t1: _forward(x, w, b, out, s[0], s[1], p[0], p[1], d[0], d[1],
-                                                                   t0, t1))
+
+    def planes(t0, t1):
+        _forward(x, w, b, out, s[0], s[1], p[0], p[1], d[0], d[1], t0, t1)
+
+    threads.split_batch(x.shape[0] * x.shape[1], out.size, planes)
     return out
 
 
 def depthwise_grad_input(g, w, x_shape, s, p, d):
     """Input VJP of `depthwise_forward`; g is (M, O, OH, OW) with seeds folded into M."""
     dx = np.empty(x_shape, g.dtype)
-    M, C = x_shape[:2]
-    threads.split_batch(M * C, max(g.size, dx.size), lambda t0, t1: _grad_input(g, w, dx, s[0], s[1], p[0], p[1],
-                                                                                 d[0], d[1], t0, t1))
+
+    def planes(t0, t1):
+        _grad_input(g, w, dx, s[0], s[1], p[0], p[1], d[0], d[1], t0, t1)
+
+    threads.split_batch(x_shape[0] * x_shape[1], max(g.size, dx.size), planes)
     return dx
