@@ -385,11 +385,11 @@ def _direct(x, w, b, out_shape, s, p, d, groups):
 # another layout on every call: a strided transpose of O*C*kh*kw elements, about 15 times the cost
 # of a plain copy (2 ns an element here). The K-major paths (`conv2d_gemm`, `conv2d_grad_input_gemm`)
 # read the weight as it is stored. What the row-major layout saves grows with the patch rows
-# (N*OH*OW of them, each C*kh*kw long; about 0.5 ns an element of the patches); what it costs grows
+# (N*OH*OW of them, each C*kh*kw long; about 1 ns an element of the patches); what it costs grows
 # with the weight's rows (O of them, each as long). It is used where the patch rows outnumber the
-# weight rows RELAYOUT_RATIO times (the ratio of those two costs): large maps with few channels, not
+# weight rows RELAYOUT_RATIO times (about the ratio of those two costs): large maps with few channels, not
 # the 512-channel layers of a small map, whose weight relayout would cost more than their GEMM.
-RELAYOUT_RATIO = 4
+RELAYOUT_RATIO = 2
 
 
 def _relayout_pays(weight_rows, patch_rows):

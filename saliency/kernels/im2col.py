@@ -86,14 +86,35 @@ def _col2im(cols, dx, KH, KW, sh, sw, ph, pw, dh, dw):
 
 
 def conv2d_gemm(x, w, b, out_shape, s, p, d, groups):
-    """Forward: per group one GEMM (Og, Cg*kh*kw) @ (Cg*kh*kw, N*OH*OW), plus bias."""
+    """Forward: per group one GEMM (Og, Cg*kh*kw) @ (Cg*kh*kw, n*OH*OW) over the patches of n images,
+    plus bias. Two threads take halves of the batch (each with its own patches), or, for one image,
+    halves of the output channels of each group."""
     N, C, H, W = x.shape
     O, Cg, KH, KW = w.shape
     L = out_shape[2] * out_shape[3]
-    cols = np.empty((C * KH * KW, N, L), x.dtype)
-    _im2col(x, cols, KH, KW, s[0], s[1], p[0], p[1], d[0], d[1])
-    y = blas.matmul(w.reshape(groups, O // groups, Cg * KH * KW), cols.reshape(groups, Cg * KH * KW, N * L))
-    y = np.ascontiguousarray(y.reshape(O, N, L).transpose(1, 0, 2)).reshape(out_shape)
+    Og = O // groups
+    wg = w.reshape(groups, Og, Cg * KH * KW)
+    y = np.empty(out_shape, x.dtype)
+    flops = 2.0 * N * O * L * Cg * KH * KW
+
+    def images(n0, n1):
+        n = n1 - n0
+        cols = np.empty((C * KH * KW, n, L), x.dtype)
+        _im2col(x[n0:n1], cols, KH, KW, s[0], s[1], p[0], p[1], d[0], d[1])
+        res = blas.matmul(wg, cols.reshape(groups, Cg * KH * KW, n * L))
+        y[n0:n1] = res.reshape(O, n, L).transpose(1, 0, 2).reshape((n,) + out_shape[1:])
+
+    if N > 1:
+        threads.split_flops(N, flops, images)
+    else:
+        cols = np.empty((groups, Cg * KH * KW, L), x.dtype)
+        _im2col(x, cols.reshape(C * KH * KW, 1, L), KH, KW, s[0], s[1], p[0], p[1], d[0], d[1])
+        yg = y.reshape(groups, Og, L)
+
+        def channels(o0, o1):  # output channels o0..o1-1 of every group
+            blas.matmul(wg[:, o0:o1], cols, out=yg[:, o0:o1])
+
+        threads.split_flops(Og, flops, channels)
     if b.any():
         y += b.reshape(1, O, 1, 1)
     return y
@@ -102,15 +123,22 @@ def conv2d_gemm(x, w, b, out_shape, s, p, d, groups):
 def conv2d_pointwise(x, w, b, out_shape, s, groups):
     """Forward of a 1x1 convolution without padding: per image and group one GEMM
     W_g (Og, Cg) @ x_g (Cg, OH*OW) written straight into the NCHW output (no patches, no weight
-    relayout); a stride first takes every s-th row and column."""
+    relayout); a stride first takes every s-th row and column. Two threads take halves of the
+    batch, or of one image's output channels."""
     if s != (1, 1):
         x = np.ascontiguousarray(x[:, :, ::s[0], ::s[1]])
     N, C = x.shape[:2]
     O = w.shape[0]
     L = out_shape[2] * out_shape[3]
+    wg = w.reshape(groups, O // groups, C // groups)
+    xg = x.reshape(N, groups, C // groups, L)
     y = np.empty(out_shape, x.dtype)
-    blas.matmul(w.reshape(groups, O // groups, C // groups), x.reshape(N, groups, C // groups, L),
-                out=y.reshape(N, groups, O // groups, L))
+    yg = y.reshape(N, groups, O // groups, L)
+    flops = 2.0 * N * O * L * (C // groups)
+    if N > 1:
+        threads.split_flops(N, flops, lambda n0, n1: blas.matmul(wg, xg[n0:n1], out=yg[n0:n1]))
+    else:
+        threads.split_flops(O // groups, flops, lambda o0, o1: blas.matmul(wg[:, o0:o1], xg, out=yg[:, :, o0:o1]))
     if b.any():
         y += b.reshape(1, O, 1, 1)
     return y
@@ -118,17 +146,23 @@ def conv2d_pointwise(x, w, b, out_shape, s, groups):
 
 def conv2d_grad_input_pointwise(g, w, x_shape, s, groups):
     """Input VJP of `conv2d_pointwise`: per image and group W_g^T g (the transpose is a view BLAS
-    reads as it is); with a stride, the products land on every s-th row and column of zeros."""
+    reads as it is); with a stride, the products land on every s-th row and column of zeros.
+    Halves of the images, or of one image's input channels, on two threads."""
     M, O, OH, OW = g.shape
     C = x_shape[1]
     wt = w.reshape(groups, O // groups, C // groups).transpose(0, 2, 1)
     gs = g.reshape(M, groups, O // groups, OH * OW)
+    res = np.empty((M, C, OH, OW), g.dtype)
+    rg = res.reshape(M, groups, C // groups, OH * OW)
+    flops = 2.0 * M * O * OH * OW * (C // groups)
+    if M > 1:
+        threads.split_flops(M, flops, lambda m0, m1: blas.matmul(wt, gs[m0:m1], out=rg[m0:m1]))
+    else:
+        threads.split_flops(C // groups, flops, lambda c0, c1: blas.matmul(wt[:, c0:c1], gs, out=rg[:, :, c0:c1]))
     if s == (1, 1):
-        dx = np.empty(x_shape, g.dtype)
-        blas.matmul(wt, gs, out=dx.reshape(M, groups, C // groups, OH * OW))
-        return dx
+        return res
     dx = np.zeros(x_shape, g.dtype)
-    dx[:, :, ::s[0], ::s[1]] = blas.matmul(wt, gs).reshape(M, C, OH, OW)
+    dx[:, :, ::s[0], ::s[1]] = res
     return dx
 
 
@@ -159,10 +193,11 @@ def conv2d_grad_input_gemm(g, w, x_shape, s, p, d, groups):
         blas.matmul(wt[:, :, c0 * KK:c1 * KK], g.reshape(1, 1, O, L), out=cols)
         _col2im(cols, dx[:, c0:c1], KH, KW, s[0], s[1], p[0], p[1], d[0], d[1])
 
+    flops = 2.0 * M * O * L * Cg * KH * KW
     if M == 1 and groups == 1:  # one image: halves of its channels on two threads
-        threads.split_image(x_shape[1], max(g.size, dx.size), channels)
+        threads.split_flops(x_shape[1], flops, channels)
     else:
-        threads.split_batch(M, dx.size, work)
+        threads.split_flops(M, flops, work)
     return dx
 
 
@@ -341,8 +376,9 @@ def conv2d_rows(x, w, b, out_shape, s, p, d):
         blas.matmul(cols[0], wm, out=res[0])
         _row2im(res, y, b, n_rows, OW, 1, 1, oy0, 0, 1)  # rows land at oy0 + oy
 
+    flops = 2.0 * N * OH * OW * KH * KW * C * O
     if N == 1:  # one image: halves of its output rows on two threads
-        threads.split_image(OH, max(x.size, y.size), rows)
+        threads.split_flops(OH, flops, rows)
         return y
 
     def work(n0, n1):  # images n0..n1-1, with their own buffers
@@ -359,7 +395,7 @@ def conv2d_rows(x, w, b, out_shape, s, p, d):
             blas.matmul(c[0], wm, out=r[0])
             _row2im(r, y[m0:m1], b, OH, OW, 1, 1, 0, 0, 1)
 
-    threads.split_batch(N, y.size, work)
+    threads.split_flops(N, flops, work)
     return y
 
 
@@ -438,7 +474,7 @@ def conv2d_grad_input_rows(g, w, x_shape, s, p, d):
                 blas.matmul(cols[0], wm, out=res[0])
                 _row2im(res, dx[m0:m1], zero, Ha, Wa, s[0], s[1], ry, rx, 1)
 
-    threads.split_batch(M, dx.size, work)
+    threads.split_flops(M, 2.0 * M * per_image / g.itemsize * C, work)
     return dx
 
 

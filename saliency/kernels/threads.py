@@ -24,6 +24,9 @@ from . import blas
 
 # Split a call when its batch has >= 2 entries and its output has at least this many elements.
 SPLIT_ELEMENTS = 1 << 17
+# Split matrix products (`split_flops`) of at least this many floating-point operations: about
+# 50 microseconds of one core's GEMM, several times the cost of handing half to the helper.
+SPLIT_FLOPS = 4e6
 # Split one image's call when its input or output has at least this many elements (16 channels
 # of 181x181).
 SPLIT_IMAGE_ELEMENTS = 1 << 19
@@ -55,6 +58,14 @@ def split_image(n, elements, body):
     """split_batch for the parts (rows, channels, phases) of one image's call: split only when the
     call's larger array (input or output) has SPLIT_IMAGE_ELEMENTS `elements`."""
     split_batch(n, elements if elements >= SPLIT_IMAGE_ELEMENTS else 0, body)
+
+
+def split_flops(n, flops, body):
+    """split_batch for matrix products: rows (or products) [0, n) in two halves when the call does
+    at least SPLIT_FLOPS floating-point operations. Products of a split run on one BLAS thread
+    each, so OpenBLAS's own workers are never woken by these kernels (workers that spin after a
+    product would hold the core the helper thread needs)."""
+    split_batch(n, SPLIT_ELEMENTS if flops >= SPLIT_FLOPS else 0, body)
 
 
 def split_batch(n, elements, body):
