@@ -15,6 +15,11 @@ One image splits too, by output rows, channels or phase rows (`split_image`), bu
 call's input or output has SPLIT_IMAGE_ELEMENTS: below that (the depth model's 128x128 layers
 among them) the hand-over cost outweighs what the second thread saves; above it the halves'
 buffers also fit the caches better than the whole call's (benchmarks/image_split.py compares).
+
+The convolutions' matrix products split by their work instead (`split_flops`: images, output
+rows or channels, whichever the call has), so that every product of a forward pass or an input
+VJP runs on one BLAS thread: a product left to OpenBLAS's threads wakes its workers, which then
+spin for about a tenth of a second and slow every split kernel that follows.
 """
 import os
 import threading
