@@ -117,16 +117,27 @@ def pixels_torch(model, x):
     return [torch.autograd.grad(y, xt, v[i], retain_graph=True)[0] for i in range(PIXEL_SEEDS)]
 
 
+SETTLE = 0.15  # seconds: longer than either engine's idle threads spin after their work
+
+
 def alternate(fa, fb, repeats):
-    """Medians (seconds) of `repeats` alternating timed calls of fa and fb, after one warm-up each."""
+    """Medians (seconds) of `repeats` alternating timed calls of fa and fb. Before each timed call
+    a pause of SETTLE seconds and, for calls shorter than a second, one untimed call of the same
+    engine: each engine's idle threads spin-wait after its work (OpenBLAS's and OpenMP's), and
+    timing one engine right after the other would charge it for the other's spinning threads."""
+    times = {fa: [], fb: []}
+    last = {fa: 0.0, fb: 0.0}
     fa(), fb()
-    ta, tb = [], []
     for _ in range(repeats):
-        for f, times in ((fa, ta), (fb, tb)):
+        for f in (fa, fb):
+            time.sleep(SETTLE)
+            if last[f] < 1.0:
+                f()
             t0 = time.perf_counter()
             f()
-            times.append(time.perf_counter() - t0)
-    return statistics.median(ta), statistics.median(tb)
+            last[f] = time.perf_counter() - t0
+            times[f].append(last[f])
+    return statistics.median(times[fa]), statistics.median(times[fb])
 
 
 def conv_flops(model, x):

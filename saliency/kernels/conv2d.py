@@ -401,6 +401,13 @@ def _pointwise(w_shape, p):
     return tuple(w_shape[2:]) == (1, 1) and p == (0, 0)
 
 
+def _depthwise(w_shape, groups, s):
+    """Whether the depthwise plane kernels serve this direct convolution: one input channel per
+    group, except a 3x3 kernel at stride 1, which the register-tiled 3x3 kernel computes faster
+    (forward, and the input VJP as a stride-1 correlation)."""
+    return w_shape[1] == 1 and groups > 1 and not (tuple(w_shape[2:]) == (3, 3) and s == (1, 1))
+
+
 def choose_algorithm(x_shape, w_shape, out_shape, groups, vjp=False):
     """The algorithm for this shape (the forward, or with vjp=True the input and weight VJPs): the
     faster of the two on the zoo's layers (benchmarks/kernels_conv.py compares them).
@@ -445,7 +452,7 @@ def conv2d_forward(x, w, b=None, stride=1, padding=0, dilation=1, groups=1, algo
             # row-major patches (cols @ W: the long position axis is GEMM's M)
             return im2col.conv2d_rows(x, w, bias, out_shape, s, p, d)
         return im2col.conv2d_gemm(x, w, bias, out_shape, s, p, d, groups)
-    if w.shape[1] == 1 and groups > 1:
+    if _depthwise(w.shape, groups, s):
         return depthwise.depthwise_forward(x, w, bias, out_shape, s, p, d)
     return _direct(x, w, bias, out_shape, s, p, d, groups)
 
@@ -512,7 +519,7 @@ def conv2d_grad_input(g, w, x_shape, stride=1, padding=0, dilation=1, groups=1, 
         dx = im2col.conv2d_grad_input_rows(g2, w, x2_shape, s, p, d)
     elif algorithm is ConvAlgorithm.GEMM:
         dx = im2col.conv2d_grad_input_gemm(g2, w, x2_shape, s, p, d, groups)
-    elif w.shape[1] == 1 and groups > 1:
+    elif _depthwise(w.shape, groups, s):
         dx = depthwise.depthwise_grad_input(g2, w, x2_shape, s, p, d)
     else:
         dx = conv2d_grad_input_direct(g2, w, x2_shape, s, p, d, groups)
