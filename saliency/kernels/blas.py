@@ -27,15 +27,20 @@ import numpy as np
 SMALL_FLOPS = 1e7
 
 
-def _thread_setter():
-    """OpenBLAS's thread-local thread-count setter from the library NumPy loaded, or None."""
+def _openblas_libraries():
+    """The OpenBLAS libraries bundled with NumPy (wheels for Linux/Windows, and macOS), loaded."""
     here = os.path.dirname(np.__file__)
     for path in glob.glob(os.path.join(here, os.pardir, "numpy.libs", "*openblas*")) + \
             glob.glob(os.path.join(here, ".dylibs", "*openblas*")):
         try:
-            lib = ctypes.CDLL(path)
+            yield ctypes.CDLL(path)
         except OSError:
             continue
+
+
+def _thread_setter():
+    """OpenBLAS's thread-local thread-count setter from the library NumPy loaded, or None."""
+    for lib in _openblas_libraries():
         setter = getattr(lib, "openblas_set_num_threads_local", None)
         if setter is not None:
             setter.argtypes, setter.restype = [ctypes.c_int], ctypes.c_int
@@ -43,7 +48,36 @@ def _thread_setter():
     return None
 
 
+# cblas_?gemm under the names NumPy's wheels have exported it: (prefix, suffix, integer type).
+# NumPy 2 bundles scipy-openblas (ILP64, prefixed); NumPy 1.x's ILP64 build uses only the suffix.
+_GEMM_NAMES = [("scipy_cblas_", "64_", ctypes.c_int64), ("cblas_", "64_", ctypes.c_int64), ("cblas_", "", ctypes.c_int)]
+_ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
+
+
+def _gemm_functions():
+    """{dtype: cblas gemm} for float32 and float64 from NumPy's OpenBLAS, or {} where not found."""
+    for lib in _openblas_libraries():
+        for prefix, suffix, integer in _GEMM_NAMES:
+            found = {}
+            for dtype, letter, real in ((np.dtype(np.float32), "s", ctypes.c_float),
+                                        (np.dtype(np.float64), "d", ctypes.c_double)):
+                f = getattr(lib, f"{prefix}{letter}gemm{suffix}", None)
+                if f is None:
+                    break
+                p = ctypes.c_void_p
+                f.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int, integer, integer, integer, real, p, integer,
+                              p, integer, real, p, integer]
+                f.restype = None
+                found[dtype] = f
+            if len(found) == 2:
+                return found
+    return {}
+
+
 _set_threads = _thread_setter()
+_gemm = _gemm_functions()
+# Whether `gemm` runs in place through NumPy's cblas (else through NumPy, with a temporary).
+IN_PLACE_GEMM = bool(_gemm)
 _section_lock = threading.Lock()
 _section_depth = 0
 _saved_threads = None
@@ -78,3 +112,39 @@ def matmul(a, b, out=None):
         return np.matmul(a, b) if out is None else np.matmul(a, b, out=out)
     with one_thread():
         return np.matmul(a, b) if out is None else np.matmul(a, b, out=out)
+
+
+def _operand(a):
+    """(transpose flag, leading dimension) of a 2-D view BLAS can read in place: unit stride along
+    one of its axes (a row-major matrix with any row stride, or the transpose of one)."""
+    item = a.itemsize
+    if a.strides[1] == item and a.strides[0] % item == 0 and a.strides[0] >= item * max(1, a.shape[1]):
+        return _NO_TRANS, a.strides[0] // item
+    if a.strides[0] == item and a.strides[1] % item == 0 and a.strides[1] >= item * max(1, a.shape[0]):
+        return _TRANS, a.strides[1] // item
+    return None
+
+
+def gemm(a, b, c, beta):
+    """c = a @ b + beta * c in place, for 2-D views a (M, K), b (K, N), c (M, N) of one float
+    dtype that BLAS can read as they are: each has unit stride along one axis (c along its
+    rows), any stride along the other, so a shifted window of a larger buffer is an operand with
+    no copy. Runs on the calling thread's BLAS settings (callers hold `one_thread`). Where
+    NumPy's cblas is not found, or a view is not BLAS-shaped, NumPy computes the same thing."""
+    f = _gemm.get(c.dtype)
+    ta, tb = _operand(a), _operand(b)
+    if f is None or ta is None or tb is None or c.strides[1] != c.itemsize or a.dtype != c.dtype or \
+            b.dtype != c.dtype or a.shape[1] != b.shape[0] or c.shape != (a.shape[0], b.shape[1]):
+        if beta == 0:
+            np.matmul(a, b, out=c)
+        else:
+            if beta != 1:
+                c *= beta
+            c += np.matmul(a, b)
+        return
+    M, K = a.shape
+    N = b.shape[1]
+    if M == 0 or N == 0:
+        return
+    f(_ROW_MAJOR, ta[0], tb[0], M, N, K, 1.0, a.ctypes.data, ta[1], b.ctypes.data, tb[1], beta, c.ctypes.data,
+      c.strides[0] // c.itemsize)

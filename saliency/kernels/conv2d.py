@@ -14,7 +14,7 @@ from numba import prange
 
 from ._jit import njit
 
-from . import depthwise, im2col, threads
+from . import blas, depthwise, im2col, shifted, threads
 
 _FASTMATH = {"reassoc", "contract"}
 
@@ -396,6 +396,14 @@ def _relayout_pays(weight_rows, patch_rows):
     return weight_rows * RELAYOUT_RATIO <= patch_rows
 
 
+def _shifted_pays(stride, groups, patch_bytes):
+    """Whether a stride-1 convolution (or its input VJP) runs as accumulated products on shifted
+    views (`shifted.py`) instead of on a patch matrix: where one image's patches would outgrow
+    the caches (im2col.CHUNK_BYTES), so that writing and reading them back would stream from
+    memory; below that the patches stay in cache and one long GEMM beats kh*kw short ones."""
+    return (stride == (1, 1) and groups == 1 and blas.IN_PLACE_GEMM and patch_bytes > im2col.CHUNK_BYTES)
+
+
 def _pointwise(w_shape, p):
     """A 1x1 convolution without padding: a GEMM on the input as it is (any stride, groups)."""
     return tuple(w_shape[2:]) == (1, 1) and p == (0, 0)
@@ -448,7 +456,11 @@ def conv2d_forward(x, w, b=None, stride=1, padding=0, dilation=1, groups=1, algo
         return im2col.conv2d_pointwise(x, w, bias, out_shape, s, groups)
     algorithm = algorithm or choose_algorithm(x.shape, w.shape, out_shape, groups)
     if algorithm is ConvAlgorithm.GEMM:
-        if groups == 1 and x.shape[1] >= 8 and _relayout_pays(w.shape[0], out_shape[0] * out_shape[2] * out_shape[3]):
+        positions = out_shape[0] * out_shape[2] * out_shape[3]
+        patch_bytes = w[0].size * out_shape[2] * out_shape[3] * x.itemsize
+        if _relayout_pays(w.shape[0], positions) and _shifted_pays(s, groups, patch_bytes):
+            return shifted.conv2d_shifted(x, w, bias, out_shape, p, d)
+        if groups == 1 and x.shape[1] >= 8 and _relayout_pays(w.shape[0], positions):
             # row-major patches (cols @ W: the long position axis is GEMM's M)
             return im2col.conv2d_rows(x, w, bias, out_shape, s, p, d)
         return im2col.conv2d_gemm(x, w, bias, out_shape, s, p, d, groups)
@@ -507,7 +519,10 @@ def conv2d_grad_input(g, w, x_shape, stride=1, padding=0, dilation=1, groups=1, 
     algorithm = algorithm or choose_algorithm(x2_shape, w.shape, out_shape, groups, vjp=True)  # seeds count as images
     pt = (d[0] * (w.shape[2] - 1) - p[0], d[1] * (w.shape[3] - 1) - p[1])
     rows_pay = _relayout_pays(x_shape[1], g2.shape[0] * x_shape[2] * x_shape[3])
-    if (algorithm is ConvAlgorithm.GEMM and groups == 1 and s == (1, 1) and min(pt) >= 0 and x_shape[1] >= 16
+    patch_bytes = w.shape[0] * w.shape[2] * w.shape[3] * x_shape[2] * x_shape[3] * g2.itemsize
+    if algorithm is ConvAlgorithm.GEMM and rows_pay and _shifted_pays(s, groups, patch_bytes):
+        dx = shifted.conv2d_grad_input_shifted(g2, w, x2_shape, p, d)
+    elif (algorithm is ConvAlgorithm.GEMM and groups == 1 and s == (1, 1) and min(pt) >= 0 and x_shape[1] >= 16
             and x_shape[2] * x_shape[3] <= 64 * 64 and rows_pay):
         # at stride 1 the VJP is a forward convolution of g with the flipped, transposed weight: the
         # chunked row-major forward is the fastest path on maps up to 64x64 with >= 16 channels

@@ -83,3 +83,27 @@ def test_the_helper_thread_leaves_the_process_count_alone(monkeypatch):
         assert _threads_now() == 2               # and all of them again afterwards
     finally:
         blas._set_threads(before)
+
+
+@pytest.mark.parametrize("in_place", [True, False], ids=["cblas", "numpy"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_gemm_accumulates_on_strided_and_transposed_views(monkeypatch, in_place, dtype):
+    """c = a @ b + beta*c on views of larger buffers (a shifted window, a transposed matrix, rows of
+    a wider output), against float64 sums; the views' buffers outside them stay untouched."""
+    if in_place and not blas.IN_PLACE_GEMM:
+        pytest.skip("NumPy's cblas gemm not found")
+    if not in_place:
+        monkeypatch.setattr(blas, "_gemm", {})
+    rng = np.random.default_rng(3)
+    big = rng.standard_normal((7, 40)).astype(dtype)
+    at = rng.standard_normal((7, 5)).astype(dtype)
+    out = rng.standard_normal((5, 30)).astype(dtype)
+    before = out.copy()
+    a, b, c = at.T, big[:, 9:21], out[:, 4:16]  # a transposed, b a window with row stride 40, c rows of 30
+    want = a.astype(np.float64) @ b.astype(np.float64) + 0.5 * before[:, 4:16]
+    blas.gemm(a, b, c, 0.5)
+    np.testing.assert_allclose(out[:, 4:16], want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(out[:, :4], before[:, :4])
+    np.testing.assert_array_equal(out[:, 16:], before[:, 16:])
+    blas.gemm(a, b, c, 0.0)
+    np.testing.assert_allclose(c, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-5, atol=1e-5)

@@ -391,3 +391,54 @@ def test_pointwise_paths_match_reference(case, dtype):
     dx = K.conv2d_grad_input(g, w, x.shape, *args)
     for k_ in range(3):
         np.testing.assert_allclose(dx[k_], ref.conv2d_grad_input(g[k_], w, x.shape, *args), **TOL[dtype])
+
+
+# stride 1, groups 1: (N, C, O, H, W, kernel, padding, dilation): 3x3, 5x5, rectangular, dilation,
+# no padding, padding wider than the reach (a crop in the input VJP), one output channel
+SHIFTED = [(1, 8, 16, 9, 11, 3, 1, 1), (2, 5, 7, 8, 6, 3, 2, 2), (3, 4, 6, 7, 9, (3, 5), (0, 2), 1),
+           (1, 6, 4, 12, 10, 5, 2, 1), (2, 3, 1, 6, 6, 3, 0, 1), (1, 2, 3, 5, 5, 3, 4, 1)]
+
+
+@pytest.mark.parametrize("case", SHIFTED)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("in_place", [True, False], ids=["cblas", "numpy"])
+def test_shifted_products_match_reference(case, dtype, in_place, monkeypatch):
+    """The accumulated products on shifted views of the padded input (forward, and the input VJP
+    with seeds folded into the batch), through NumPy's cblas and through the NumPy fallback."""
+    if in_place and not K.blas.IN_PLACE_GEMM:
+        pytest.skip("NumPy's cblas gemm not found")
+    if not in_place:
+        monkeypatch.setattr(K.blas, "_gemm", {})
+    N, C, O, H, W, k, p, d = case
+    kh, kw = ref.pair(k)
+    p, d = ref.pair(p), ref.pair(d)
+    rng = np.random.default_rng(13)
+    x = rng.standard_normal((N, C, H, W)).astype(dtype)
+    w = rng.standard_normal((O, C, kh, kw)).astype(dtype)
+    b = rng.standard_normal(O).astype(dtype)
+    want = ref.conv2d(x, w, b, 1, p, d, 1)
+    np.testing.assert_allclose(K.shifted.conv2d_shifted(x, w, b, want.shape, p, d), want, **TOL[dtype])
+    g = rng.standard_normal((2,) + want.shape).astype(dtype)
+    dx = K.shifted.conv2d_grad_input_shifted(g.reshape((-1,) + want.shape[1:]), w, (2 * N,) + x.shape[1:], p, d)
+    for k_ in range(2):
+        np.testing.assert_allclose(dx[k_ * N:(k_ + 1) * N], ref.conv2d_grad_input(g[k_], w, x.shape, 1, p, d, 1),
+                                   **TOL[dtype])
+
+
+def test_large_stride_1_maps_take_the_shifted_products(monkeypatch):
+    """A map whose patches outgrow the caches (64 channels, 3x3, 96x96: 21 MB) runs on shifted
+    views in both directions; one whose patches fit (8x8) does not."""
+    if not K.blas.IN_PLACE_GEMM:
+        pytest.skip("NumPy's cblas gemm not found")
+    calls = []
+    for name in ("conv2d_shifted", "conv2d_grad_input_shifted"):
+        real = getattr(K.shifted, name)
+        monkeypatch.setattr(K.shifted, name, lambda *a, real=real, name=name: calls.append(name) or real(*a))
+    rng = np.random.default_rng(14)
+    for size, expected in ((96, ["conv2d_shifted", "conv2d_grad_input_shifted"]), (8, [])):
+        calls.clear()
+        x = rng.standard_normal((1, 64, size, size)).astype(np.float32)
+        w = rng.standard_normal((64, 64, 3, 3)).astype(np.float32)
+        y = K.conv2d_forward(x, w, None, 1, 1)
+        K.conv2d_grad_input(np.ones_like(y), w, x.shape, 1, 1)
+        assert calls == expected
