@@ -1,11 +1,13 @@
 """conv2d with one input channel per group (depthwise, `groups == C`, any channel multiplier)
 and its input VJP: direct Numba kernels, one input plane at a time.
 
-Each (image, channel) plane is copied once into a zero-padded buffer; every output row then takes
-its taps as whole-row multiply-adds read from that buffer (no bounds tests in the inner loop,
-which runs over the output columns and vectorizes at stride 1). The input VJP is the adjoint
-loop: each tap scatters a row of the cotangent into a zero buffer of the padded plane, whose
-interior is the gradient (no stride-dilated copy of the cotangent, no flipped weights).
+Each (image, channel) plane is copied once into a zero-padded buffer, its columns split by their
+phase modulo the stride (column q at [q % stride, q // stride]), so that the inputs of one tap
+for one output row are a contiguous run at any stride. Every output row then takes its taps as
+whole-row multiply-adds over such runs (no bounds tests in the inner loop, which vectorizes). The
+input VJP is the adjoint loop: each tap scatters a row of the cotangent into a zero buffer of the
+padded plane, whose interior is the gradient (no stride-dilated copy of the cotangent, no
+flipped weights).
 Arguments are already checked and normalized by the wrappers in `conv2d.py`.
 """
 import numpy as np
@@ -30,19 +32,22 @@ def _forward(x, w, b, out, sh, sw, ph, pw, dh, dw, t0, t1):
     O, _, KH, KW = w.shape
     OH, OW = out.shape[2], out.shape[3]
     m = O // C
-    Hp = (OH - 1) * sh + (KH - 1) * dh + 1  # buffer row r holds input row r - ph
-    Wp = (OW - 1) * sw + (KW - 1) * dw + 1
+    Hp = (OH - 1) * sh + (KH - 1) * dh + 1  # padded rows: row r holds input row r - ph
+    Wp = (OW - 1) * sw + (KW - 1) * dw + 1  # padded columns: column q holds input column q - pw ...
+    Wq = (Wp + sw - 1) // sw                # ... and sits in phase q % sw at index q // sw
     r0, r1 = max(0, ph), min(Hp, H + ph)
     c0, c1 = max(0, pw), min(Wp, W + pw)
-    buf = np.zeros((Hp, Wp), dtype=out.dtype)  # its border stays zero: every plane fills the same interior
+    buf = np.zeros((sw, Hp, Wq), dtype=out.dtype)  # its border stays zero: every plane fills the same interior
     for t in prange(t0, t1):
         n = t // C
         c = t % C
         for r in range(r0, r1):
-            src = x[n, c, r - ph]
-            dst = buf[r]
-            for q in range(c0, c1):
-                dst[q] = src[q - pw]
+            for q0 in range(c0, min(c1, c0 + sw)):  # one phase of the row at a time
+                k = (c1 - q0 + sw - 1) // sw
+                src = x[n, c, r - ph, q0 - pw:c1 - pw:sw]
+                dst = buf[q0 % sw, r, q0 // sw:q0 // sw + k]
+                for i in range(k):
+                    dst[i] = src[i]
         for j in range(m):
             o = c * m + j
             bo = b[o]
@@ -52,16 +57,13 @@ def _forward(x, w, b, out, sh, sw, ph, pw, dh, dw, t0, t1):
                 for ox in range(OW):
                     orow[ox] = bo
                 for ky in range(KH):
-                    brow = buf[oy * sh + ky * dh]
+                    r = oy * sh + ky * dh
                     for kx in range(KW):
                         wv = wo[ky, kx]
-                        off = kx * dw
-                        if sw == 1:
-                            for ox in range(OW):
-                                orow[ox] += wv * brow[off + ox]
-                        else:
-                            for ox in range(OW):
-                                orow[ox] += wv * brow[off + ox * sw]
+                        off = kx * dw  # column ox*sw + off is phase off % sw, index ox + off // sw
+                        seg = buf[off % sw, r, off // sw:off // sw + OW]  # contiguous, indexed from 0: vectorizes
+                        for ox in range(OW):
+                            orow[ox] += wv * seg[ox]
 
 
 @njit(cache=True, fastmath=_FASTMATH, nogil=True)
@@ -77,36 +79,36 @@ def _grad_input(g, w, dx, sh, sw, ph, pw, dh, dw, t0, t1):
     m = O // C
     Hp = (OH - 1) * sh + (KH - 1) * dh + 1
     Wp = (OW - 1) * sw + (KW - 1) * dw + 1
+    Wq = (Wp + sw - 1) // sw
     r0, r1 = max(0, ph), min(Hp, H + ph)
     c0, c1 = max(0, pw), min(Wp, W + pw)
-    buf = np.empty((Hp, Wp), dtype=dx.dtype)
+    buf = np.empty((sw, Hp, Wq), dtype=dx.dtype)  # the padded plane, in column phases as in _forward
     for t in prange(t0, t1):
         n = t // C
         c = t % C
-        buf[:, :] = 0
+        buf[:, :, :] = 0
         for j in range(m):
             o = c * m + j
             wo = w[o, 0]
             for oy in range(OH):
                 grow = g[n, o, oy]
                 for ky in range(KH):
-                    brow = buf[oy * sh + ky * dh]
+                    r = oy * sh + ky * dh
                     for kx in range(KW):
                         wv = wo[ky, kx]
                         off = kx * dw
-                        if sw == 1:
-                            for ox in range(OW):
-                                brow[off + ox] += wv * grow[ox]
-                        else:
-                            for ox in range(OW):
-                                brow[off + ox * sw] += wv * grow[ox]
+                        seg = buf[off % sw, r, off // sw:off // sw + OW]
+                        for ox in range(OW):
+                            seg[ox] += wv * grow[ox]
         plane = dx[n, c]
         plane[:, :] = 0  # input positions no tap reaches (cropped by the stride) stay zero
         for r in range(r0, r1):
-            src = buf[r]
-            dst = plane[r - ph]
-            for q in range(c0, c1):
-                dst[q - pw] = src[q]
+            for q0 in range(c0, min(c1, c0 + sw)):
+                k = (c1 - q0 + sw - 1) // sw
+                src = buf[q0 % sw, r, q0 // sw:q0 // sw + k]
+                dst = plane[r - ph, q0 - pw:c1 - pw:sw]
+                for i in range(k):
+                    dst[i] = src[i]
 
 
 def depthwise_forward(x, w, b, out_shape, s, p, d):
