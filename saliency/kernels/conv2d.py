@@ -409,11 +409,15 @@ def _pointwise(w_shape, p):
     return tuple(w_shape[2:]) == (1, 1) and p == (0, 0)
 
 
-def _depthwise(w_shape, groups, s):
-    """Whether the depthwise plane kernels serve this direct convolution: one input channel per
-    group, except a 3x3 kernel at stride 1, which the register-tiled 3x3 kernel computes faster
-    (forward, and the input VJP as a stride-1 correlation)."""
-    return w_shape[1] == 1 and groups > 1 and not (tuple(w_shape[2:]) == (3, 3) and s == (1, 1))
+def _depthwise(w_shape, groups, s, in_hw, out_hw):
+    """Whether the depthwise kernels serve this direct convolution: one input channel per group,
+    except a 3x3 kernel at stride 1 on planes, which the register-tiled 3x3 kernel computes faster
+    (forward, and the input VJP as a stride-1 correlation); small planes of many channels run
+    channels-last whatever the kernel."""
+    if w_shape[1] != 1 or groups == 1:
+        return False
+    return not (tuple(w_shape[2:]) == (3, 3) and s == (1, 1)) or depthwise.channels_last_pays(
+        groups, w_shape[0] // groups, in_hw, out_hw, w_shape[2] * w_shape[3])
 
 
 def choose_algorithm(x_shape, w_shape, out_shape, groups, vjp=False):
@@ -464,7 +468,7 @@ def conv2d_forward(x, w, b=None, stride=1, padding=0, dilation=1, groups=1, algo
             # row-major patches (cols @ W: the long position axis is GEMM's M)
             return im2col.conv2d_rows(x, w, bias, out_shape, s, p, d)
         return im2col.conv2d_gemm(x, w, bias, out_shape, s, p, d, groups)
-    if _depthwise(w.shape, groups, s):
+    if _depthwise(w.shape, groups, s, x.shape[2:], out_shape[2:]):
         return depthwise.depthwise_forward(x, w, bias, out_shape, s, p, d)
     return _direct(x, w, bias, out_shape, s, p, d, groups)
 
@@ -534,7 +538,7 @@ def conv2d_grad_input(g, w, x_shape, stride=1, padding=0, dilation=1, groups=1, 
         dx = im2col.conv2d_grad_input_rows(g2, w, x2_shape, s, p, d)
     elif algorithm is ConvAlgorithm.GEMM:
         dx = im2col.conv2d_grad_input_gemm(g2, w, x2_shape, s, p, d, groups)
-    elif _depthwise(w.shape, groups, s):
+    elif _depthwise(w.shape, groups, s, x_shape[2:], out_shape[2:]):
         dx = depthwise.depthwise_grad_input(g2, w, x2_shape, s, p, d)
     else:
         dx = conv2d_grad_input_direct(g2, w, x2_shape, s, p, d, groups)

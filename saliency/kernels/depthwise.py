@@ -8,6 +8,12 @@ whole-row multiply-adds over such runs (no bounds tests in the inner loop, which
 input VJP is the adjoint loop: each tap scatters a row of the cotangent into a zero buffer of the
 padded plane, whose interior is the gradient (no stride-dilated copy of the cotangent, no
 flipped weights).
+
+Small planes with many channels (the late layers of MobileNets and EfficientNets: 1152 channels
+of 4x4) would spend their time on loop overhead, a few columns per row: those run channels-last
+instead (`_forward_nhwc`, `_grad_input_nhwc`), where the inner loop runs over the channels of a
+pixel; `channels_last_pays` weighs the two.
+
 Arguments are already checked and normalized by the wrappers in `conv2d.py`.
 """
 import numpy as np
@@ -15,7 +21,7 @@ from numba import prange
 
 from ._jit import njit
 
-from . import threads
+from . import im2col, threads
 
 _FASTMATH = {"reassoc", "contract"}
 
@@ -111,8 +117,104 @@ def _grad_input(g, w, dx, sh, sw, ph, pw, dh, dw, t0, t1):
                     dst[i] = src[i]
 
 
+@njit(cache=True, fastmath=_FASTMATH, nogil=True)
+def _forward_nhwc(xt, wt, b, yt, sh, sw, dh, dw, c0, c1):
+    """Channels-last, multiplier 1, on a zero-padded xt (N, Hp, Wp, C) and wt (kh, kw, C), for the
+    channels [c0, c1):  yt[n, oy, ox, c] = b[c] + sum_{ky, kx} wt[ky, kx, c] * xt[n, oy*sh + ky*dh, ox*sw + kx*dw, c]."""
+    N, OH, OW = yt.shape[0], yt.shape[1], yt.shape[2]
+    KH, KW = wt.shape[0], wt.shape[1]
+    bs = b[c0:c1]
+    for t in prange(N * OH):
+        n = t // OH
+        oy = t % OH
+        for ox in range(OW):
+            acc = yt[n, oy, ox, c0:c1]
+            for i in range(c1 - c0):
+                acc[i] = bs[i]
+            for ky in range(KH):
+                for kx in range(KW):
+                    xs = xt[n, oy * sh + ky * dh, ox * sw + kx * dw, c0:c1]
+                    ws = wt[ky, kx, c0:c1]
+                    for i in range(c1 - c0):
+                        acc[i] += ws[i] * xs[i]
+
+
+@njit(cache=True, fastmath=_FASTMATH, nogil=True)
+def _grad_input_nhwc(gt, wt, dxt, sh, sw, dh, dw, c0, c1):
+    """The adjoint of `_forward_nhwc` for the channels [c0, c1), into a zeroed padded dxt (N, Hp, Wp, C)."""
+    N, OH, OW = gt.shape[0], gt.shape[1], gt.shape[2]
+    KH, KW = wt.shape[0], wt.shape[1]
+    for n in range(N):  # serial over output pixels: the taps of neighbouring pixels overlap
+        for oy in range(OH):
+            for ox in range(OW):
+                gs = gt[n, oy, ox, c0:c1]
+                for ky in range(KH):
+                    for kx in range(KW):
+                        ds = dxt[n, oy * sh + ky * dh, ox * sw + kx * dw, c0:c1]
+                        ws = wt[ky, kx, c0:c1]
+                        for i in range(c1 - c0):
+                            ds[i] += ws[i] * gs[i]
+
+
+@njit(cache=True, fastmath=_FASTMATH, nogil=True)
+def _from_nhwc(src, dst, r0, q0):
+    """dst[n, c, i, j] = src[n, i + r0, j + q0, c]: a blocked transpose back to NCHW, 16 channels
+    of a source pixel at a time (one contiguous read, 16 writes that run along dst's rows)."""
+    N, C, H, W = dst.shape
+    for t in prange(N * H):
+        n = t // H
+        i = t % H
+        c0 = 0
+        while c0 + 16 <= C:
+            for j in range(W):
+                blk = src[n, i + r0, j + q0, c0:c0 + 16]
+                for k in range(16):
+                    dst[n, c0 + k, i, j] = blk[k]
+            c0 += 16
+        for c in range(c0, C):
+            row = dst[n, c, i]
+            for j in range(W):
+                row[j] = src[n, i + r0, j + q0, c]
+
+
+# Costs behind `channels_last_pays` (nanoseconds, measured on the development machine): a
+# vectorized row of multiply-adds costs about ROW_NS of loop overhead plus ELEMENT_NS per element;
+# a blocked transpose (`im2col._to_nhwc`, `_from_nhwc`) about COPY_NS per element.
+ROW_NS, ELEMENT_NS, COPY_NS = 7.0, 0.1, 0.4
+
+
+def channels_last_pays(C, m, in_hw, out_hw, taps):
+    """Whether the channels-last kernels beat the plane kernels: one row per (channel, output row,
+    tap), OW long, against one per (output pixel, tap), C long, plus the copies into and out of
+    channels-last order. Only for a channel multiplier of 1."""
+    if m != 1:
+        return False
+    (H, W), (OH, OW) = in_hw, out_hw
+    planes = C * OH * taps * (ROW_NS + OW * ELEMENT_NS)
+    pixels = OH * OW * taps * (ROW_NS + C * ELEMENT_NS) + COPY_NS * C * (H * W + OH * OW)
+    return pixels < planes
+
+
+def _channels(C, elements, body):
+    """body(c0, c1) over halves of the channels on two threads (or all of them on this one)."""
+    threads.split_batch(C, elements, body)
+
+
 def depthwise_forward(x, w, b, out_shape, s, p, d):
     """conv2d with groups == C (w of shape (O, 1, kh, kw), O a multiple of C)."""
+    N, C, H, W = x.shape
+    KH, KW = w.shape[2], w.shape[3]
+    OH, OW = out_shape[2], out_shape[3]
+    if channels_last_pays(C, out_shape[1] // C, (H, W), (OH, OW), KH * KW):
+        Hp, Wp = (OH - 1) * s[0] + (KH - 1) * d[0] + 1, (OW - 1) * s[1] + (KW - 1) * d[1] + 1
+        xt = np.empty((N, Hp, Wp, C), x.dtype)
+        im2col._to_nhwc(x, xt, 0, 0, 1, 1, p[0], p[1])
+        wt = np.ascontiguousarray(w[:, 0].transpose(1, 2, 0))
+        yt = np.empty((N, OH, OW, C), x.dtype)
+        _channels(C, yt.size, lambda c0, c1: _forward_nhwc(xt, wt, b, yt, s[0], s[1], d[0], d[1], c0, c1))
+        out = np.empty(out_shape, x.dtype)
+        _from_nhwc(yt, out, 0, 0)
+        return out
     out = np.empty(out_shape, x.dtype)
 
     def planes(t0, t1):
@@ -124,6 +226,19 @@ def depthwise_forward(x, w, b, out_shape, s, p, d):
 
 def depthwise_grad_input(g, w, x_shape, s, p, d):
     """Input VJP of `depthwise_forward`; g is (M, O, OH, OW) with seeds folded into M."""
+    M, C, H, W = x_shape
+    KH, KW = w.shape[2], w.shape[3]
+    OH, OW = g.shape[2], g.shape[3]
+    if channels_last_pays(C, g.shape[1] // C, (H, W), (OH, OW), KH * KW):
+        Hp, Wp = (OH - 1) * s[0] + (KH - 1) * d[0] + 1, (OW - 1) * s[1] + (KW - 1) * d[1] + 1
+        gt = np.empty((M, OH, OW, C), g.dtype)
+        im2col._to_nhwc(g, gt, 0, 0, 1, 1, 0, 0)
+        wt = np.ascontiguousarray(w[:, 0].transpose(1, 2, 0))
+        dxt = np.zeros((M, max(Hp, H + p[0]), max(Wp, W + p[1]), C), g.dtype)
+        _channels(C, g.size, lambda c0, c1: _grad_input_nhwc(gt, wt, dxt, s[0], s[1], d[0], d[1], c0, c1))
+        dx = np.empty(x_shape, g.dtype)
+        _from_nhwc(dxt, dx, p[0], p[1])
+        return dx
     dx = np.empty(x_shape, g.dtype)
 
     def planes(t0, t1):

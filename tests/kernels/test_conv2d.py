@@ -353,9 +353,12 @@ DEPTHWISE = [(2, 5, 1, 9, 8, 3, 1, 1, 1), (1, 6, 1, 10, 11, 5, 2, 2, 1), (2, 3, 
 
 @pytest.mark.parametrize("case", DEPTHWISE)
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_depthwise_kernels_equal_the_generic_correlation_and_reference(case, dtype):
+@pytest.mark.parametrize("layout", ["planes", "channels-last"])
+def test_depthwise_kernels_equal_the_generic_correlation_and_reference(case, dtype, layout, monkeypatch):
     """The depthwise forward against _corr2d and the reference; its input VJP (a scatter into the
-    padded plane) against the correlation formulation and the reference, seeds folded in."""
+    padded plane) against the correlation formulation and the reference, seeds folded in; in
+    planes and channels-last (which serves a channel multiplier of 1 only)."""
+    monkeypatch.setattr(K.depthwise, "channels_last_pays", lambda C, m, *_: layout == "channels-last" and m == 1)
     N, C, m, H, W, k, s, p, d = case
     kh, kw = ref.pair(k)
     s, p, d = ref.pair(s), ref.pair(p), ref.pair(d)
