@@ -120,7 +120,10 @@ def _grad_input(g, w, dx, sh, sw, ph, pw, dh, dw, t0, t1):
 @njit(cache=True, fastmath=_FASTMATH, nogil=True)
 def _forward_nhwc(xt, wt, b, yt, sh, sw, dh, dw, c0, c1):
     """Channels-last, multiplier 1, on a zero-padded xt (N, Hp, Wp, C) and wt (kh, kw, C), for the
-    channels [c0, c1):  yt[n, oy, ox, c] = b[c] + sum_{ky, kx} wt[ky, kx, c] * xt[n, oy*sh + ky*dh, ox*sw + kx*dw, c]."""
+    channels [c0, c1):
+
+        yt[n, oy, ox, c] = b[c] + sum_{ky, kx} wt[ky, kx, c] * xt[n, oy*sh + ky*dh, ox*sw + kx*dw, c]
+    """
     N, OH, OW = yt.shape[0], yt.shape[1], yt.shape[2]
     KH, KW = wt.shape[0], wt.shape[1]
     bs = b[c0:c1]
