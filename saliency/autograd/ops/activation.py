@@ -15,7 +15,8 @@ import math
 
 import numpy as np
 
-from ...kernels.activation import normal_cdf
+from ...kernels.activation import normal_cdf, silu
+from ...kernels.activation import sigmoid as kernels_sigmoid
 from ..geometry import elementwise_window, first_input
 from ..node import Function
 
@@ -26,9 +27,8 @@ _SIXTH_FLOAT32 = float(np.float32(1 / 6))     # hardsigmoid's slope as PyTorch's
 
 
 def _sigmoid(x):
-    """1 / (1 + exp(-x)) without overflow: exp of -|x| only."""
-    e = np.exp(-np.abs(x))
-    return np.where(x >= 0, 1 / (1 + e), e / (1 + e))
+    """1 / (1 + exp(-x)) without overflow (`kernels.activation.sigmoid`)."""
+    return kernels_sigmoid(x)
 
 
 def _softplus(x):
@@ -116,8 +116,7 @@ class Silu(_Pointwise):
     __slots__ = ()
 
     def values(self, x, grad):
-        s = _sigmoid(x)
-        return x * s, (s * (1 + x * (1 - s)) if grad else None)
+        return silu(x, grad)
 
 
 class Hardswish(_Pointwise):

@@ -1,7 +1,7 @@
 """Elementwise ops with NumPy broadcasting; each gradient is summed back to its input's shape."""
 import numpy as np
 
-from ...kernels.activation import relu_forward, relu_grad
+from ...kernels.activation import relu_forward, relu_grad, sigmoid
 from .. import rules
 from ..node import Function, shape_of, unbroadcast
 from ..geometry import elementwise_window
@@ -341,9 +341,7 @@ class Sigmoid(Function):
     window_rule = elementwise_window
 
     def forward(self, x):
-        # exp of -|x| never overflows: for x < 0, sigmoid(x) = e^x / (1 + e^x)
-        e = np.exp(-np.abs(x))
-        out = np.where(x >= 0, 1 / (1 + e), e / (1 + e))
+        out = sigmoid(x)  # exp of -|x| only: never overflows
         self.save_for_backward(out)
         return out
 
