@@ -108,7 +108,12 @@ def conv2d_gemm(x, w, b, out_shape, s, p, d, groups):
         threads.split_flops(N, flops, images)
     else:
         cols = np.empty((groups, Cg * KH * KW, L), x.dtype)
-        _im2col(x, cols.reshape(C * KH * KW, 1, L), KH, KW, s[0], s[1], p[0], p[1], d[0], d[1])
+        rows = cols.reshape(C * KH * KW, 1, L)
+
+        def patches(c0, c1):  # the patch rows of input channels c0..c1-1
+            _im2col(x[:, c0:c1], rows[c0 * KH * KW:c1 * KH * KW], KH, KW, s[0], s[1], p[0], p[1], d[0], d[1])
+
+        threads.split_batch(C, rows.size, patches)
         yg = y.reshape(groups, Og, L)
 
         def channels(o0, o1):  # output channels o0..o1-1 of every group
