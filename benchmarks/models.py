@@ -181,7 +181,7 @@ ONE_MAP = {
     # a fresh process imports only its own engine: the architecture file (ported for ours), the
     # model at its real widths with its own initial weights, float32, eval, frozen, one map
     "torch": """
-import resource
+{peak}
 import numpy as np
 import torch
 torch.set_num_threads(2)
@@ -194,10 +194,10 @@ v = torch.ones_like(y) if y.ndim == 4 else torch.zeros_like(y)
 if y.ndim != 4:
     v[:, 0] = 1.0
 torch.autograd.grad(y, x, v)
-print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+print(peak_mb())
 """,
     "ours": """
-import resource
+{peak}
 import numpy as np
 import saliency as sl
 text = open({path!r}).read()
@@ -216,14 +216,31 @@ if y.ndim == 4:
 else:
     v[:, 0] = 1.0
 sl.autograd.grad(y, x, sl.tensor(v))
-print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+print(peak_mb())
 """,
 }
 
 
+# The child's peak resident memory: VmHWM of /proc/self/status where there is one (it belongs to
+# the process's own memory map; ru_maxrss can carry the parent's peak across fork and exec on
+# Linux, so a child started from a large benchmark process would report the parent's size).
+PEAK = """
+import resource
+def peak_mb():
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+"""
+
+
 def one_map_process(path, size, engine):
     """Max RSS (MB) of a fresh process that imports one engine, builds the model and computes one map."""
-    code = ONE_MAP[engine].format(path=path, h=size[1], w=size[2])
+    code = ONE_MAP[engine].format(path=path, h=size[1], w=size[2], peak=PEAK)
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=HERE)
     if proc.returncode != 0:
         raise RuntimeError(f"one-map process failed: {proc.stderr.strip().splitlines()[-1:]}")

@@ -1,10 +1,14 @@
-"""conv2d (NCHW cross-correlation, PyTorch's `F.conv2d`) and its VJPs: direct Numba kernels.
+"""conv2d (NCHW cross-correlation, PyTorch's `F.conv2d`) and its VJPs: direct Numba kernels, and
+the public wrappers that pick a path per shape.
 
 One loop nest, `_corr2d`, computes every correlation here: the forward pass, and the input VJP
 as the correlation of the stride-dilated cotangent with the flipped, in/out-swapped weight
 (padding `dilation*(k-1) - padding`, which may be negative: a crop). The weight VJP has its own
-nest (a different contraction). The im2col + GEMM alternative lives in `im2col.py`; the public
-wrappers at the bottom pick one of the two per shape (`choose_algorithm`).
+nest (a different contraction). The other paths live beside it: GEMMs on patch matrices and 1x1
+convolutions as plain GEMMs (`im2col.py`), stride-1 convolutions as products on shifted views
+(`shifted.py`), depthwise convolutions (`depthwise.py`). The wrappers at the bottom choose:
+`choose_algorithm` between direct and GEMM, then, within GEMM, the path by what each costs (a
+weight relayout against the patch rows it saves, patches that fit the caches or not).
 """
 import enum
 import math
@@ -396,12 +400,19 @@ def _relayout_pays(weight_rows, patch_rows):
     return weight_rows * RELAYOUT_RATIO <= patch_rows
 
 
-def _shifted_pays(stride, groups, patch_bytes):
+# The shortest contraction (input channels of the forward, output channels of the input VJP) for
+# which the kh*kw products of `shifted.py` keep BLAS near its peak; shorter ones run on patches.
+SHIFTED_MIN_CHANNELS = 16
+
+
+def _shifted_pays(stride, groups, channels, patch_bytes):
     """Whether a stride-1 convolution (or its input VJP) runs as accumulated products on shifted
     views (`shifted.py`) instead of on a patch matrix: where one image's patches would outgrow
     the caches (im2col.CHUNK_BYTES), so that writing and reading them back would stream from
-    memory; below that the patches stay in cache and one long GEMM beats kh*kw short ones."""
-    return (stride == (1, 1) and groups == 1 and blas.IN_PLACE_GEMM and patch_bytes > im2col.CHUNK_BYTES)
+    memory, and each product contracts over at least SHIFTED_MIN_CHANNELS channels; otherwise the
+    patches stay in cache and one long GEMM beats kh*kw short ones."""
+    return (stride == (1, 1) and groups == 1 and blas.IN_PLACE_GEMM and channels >= SHIFTED_MIN_CHANNELS
+            and patch_bytes > im2col.CHUNK_BYTES)
 
 
 def _pointwise(w_shape, p):
@@ -462,7 +473,7 @@ def conv2d_forward(x, w, b=None, stride=1, padding=0, dilation=1, groups=1, algo
     if algorithm is ConvAlgorithm.GEMM:
         positions = out_shape[0] * out_shape[2] * out_shape[3]
         patch_bytes = w[0].size * out_shape[2] * out_shape[3] * x.itemsize
-        if _relayout_pays(w.shape[0], positions) and _shifted_pays(s, groups, patch_bytes):
+        if _relayout_pays(w.shape[0], positions) and _shifted_pays(s, groups, x.shape[1], patch_bytes):
             return shifted.conv2d_shifted(x, w, bias, out_shape, p, d)
         if groups == 1 and x.shape[1] >= 8 and _relayout_pays(w.shape[0], positions):
             # row-major patches (cols @ W: the long position axis is GEMM's M)
@@ -524,7 +535,7 @@ def conv2d_grad_input(g, w, x_shape, stride=1, padding=0, dilation=1, groups=1, 
     pt = (d[0] * (w.shape[2] - 1) - p[0], d[1] * (w.shape[3] - 1) - p[1])
     rows_pay = _relayout_pays(x_shape[1], g2.shape[0] * x_shape[2] * x_shape[3])
     patch_bytes = w.shape[0] * w.shape[2] * w.shape[3] * x_shape[2] * x_shape[3] * g2.itemsize
-    if algorithm is ConvAlgorithm.GEMM and rows_pay and _shifted_pays(s, groups, patch_bytes):
+    if algorithm is ConvAlgorithm.GEMM and rows_pay and _shifted_pays(s, groups, w.shape[0], patch_bytes):
         dx = shifted.conv2d_grad_input_shifted(g2, w, x2_shape, p, d)
     elif (algorithm is ConvAlgorithm.GEMM and groups == 1 and s == (1, 1) and min(pt) >= 0 and x_shape[1] >= 16
             and x_shape[2] * x_shape[3] <= 64 * 64 and rows_pay):
