@@ -33,8 +33,8 @@ def _correlate(x, taps, out, pad, d, kernel):
     """out[n, o, oy, ox] = sum_{c, ky, kx} taps(ky*kw + kx)[o, c] * x[n, c, oy - pad[0] + ky*dh, ox - pad[1] + kx*dw]
 
     (stride 1; input positions outside x read as zero, a negative pad crops). `taps(t)` returns
-    tap t's (O, C) matrix as a view. Halves of the images, or of one image's output channels,
-    on two threads.
+    tap t's (O, C) matrix as a view. Halves of the images, or of one image's output rows (the
+    products keep all O rows, the long dimension being the positions), on two threads.
     """
     N, C, H, W = x.shape
     O, OH, OW = out.shape[1], out.shape[2], out.shape[3]
@@ -53,27 +53,28 @@ def _correlate(x, taps, out, pad, d, kernel):
             inside[:, r0 + pad[0]:r1 + pad[0], c0 + pad[1]:c1 + pad[1]] = x[n, :, r0:r1, c0:c1]
         return xp
 
-    def products(xp, yw, o0, o1):
+    def products(xp, yw, r0, r1):  # output rows r0..r1-1: columns r0*Wp..r1*Wp-1 of yw
+        a, z = r0 * Wp, r1 * Wp
         for t in range(KH * KW):
             off = (t // KW) * d[0] * Wp + (t % KW) * d[1]
-            blas.gemm(taps(t)[o0:o1], xp[:, off:off + L], yw[o0:o1], 0.0 if t == 0 else 1.0)
+            blas.gemm(taps(t), xp[:, off + a:off + z], yw[:, a:z], 0.0 if t == 0 else 1.0)
 
     def images(n0, n1):  # whole images, each with its own padded copy
         yw = np.empty((O, L), out.dtype)
         for n in range(n0, n1):
-            products(padded(n), yw, 0, O)
+            products(padded(n), yw, 0, OH)
             out[n] = yw.reshape(O, OH, Wp)[:, :, :OW]
 
-    def channels(o0, o1):  # output channels o0..o1-1 of the one image, from one padded copy
-        products(xp, yw, o0, o1)
-        out[0, o0:o1] = yw[o0:o1].reshape(o1 - o0, OH, Wp)[:, :, :OW]
+    def rows(r0, r1):  # output rows r0..r1-1 of the one image, from one padded copy
+        products(xp, yw, r0, r1)
+        out[0, :, r0:r1] = yw[:, r0 * Wp:r1 * Wp].reshape(O, r1 - r0, Wp)[:, :, :OW]
 
     with blas.one_thread():  # products too small to split stay on this thread, not on OpenBLAS's
         if N > 1:
             threads.split_flops(N, flops, images)
         else:
             xp, yw = padded(0), np.empty((O, L), out.dtype)
-            threads.split_flops(O, flops, channels)
+            threads.split_flops(OH, flops, rows)
     return out
 
 
