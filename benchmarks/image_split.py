@@ -4,9 +4,10 @@
 
 The layers of the depth reference model at the given input sizes, batch 1, forward and input VJP
 as the model runs them (stride-2 encoder, RGB first layer, fused upsample + conv decoder). Each
-call is timed with `saliency.kernels.threads.SPLIT_IMAGE_ELEMENTS` at 1 (always split) and out of
-reach (never split), alternating; printed: medians in ms and split / unsplit. The package splits
-only calls with at least SPLIT_IMAGE_ELEMENTS elements in their input or output.
+call is timed with `saliency.kernels.threads.SPLIT_IMAGE_ELEMENTS` and `SPLIT_FLOPS` at 1 and 0
+(always split) and out of reach (never split), alternating; printed: medians in ms and split /
+unsplit. The package splits a direct kernel's call when its input or output has at least
+SPLIT_IMAGE_ELEMENTS elements, and a call made of matrix products when it does SPLIT_FLOPS.
 Run as `env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python ...` on machines that set those.
 """
 import argparse
@@ -55,21 +56,21 @@ def main():
     parser.add_argument("--repeats", type=int, default=20)
     args = parser.parse_args()
     rng = np.random.default_rng(0)
-    default = threads.SPLIT_IMAGE_ELEMENTS
+    default = threads.SPLIT_IMAGE_ELEMENTS, threads.SPLIT_FLOPS
     print(f"{'call':34s} {'split ms':>9s} {'whole ms':>9s} {'ratio':>6s}")
     for size in args.size:
         for label, call in calls(size, rng):
-            times = {1: [], 1 << 62: []}
+            times = {(1, 0.0): [], (1 << 62, float("inf")): []}  # (elements, flops): always, never
             for at in times:  # warm-up, buffers of both paths allocated once
-                threads.SPLIT_IMAGE_ELEMENTS = at
+                threads.SPLIT_IMAGE_ELEMENTS, threads.SPLIT_FLOPS = at
                 call()
             for _ in range(5):
                 for at, t in times.items():
-                    threads.SPLIT_IMAGE_ELEMENTS = at
+                    threads.SPLIT_IMAGE_ELEMENTS, threads.SPLIT_FLOPS = at
                     t.append(median_ms(call, args.repeats))
             split, whole = (statistics.median(t) for t in times.values())
             print(f"{label:34s} {split:9.3f} {whole:9.3f} {split / whole:6.2f}")
-    threads.SPLIT_IMAGE_ELEMENTS = default
+    threads.SPLIT_IMAGE_ELEMENTS, threads.SPLIT_FLOPS = default
 
 
 if __name__ == "__main__":

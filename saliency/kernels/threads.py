@@ -70,7 +70,7 @@ def split_flops(n, flops, body):
     at least SPLIT_FLOPS floating-point operations. Products of a split run on one BLAS thread
     each, so OpenBLAS's own workers are never woken by these kernels (workers that spin after a
     product would hold the core the helper thread needs)."""
-    split_batch(n, SPLIT_ELEMENTS if flops >= SPLIT_FLOPS else 0, body)
+    _split(n, flops >= SPLIT_FLOPS, body)
 
 
 def split_batch(n, elements, body):
@@ -78,7 +78,11 @@ def split_batch(n, elements, body):
     call's output has >= SPLIT_ELEMENTS `elements`, else as body(0, n). Each half must write only its
     own part of the outputs and use its own scratch buffers; an exception in either half is raised
     here after both have finished. Calls made from inside a half run unsplit."""
-    if n < 2 or elements < SPLIT_ELEMENTS or getattr(_local, "inside", False):
+    _split(n, elements >= SPLIT_ELEMENTS, body)
+
+
+def _split(n, large, body):
+    if n < 2 or not large or getattr(_local, "inside", False):
         body(0, n)
         return
     half = n // 2
