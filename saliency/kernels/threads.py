@@ -30,8 +30,9 @@ from . import blas
 # Split a call when its batch has >= 2 entries and its output has at least this many elements.
 SPLIT_ELEMENTS = 1 << 17
 # Split matrix products (`split_flops`) of at least this many floating-point operations: about
-# 50 microseconds of one core's GEMM, several times the cost of handing half to the helper.
-SPLIT_FLOPS = 4e6
+# 200 microseconds of one core's GEMM, three times the cost of handing half to the helper (at
+# 4e6 the reference models' maps were 20-30% slower, the hand-over eating what the halves saved).
+SPLIT_FLOPS = 2e7
 # Split one image's call when its input or output has at least this many elements (16 channels
 # of 181x181).
 SPLIT_IMAGE_ELEMENTS = 1 << 19
@@ -67,10 +68,11 @@ def split_image(n, elements, body):
 
 def split_flops(n, flops, body):
     """split_batch for matrix products: rows (or products) [0, n) in two halves when the call does
-    at least SPLIT_FLOPS floating-point operations. Products of a split run on one BLAS thread
-    each, so OpenBLAS's own workers are never woken by these kernels (workers that spin after a
-    product would hold the core the helper thread needs)."""
-    _split(n, flops >= SPLIT_FLOPS, body)
+    at least SPLIT_FLOPS floating-point operations. Its products run on one BLAS thread each,
+    split or not, so OpenBLAS's own workers are never woken by these kernels (workers that spin
+    after a product would hold the core the helper thread needs)."""
+    with blas.one_thread():
+        _split(n, flops >= SPLIT_FLOPS, body)
 
 
 def split_batch(n, elements, body):
