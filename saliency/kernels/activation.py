@@ -82,9 +82,7 @@ def normal_cdf(x):
     other dtype): 0.5 * erfc(-x * (1 / sqrt 2)), evaluated in float64 with Numba's math.erfc (the
     same values as Python's math.erfc). The erfc form keeps full relative precision in the lower
     tail, where 0.5 * (1 + erf(x / sqrt 2)) would cancel. NaN gives NaN, -inf 0 and inf 1."""
-    x = np.ascontiguousarray(x)
-    if x.dtype not in (np.float32, np.float64):
-        x = x.astype(np.float64)
+    x = _float_flat(x)
     out = np.empty_like(x)
     if x.size:
         _normal_cdf(x.reshape(-1), out.reshape(-1))

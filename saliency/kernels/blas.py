@@ -30,17 +30,19 @@ SMALL_FLOPS = 1e7
 def _openblas_libraries():
     """The OpenBLAS libraries bundled with NumPy (wheels for Linux/Windows, and macOS), loaded."""
     here = os.path.dirname(np.__file__)
+    found = []
     for path in glob.glob(os.path.join(here, os.pardir, "numpy.libs", "*openblas*")) + \
             glob.glob(os.path.join(here, ".dylibs", "*openblas*")):
         try:
-            yield ctypes.CDLL(path)
+            found.append(ctypes.CDLL(path))
         except OSError:
             continue
+    return found
 
 
-def _thread_setter():
+def _thread_setter(libraries):
     """OpenBLAS's thread-local thread-count setter from the library NumPy loaded, or None."""
-    for lib in _openblas_libraries():
+    for lib in libraries:
         setter = getattr(lib, "openblas_set_num_threads_local", None)
         if setter is not None:
             setter.argtypes, setter.restype = [ctypes.c_int], ctypes.c_int
@@ -54,9 +56,9 @@ _GEMM_NAMES = [("scipy_cblas_", "64_", ctypes.c_int64), ("cblas_", "64_", ctypes
 _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
 
 
-def _gemm_functions():
+def _gemm_functions(libraries):
     """{dtype: cblas gemm} for float32 and float64 from NumPy's OpenBLAS, or {} where not found."""
-    for lib in _openblas_libraries():
+    for lib in libraries:
         for prefix, suffix, integer in _GEMM_NAMES:
             found = {}
             for dtype, letter, real in ((np.dtype(np.float32), "s", ctypes.c_float),
@@ -74,8 +76,9 @@ def _gemm_functions():
     return {}
 
 
-_set_threads = _thread_setter()
-_gemm = _gemm_functions()
+_libraries = _openblas_libraries()
+_set_threads = _thread_setter(_libraries)
+_gemm = _gemm_functions(_libraries)
 # Whether `gemm` runs in place through NumPy's cblas (else through NumPy, with a temporary).
 IN_PLACE_GEMM = bool(_gemm)
 _section_lock = threading.Lock()

@@ -198,11 +198,6 @@ def channels_last_pays(C, m, in_hw, out_hw, taps):
     return pixels < planes
 
 
-def _channels(C, elements, body):
-    """body(c0, c1) over halves of the channels on two threads (or all of them on this one)."""
-    threads.split_batch(C, elements, body)
-
-
 def depthwise_forward(x, w, b, out_shape, s, p, d):
     """conv2d with groups == C (w of shape (O, 1, kh, kw), O a multiple of C)."""
     N, C, H, W = x.shape
@@ -214,7 +209,7 @@ def depthwise_forward(x, w, b, out_shape, s, p, d):
         im2col._to_nhwc(x, xt, 0, 0, 1, 1, p[0], p[1])
         wt = np.ascontiguousarray(w[:, 0].transpose(1, 2, 0))
         yt = np.empty((N, OH, OW, C), x.dtype)
-        _channels(C, yt.size, lambda c0, c1: _forward_nhwc(xt, wt, b, yt, s[0], s[1], d[0], d[1], c0, c1))
+        threads.split_batch(C, yt.size, lambda c0, c1: _forward_nhwc(xt, wt, b, yt, s[0], s[1], d[0], d[1], c0, c1))
         out = np.empty(out_shape, x.dtype)
         _from_nhwc(yt, out, 0, 0)
         return out
@@ -238,7 +233,7 @@ def depthwise_grad_input(g, w, x_shape, s, p, d):
         im2col._to_nhwc(g, gt, 0, 0, 1, 1, 0, 0)
         wt = np.ascontiguousarray(w[:, 0].transpose(1, 2, 0))
         dxt = np.zeros((M, max(Hp, H + p[0]), max(Wp, W + p[1]), C), g.dtype)
-        _channels(C, g.size, lambda c0, c1: _grad_input_nhwc(gt, wt, dxt, s[0], s[1], d[0], d[1], c0, c1))
+        threads.split_batch(C, g.size, lambda c0, c1: _grad_input_nhwc(gt, wt, dxt, s[0], s[1], d[0], d[1], c0, c1))
         dx = np.empty(x_shape, g.dtype)
         _from_nhwc(dxt, dx, p[0], p[1])
         return dx

@@ -15,8 +15,7 @@ import math
 
 import numpy as np
 
-from ...kernels.activation import normal_cdf, silu
-from ...kernels.activation import sigmoid as kernels_sigmoid
+from ...kernels.activation import normal_cdf, sigmoid, silu
 from ..geometry import elementwise_window, first_input
 from ..node import Function
 
@@ -24,11 +23,6 @@ _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)    # GELU's tanh approximation: tanh(
 _GELU_KAPPA = 0.044715
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)  # the standard normal density at 0
 _SIXTH_FLOAT32 = float(np.float32(1 / 6))     # hardsigmoid's slope as PyTorch's kernel computes it
-
-
-def _sigmoid(x):
-    """1 / (1 + exp(-x)) without overflow (`kernels.activation.sigmoid`)."""
-    return kernels_sigmoid(x)
 
 
 def _softplus(x):
@@ -182,7 +176,7 @@ class Softplus(_Pointwise):
         bx = x * _as(x, self.beta)
         linear = bx > self.threshold
         out = np.where(linear, x, _softplus(bx) / _as(x, self.beta))
-        return out, (np.where(linear, _as(x, 1), _sigmoid(bx)) if grad else None)
+        return out, (np.where(linear, _as(x, 1), sigmoid(bx)) if grad else None)
 
 
 class Mish(_Pointwise):
@@ -192,7 +186,7 @@ class Mish(_Pointwise):
 
     def values(self, x, grad):
         t = np.tanh(_softplus(x))
-        return x * t, (t + x * _sigmoid(x) * (1 - t * t) if grad else None)
+        return x * t, (t + x * sigmoid(x) * (1 - t * t) if grad else None)
 
 
 class Prelu(Function):
