@@ -6,9 +6,11 @@ as the correlation of the stride-dilated cotangent with the flipped, in/out-swap
 (padding `dilation*(k-1) - padding`, which may be negative: a crop). The weight VJP has its own
 nest (a different contraction). The other paths live beside it: GEMMs on patch matrices and 1x1
 convolutions as plain GEMMs (`im2col.py`), stride-1 convolutions as products on shifted views
-(`shifted.py`), depthwise convolutions (`depthwise.py`). The wrappers at the bottom choose:
-`choose_algorithm` between direct and GEMM, then, within GEMM, the path by what each costs (a
-weight relayout against the patch rows it saves, patches that fit the caches or not).
+(`shifted.py`), 3x3 stride-1 convolutions as Winograd tiles (`winograd.py`), depthwise
+convolutions (`depthwise.py`). The wrappers at the bottom choose: `choose_algorithm` between
+direct and GEMM, then, within GEMM, the path by what each costs (the products Winograd saves
+against its transforms, a weight relayout against the patch rows it saves, patches that fit the
+caches or not).
 """
 import enum
 import math
@@ -18,7 +20,7 @@ from numba import prange
 
 from ._jit import njit
 
-from . import blas, depthwise, im2col, shifted, threads
+from . import blas, depthwise, im2col, shifted, threads, winograd
 
 _FASTMATH = {"reassoc", "contract"}
 
@@ -415,6 +417,33 @@ def _shifted_pays(stride, groups, channels, patch_bytes):
             and patch_bytes > im2col.CHUNK_BYTES)
 
 
+# Winograd's F(2x2, 3x3) (`winograd.py`) against the direct products, as costs per call in seconds
+# for float32 on both cores: the products at GEMM_FLOPS, or at MEMORY_BYTES of weight read where
+# there are too few positions to reuse it from the caches; each transformed element (input and
+# output tiles) TILE_S, each element of the weight transform WEIGHT_S. Measured over 3x3 layers
+# of 32 to 512 channels on 1 to 4096 tiles (benchmarks/winograd.py prints both paths and the choice).
+GEMM_FLOPS = 150e9
+MEMORY_BYTES = 20e9
+TILE_S = 0.5e-9
+WEIGHT_S = 0.45e-9
+
+
+def _winograd_pays(w_shape, s, d, groups, images, out_hw, itemsize):
+    """Whether a 3x3 convolution at stride 1 (or its input VJP: `images` counts the seeds) runs as
+    Winograd's F(2x2, 3x3): 16 products per 2x2 tile instead of 36 multiply-adds, plus transforms
+    whose cost grows with C + O per tile where the saving grows with C*O."""
+    if tuple(w_shape[2:]) != (3, 3) or s != (1, 1) or d != (1, 1) or groups != 1:
+        return False
+    O, C = w_shape[0], w_shape[1]
+    tiles = images * ((out_hw[0] + 1) // 2) * ((out_hw[1] + 1) // 2)
+    scale = itemsize / 4  # float64: half the flops per second, twice the bytes per element
+    rate, weight = GEMM_FLOPS / scale, O * C * itemsize / MEMORY_BYTES
+    direct = max(18.0 * O * C * images * out_hw[0] * out_hw[1] / rate, 9 * weight)
+    tiled = (max(32.0 * O * C * tiles / rate, 16 * weight) + 16.0 * (C + O) * tiles * TILE_S * scale
+             + 16.0 * O * C * WEIGHT_S * scale)
+    return tiled < direct
+
+
 def _pointwise(w_shape, p):
     """A 1x1 convolution without padding: a GEMM on the input as it is (any stride, groups)."""
     return tuple(w_shape[2:]) == (1, 1) and p == (0, 0)
@@ -471,6 +500,8 @@ def conv2d_forward(x, w, b=None, stride=1, padding=0, dilation=1, groups=1, algo
         return im2col.conv2d_pointwise(x, w, bias, out_shape, s, groups)
     algorithm = algorithm or choose_algorithm(x.shape, w.shape, out_shape, groups)
     if algorithm is ConvAlgorithm.GEMM:
+        if _winograd_pays(w.shape, s, d, groups, x.shape[0], out_shape[2:], x.itemsize):
+            return winograd.conv2d_winograd(x, w, bias, out_shape, p)
         positions = out_shape[0] * out_shape[2] * out_shape[3]
         patch_bytes = w[0].size * out_shape[2] * out_shape[3] * x.itemsize
         if _relayout_pays(w.shape[0], positions) and _shifted_pays(s, groups, x.shape[1], patch_bytes):
@@ -535,7 +566,10 @@ def conv2d_grad_input(g, w, x_shape, stride=1, padding=0, dilation=1, groups=1, 
     pt = (d[0] * (w.shape[2] - 1) - p[0], d[1] * (w.shape[3] - 1) - p[1])
     rows_pay = _relayout_pays(x_shape[1], g2.shape[0] * x_shape[2] * x_shape[3])
     patch_bytes = w.shape[0] * w.shape[2] * w.shape[3] * x_shape[2] * x_shape[3] * g2.itemsize
-    if algorithm is ConvAlgorithm.GEMM and rows_pay and _shifted_pays(s, groups, w.shape[0], patch_bytes):
+    if algorithm is ConvAlgorithm.GEMM and _winograd_pays(w.shape, s, d, groups, g2.shape[0], out_shape[2:],
+                                                          g2.itemsize):
+        dx = winograd.conv2d_grad_input_winograd(g2, w, x2_shape, p)
+    elif algorithm is ConvAlgorithm.GEMM and rows_pay and _shifted_pays(s, groups, w.shape[0], patch_bytes):
         dx = shifted.conv2d_grad_input_shifted(g2, w, x2_shape, p, d)
     elif (algorithm is ConvAlgorithm.GEMM and groups == 1 and s == (1, 1) and min(pt) >= 0 and x_shape[1] >= 16
             and x_shape[2] * x_shape[3] <= 64 * 64 and rows_pay):

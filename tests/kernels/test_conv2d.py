@@ -429,8 +429,9 @@ def test_shifted_products_match_reference(case, dtype, in_place, monkeypatch):
 
 
 def test_large_stride_1_maps_take_the_shifted_products(monkeypatch):
-    """A map whose patches outgrow the caches (64 channels, 3x3, 96x96: 21 MB) runs on shifted
-    views in both directions; one whose patches fit (8x8) does not."""
+    """A map whose patches outgrow the caches (64 channels, 3x3 at dilation 2, 96x96: 21 MB; at
+    dilation 1 Winograd's tiles serve it) runs on shifted views in both directions; one whose
+    patches fit (8x8) does not."""
     if not K.blas.IN_PLACE_GEMM:
         pytest.skip("NumPy's cblas gemm not found")
     calls = []
@@ -442,6 +443,90 @@ def test_large_stride_1_maps_take_the_shifted_products(monkeypatch):
         calls.clear()
         x = rng.standard_normal((1, 64, size, size)).astype(np.float32)
         w = rng.standard_normal((64, 64, 3, 3)).astype(np.float32)
-        y = K.conv2d_forward(x, w, None, 1, 1)
-        K.conv2d_grad_input(np.ones_like(y), w, x.shape, 1, 1)
+        y = K.conv2d_forward(x, w, None, 1, 2, 2)
+        K.conv2d_grad_input(np.ones_like(y), w, x.shape, 1, 2, 2)
         assert calls == expected
+
+
+# 3x3 at stride 1: (N, C, O, H, W, padding): odd and even sizes (a last tile row or column half
+# outside the output), no padding, padding wider than the reach (a crop in the input VJP),
+# one channel in or out, maps smaller than a tile
+WINOGRAD = [(2, 5, 7, 9, 11, 1), (1, 8, 6, 8, 8, 1), (3, 4, 3, 7, 6, 0), (1, 3, 1, 6, 9, 2),
+            (2, 1, 4, 5, 5, 3), (1, 6, 5, 3, 4, (1, 0)), (1, 2, 2, 1, 1, 1)]
+
+
+@pytest.mark.parametrize("case", WINOGRAD)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("route", ["cblas", "numpy", "blocks"])
+def test_winograd_tiles_match_reference(case, dtype, route, monkeypatch):
+    """F(2x2, 3x3) (forward, and the input VJP with two seeds folded into the batch, which reads
+    the forward's weight transform flipped) against the reference: through NumPy's cblas, through
+    the NumPy fallback, and in blocks of one tile row and halves on two threads."""
+    if route == "cblas" and not K.blas.IN_PLACE_GEMM:
+        pytest.skip("NumPy's cblas gemm not found")
+    if route == "numpy":
+        monkeypatch.setattr(K.blas, "_gemm", {})
+    if route == "blocks":
+        monkeypatch.setattr(K.winograd, "BLOCK_BYTES", 1)
+        monkeypatch.setattr(K.threads, "SPLIT_FLOPS", 0)
+    N, C, O, H, W, p = case
+    p = ref.pair(p)
+    rng = np.random.default_rng(15)
+    x = rng.standard_normal((N, C, H, W)).astype(dtype)
+    w = rng.standard_normal((O, C, 3, 3)).astype(dtype)
+    b = rng.standard_normal(O).astype(dtype)
+    want = ref.conv2d(x, w, b, 1, p, 1, 1)
+    np.testing.assert_allclose(K.winograd.conv2d_winograd(x, w, b, want.shape, p), want, **TOL[dtype])
+    g = rng.standard_normal((2,) + want.shape).astype(dtype)
+    dx = K.winograd.conv2d_grad_input_winograd(g.reshape((-1,) + want.shape[1:]), w, (2 * N,) + x.shape[1:], p)
+    for k_ in range(2):
+        np.testing.assert_allclose(dx[k_ * N:(k_ + 1) * N], ref.conv2d_grad_input(g[k_], w, x.shape, 1, p, 1, 1),
+                                   **TOL[dtype])
+
+
+def test_winograd_serves_3x3_layers_with_many_channels_and_nothing_else(monkeypatch):
+    """The cost model sends 128-channel 3x3 layers at stride 1 to Winograd in both directions,
+    and the results equal the reference; few channels, a stride, a dilation, groups, another
+    kernel size, or too few tiles for a large weight (512 channels at 4x4) go elsewhere."""
+    calls = []
+    for name in ("conv2d_winograd", "conv2d_grad_input_winograd"):
+        real = getattr(K.winograd, name)
+        monkeypatch.setattr(K.winograd, name, lambda *a, real=real, name=name: calls.append(name) or real(*a))
+    rng = np.random.default_rng(16)
+    both = ["conv2d_winograd", "conv2d_grad_input_winograd"]
+    # (C, O, size, kernel, stride, padding, dilation, groups), expected calls
+    for (C, O, size, k, s, p, d, groups), expected in (((128, 128, 32, 3, 1, 1, 1, 1), both),
+                                                       ((8, 8, 32, 3, 1, 1, 1, 1), []),
+                                                       ((128, 128, 32, 3, 2, 1, 1, 1), []),
+                                                       ((128, 128, 32, 3, 1, 2, 2, 1), []),
+                                                       ((128, 128, 32, 3, 1, 1, 1, 2), []),
+                                                       ((128, 128, 32, 5, 1, 2, 1, 1), []),
+                                                       ((512, 512, 4, 3, 1, 1, 1, 1), [])):
+        calls.clear()
+        x = rng.standard_normal((1, C, size, size))
+        w = rng.standard_normal((O, C // groups, k, k)) / np.sqrt(C * k * k)
+        y = K.conv2d_forward(x, w, None, s, p, d, groups)
+        g = rng.standard_normal(y.shape)
+        dx = K.conv2d_grad_input(g, w, x.shape, s, p, d, groups)
+        assert calls == expected, (C, O, size, k, s, p, d, groups)
+        if expected:
+            np.testing.assert_allclose(y, ref.conv2d(x, w, np.zeros(O), s, p, d, groups), rtol=1e-10, atol=1e-10)
+            np.testing.assert_allclose(dx, ref.conv2d_grad_input(g, w, x.shape, s, p, d, groups), rtol=1e-10,
+                                       atol=1e-10)
+
+
+def test_winograd_matches_torch_in_float32():
+    """A 128-channel layer that takes Winograd, against PyTorch's convolution and its input VJP:
+    the tiles' float32 rounding stays within the usual tolerance."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(17)
+    x = rng.standard_normal((2, 128, 16, 16)).astype(np.float32)
+    w = (rng.standard_normal((128, 128, 3, 3)) / 34).astype(np.float32)
+    b = rng.standard_normal(128).astype(np.float32)
+    assert K._winograd_pays(w.shape, (1, 1), (1, 1), 1, 2, (16, 16), 4)
+    xt = torch.tensor(x, requires_grad=True)
+    yt = torch.nn.functional.conv2d(xt, torch.tensor(w), torch.tensor(b), 1, 1)
+    g = rng.standard_normal(tuple(yt.shape)).astype(np.float32)
+    yt.backward(torch.tensor(g))
+    np.testing.assert_allclose(K.conv2d_forward(x, w, b, 1, 1), yt.detach().numpy(), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(K.conv2d_grad_input(g, w, x.shape, 1, 1), xt.grad.numpy(), rtol=1e-4, atol=1e-4)

@@ -1,0 +1,245 @@
+"""3x3 convolutions at stride 1 by Winograd's minimal filtering F(2x2, 3x3), and their input VJP.
+
+Each 2x2 block of output (a tile) depends on a 4x4 block of input, and F(2x2, 3x3) computes it
+with 16 multiplications instead of 36: with d the 4x4 input block, g the 3x3 filter,
+
+    y (2x2) = A^T [ (G g G^T) * (B^T d B) ] A        (* elementwise)
+
+    B^T = [[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]]
+    G   = [[1, 0, 0], [1/2, 1/2, 1/2], [1/2, -1/2, 1/2], [0, 0, 1]]
+    A^T = [[1, 1, 1, 0], [0, 1, -1, -1]].
+
+Summed over input channels, the elementwise product becomes 16 matrix products, one per entry
+(a, b) of the 4x4 transformed block: M[a, b] (O, tiles) = U[a, b] (O, C) @ V[a, b] (C, tiles),
+with U the transformed weights and V the transformed input tiles. That is 16*O*C multiply-adds
+per tile of 4 outputs, against 36*O*C for the direct convolution: 2.25 times fewer. The
+transforms are additions only (`_input_tiles`, `_output_tiles`, `_weight_tiles`, one pass each);
+their cost grows with C + O per output, the products' saving with C*O, so the path pays for
+layers with many channels (`conv2d.winograd_pays`).
+
+The input VJP at stride 1 is the same correlation on the cotangent with the flipped, in/out
+swapped weight (see `conv2d.conv2d_grad_input_direct`). Reversing g's columns reverses the
+columns of G, which is G with its first and last rows swapped, so G flip(g) G^T is U[a, b] with
+entries 0 and 3 of both a and b swapped: the input VJP reuses the forward's weight transform, its
+products reading U[_FLIP[4a + b]] transposed.
+"""
+import numpy as np
+
+from ._jit import njit
+
+from . import blas, threads
+
+_FASTMATH = {"reassoc", "contract"}
+
+_SWAP = (3, 1, 2, 0)
+_FLIP = tuple(4 * _SWAP[t // 4] + _SWAP[t % 4] for t in range(16))  # entry of G flip(g) G^T in U
+
+
+@njit(cache=True, fastmath=_FASTMATH, nogil=True)
+def _weight_tiles(w, u):
+    """u[4a + b, o, c] = (G w[o, c] G^T)[a, b] for w (O, C, 3, 3), u (16, O, C)."""
+    O, C = w.shape[0], w.shape[1]
+    half = w.dtype.type(0.5)
+    for o in range(O):
+        for c in range(C):
+            g = w[o, c]
+            # G g (4x3): rows g0, (g0 + g1 + g2)/2, (g0 - g1 + g2)/2, g2
+            r00, r01, r02 = g[0, 0], g[0, 1], g[0, 2]
+            r10 = half * (g[0, 0] + g[1, 0] + g[2, 0])
+            r11 = half * (g[0, 1] + g[1, 1] + g[2, 1])
+            r12 = half * (g[0, 2] + g[1, 2] + g[2, 2])
+            r20 = half * (g[0, 0] - g[1, 0] + g[2, 0])
+            r21 = half * (g[0, 1] - g[1, 1] + g[2, 1])
+            r22 = half * (g[0, 2] - g[1, 2] + g[2, 2])
+            r30, r31, r32 = g[2, 0], g[2, 1], g[2, 2]
+            # (G g) G^T (4x4): columns r0, (r0 + r1 + r2)/2, (r0 - r1 + r2)/2, r2 of each row
+            u[0, o, c] = r00
+            u[1, o, c] = half * (r00 + r01 + r02)
+            u[2, o, c] = half * (r00 - r01 + r02)
+            u[3, o, c] = r02
+            u[4, o, c] = r10
+            u[5, o, c] = half * (r10 + r11 + r12)
+            u[6, o, c] = half * (r10 - r11 + r12)
+            u[7, o, c] = r12
+            u[8, o, c] = r20
+            u[9, o, c] = half * (r20 + r21 + r22)
+            u[10, o, c] = half * (r20 - r21 + r22)
+            u[11, o, c] = r22
+            u[12, o, c] = r30
+            u[13, o, c] = half * (r30 + r31 + r32)
+            u[14, o, c] = half * (r30 - r31 + r32)
+            u[15, o, c] = r32
+
+
+@njit(cache=True, fastmath=_FASTMATH, nogil=True)
+def _input_tiles(x, v, ph, pw, ty0, ty1, TW):
+    """v[4a + b, c, t] = (B^T d B)[a, b] for the 4x4 input block d of tile t, over the images of x
+    (N, C, H, W) and the tile rows ty0..ty1-1: tile (n, ty, tx) is t = (n*(ty1 - ty0) + ty - ty0)*TW + tx
+    and its block starts at input row 2*ty - ph, column 2*tx - pw (positions outside x are zero).
+    """
+    N, C, H, W = x.shape
+    Wp = 2 * TW + 2
+    rows = np.zeros((4, Wp), x.dtype)  # the block rows of one tile row, zero-padded
+    lo = min(Wp, max(0, pw))
+    hi = max(lo, min(Wp, W + pw))
+    nty = ty1 - ty0
+    for n in range(N):
+        for c in range(C):
+            for ty in range(ty0, ty1):
+                for k in range(4):
+                    iy = 2 * ty + k - ph
+                    dst = rows[k]
+                    if iy < 0 or iy >= H:
+                        dst[:] = 0
+                    else:
+                        dst[:lo] = 0
+                        dst[hi:] = 0
+                        src = x[n, c, iy]
+                        for j in range(hi - lo):
+                            dst[lo + j] = src[lo - pw + j]
+                base = (n * nty + ty - ty0) * TW
+                d0, d1, d2, d3 = rows[0], rows[1], rows[2], rows[3]
+                for tx in range(TW):
+                    j = 2 * tx
+                    # B^T d: rows d0 - d2, d1 + d2, d2 - d1, d1 - d3 (at the block's 4 columns)
+                    a0, a1, a2, a3 = d0[j] - d2[j], d0[j + 1] - d2[j + 1], d0[j + 2] - d2[j + 2], d0[j + 3] - d2[j + 3]
+                    b0, b1, b2, b3 = d1[j] + d2[j], d1[j + 1] + d2[j + 1], d1[j + 2] + d2[j + 2], d1[j + 3] + d2[j + 3]
+                    e0, e1, e2, e3 = d2[j] - d1[j], d2[j + 1] - d1[j + 1], d2[j + 2] - d1[j + 2], d2[j + 3] - d1[j + 3]
+                    f0, f1, f2, f3 = d1[j] - d3[j], d1[j + 1] - d3[j + 1], d1[j + 2] - d3[j + 2], d1[j + 3] - d3[j + 3]
+                    t = base + tx
+                    # (B^T d) B: columns c0 - c2, c1 + c2, c2 - c1, c1 - c3 of each row
+                    v[0, c, t] = a0 - a2
+                    v[1, c, t] = a1 + a2
+                    v[2, c, t] = a2 - a1
+                    v[3, c, t] = a1 - a3
+                    v[4, c, t] = b0 - b2
+                    v[5, c, t] = b1 + b2
+                    v[6, c, t] = b2 - b1
+                    v[7, c, t] = b1 - b3
+                    v[8, c, t] = e0 - e2
+                    v[9, c, t] = e1 + e2
+                    v[10, c, t] = e2 - e1
+                    v[11, c, t] = e1 - e3
+                    v[12, c, t] = f0 - f2
+                    v[13, c, t] = f1 + f2
+                    v[14, c, t] = f2 - f1
+                    v[15, c, t] = f1 - f3
+
+
+@njit(cache=True, fastmath=_FASTMATH, nogil=True)
+def _output_tiles(m, b, y, ty0, ty1, TW):
+    """y[n, o, 2*ty + i, 2*tx + j] = b[o] + (A^T M A)[i, j] with M[a, b] = m[4a + b, o, t] for the
+    tiles t of `_input_tiles` (same numbering); outputs past y's last row or column are dropped."""
+    N, O, OH, OW = y.shape
+    nty = ty1 - ty0
+    full = OW // 2  # tiles whose two columns are both inside y
+    for n in range(N):
+        for o in range(O):
+            bo = b[o]
+            for ty in range(ty0, ty1):
+                base = (n * nty + ty - ty0) * TW
+                y0 = y[n, o, 2 * ty]
+                second = 2 * ty + 1 < OH
+                y1 = y[n, o, min(2 * ty + 1, OH - 1)]
+                for tx in range(TW):
+                    t = base + tx
+                    # A^T M: rows M0 + M1 + M2 and M1 - M2 - M3
+                    p0 = m[0, o, t] + m[4, o, t] + m[8, o, t]
+                    p1 = m[1, o, t] + m[5, o, t] + m[9, o, t]
+                    p2 = m[2, o, t] + m[6, o, t] + m[10, o, t]
+                    p3 = m[3, o, t] + m[7, o, t] + m[11, o, t]
+                    q0 = m[4, o, t] - m[8, o, t] - m[12, o, t]
+                    q1 = m[5, o, t] - m[9, o, t] - m[13, o, t]
+                    q2 = m[6, o, t] - m[10, o, t] - m[14, o, t]
+                    q3 = m[7, o, t] - m[11, o, t] - m[15, o, t]
+                    # (A^T M) A: columns c0 + c1 + c2 and c1 - c2 - c3
+                    ox = 2 * tx
+                    y0[ox] = bo + p0 + p1 + p2
+                    if second:
+                        y1[ox] = bo + q0 + q1 + q2
+                    if tx < full:
+                        y0[ox + 1] = bo + p1 - p2 - p3
+                        if second:
+                            y1[ox + 1] = bo + q1 - q2 - q3
+
+
+def _planes(shape, dtype):
+    """An empty (16, *shape) array whose 16 planes are 256 bytes apart modulo 4 KiB.
+
+    The transforms read or write one entry of each of the 16 planes per tile; planes whose
+    distance is a multiple of 4 KiB (any power-of-two size) put those 16 accesses in one set of
+    the cache, which holds 8, so every tile would miss. Offsetting the planes spreads them."""
+    size = int(np.prod(shape))
+    itemsize = np.dtype(dtype).itemsize
+    step = (-(-size * itemsize // 4096) * 4096 + 256) // itemsize
+    flat = np.empty(15 * step + size, dtype)
+    return np.lib.stride_tricks.as_strided(flat, (16,) + tuple(shape),
+                                           (step * itemsize,) + tuple(np.empty(shape, dtype).strides))
+
+
+def weight_tiles(w):
+    """The transformed weights U (16, O, C) of w (O, C, 3, 3), halves of the output channels on
+    two threads when the weight is large."""
+    u = _planes(w.shape[:2], w.dtype)
+    threads.split_image(w.shape[0], u.size, lambda o0, o1: _weight_tiles(w[o0:o1], u[:, o0:o1]))
+    return u
+
+
+# The transformed tiles of one block of work (16 planes of max(C, O) rows) stay under this size,
+# so that the products read them back from the caches rather than from memory.
+BLOCK_BYTES = 1 << 21
+
+
+def _correlate(x, taps, b, out, pad):
+    """out = b + the 3x3 correlation at stride 1 of x with the weight whose transform entry t is
+    taps(t) (O, C), input positions outside x reading as zero (a negative pad crops). Blocks of
+    tiles (images, or tile rows of one image) of at most BLOCK_BYTES of transformed tiles, in
+    two halves of the images (or of one image's tile rows) on two threads."""
+    N, C = x.shape[0], x.shape[1]
+    O, OH, OW = out.shape[1], out.shape[2], out.shape[3]
+    TH, TW = (OH + 1) // 2, (OW + 1) // 2
+    per_block = max(1, BLOCK_BYTES // (16 * max(C, O) * x.itemsize))  # tiles
+    rows = max(1, min(TH, per_block // TW))  # tile rows of one image per block
+
+    def block(n0, n1, ty0, ty1):
+        T = (n1 - n0) * (ty1 - ty0) * TW
+        v = _planes((C, T), x.dtype)
+        _input_tiles(x[n0:n1], v, pad[0], pad[1], ty0, ty1, TW)
+        m = _planes((O, T), x.dtype)
+        for t in range(16):
+            blas.gemm(taps(t), v[t], m[t], 0.0)
+        _output_tiles(m, b, out[n0:n1], ty0, ty1, TW)
+
+    def images(n0, n1):
+        if rows == TH:  # whole images per block
+            step = max(1, per_block // (TH * TW))
+            for n in range(n0, n1, step):
+                block(n, min(n + step, n1), 0, TH)
+        else:
+            for n in range(n0, n1):
+                tile_rows(n, 0, TH)
+
+    def tile_rows(n, ty0, ty1):
+        for ty in range(ty0, ty1, rows):
+            block(n, n + 1, ty, min(ty + rows, ty1))
+
+    flops = 32.0 * N * O * C * TH * TW
+    if N > 1:
+        threads.split_flops(N, flops, images)
+    else:
+        threads.split_flops(TH, flops, lambda r0, r1: tile_rows(0, r0, r1))
+    return out
+
+
+def conv2d_winograd(x, w, b, out_shape, p, u=None):
+    """Forward of a 3x3 convolution at stride 1, dilation 1, groups 1, plus bias; `u` is
+    weight_tiles(w) if the caller has it."""
+    u = weight_tiles(w) if u is None else u
+    return _correlate(x, lambda t: u[t], b, np.empty(out_shape, x.dtype), p)
+
+
+def conv2d_grad_input_winograd(g, w, x_shape, p, u=None):
+    """Input VJP of the same convolution; g is (M, O, OH, OW) with seeds folded into M."""
+    u = weight_tiles(w) if u is None else u
+    zero = np.zeros(x_shape[1], g.dtype)
+    return _correlate(g, lambda t: u[_FLIP[t]].T, zero, np.empty(x_shape, g.dtype), (2 - p[0], 2 - p[1]))
