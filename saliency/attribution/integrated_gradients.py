@@ -62,8 +62,10 @@ def integrated_gradients(model, x, seed=None, *, baseline=None, steps=64, batch=
         m = len(a)
         points = (b + a.reshape(-1, 1, 1, 1, 1) * diff).astype(xs.dtype).reshape((m * call.n,) + xs.shape[1:])
         g = fold(call.vjp(points, tile(v, m, batched), batched), m, batched)
-        # weighted sum over the m path points (axis 0, or 1 after K seeds)
-        acc = acc + np.tensordot(weights[start:start + m], np.moveaxis(g, int(batched), 0), axes=1)
+        # weighted sum over the m path points (axis 0, or 1 after K seeds), elementwise: a BLAS
+        # product here would wake NumPy's BLAS threads, whose spinning slows the next batch
+        for weight, gi in zip(weights[start:start + m], np.moveaxis(g, int(batched), 0)):
+            acc = acc + weight * gi
     amap = acc * diff
     delta = weighted(y, v, batched) - weighted(call.forward(b), v, batched)
     lead = amap.shape[:1 + batched]

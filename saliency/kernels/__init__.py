@@ -8,8 +8,8 @@ seed dimensions (K seeds through one pass) and returns gradients with the same l
 dimensions; the seeds are folded into the batch so that K*N gradients are one wrapper call (the
 GEMM-based conv VJPs then run the images through in cache-sized chunks, `im2col.chunks`).
 
-Threads: no kernel is compiled with `parallel=True`, and the matrix products inside the
-convolutions use NumPy's BLAS on one thread. Numba's worker threads and OpenBLAS's (or PyTorch's
+Threads: no kernel is compiled with `parallel=True`, and every matrix product (inside the
+convolutions, and `matmul` for the operations' products) uses NumPy's BLAS on one thread. Numba's worker threads and OpenBLAS's (or PyTorch's
 OpenMP threads, in the same process) spin-wait after each call and would compete for the same
 cores (benchmarks/thread_pools.py shows the effect). Large calls instead run in two halves, one on
 a helper thread that sleeps between calls (`threads`, kernels compiled `nogil`). Without
@@ -23,6 +23,7 @@ from .pool import (adaptive_avg_pool2d_forward, adaptive_avg_pool2d_grad_input, 
                    avg_pool2d_forward, avg_pool2d_grad_input, max_pool2d_forward, max_pool2d_grad_input)
 from .subpixel import upsample_conv2d_forward, upsample_conv2d_grad_input, upsample_conv2d_grad_weight
 from . import window
+from .threads import matmul
 from .resize import (resample_table, upsample_bilinear2d_forward, upsample_bilinear2d_grad_input,
                      upsample_nearest2d_forward, upsample_nearest2d_grad_input)
 
@@ -34,5 +35,5 @@ __all__ = [
     "upsample_nearest2d_forward", "upsample_nearest2d_grad_input",
     "upsample_bilinear2d_forward", "upsample_bilinear2d_grad_input", "resample_table", "window",
     "upsample_conv2d_forward", "upsample_conv2d_grad_input", "upsample_conv2d_grad_weight",
-    "batch_norm_stats", "batch_norm_forward", "batch_norm_grad_train", "batch_norm_grad_eval",
+    "batch_norm_stats", "batch_norm_forward", "batch_norm_grad_train", "batch_norm_grad_eval", "matmul",
 ]

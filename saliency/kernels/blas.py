@@ -1,10 +1,12 @@
-"""Matrix products for the convolution kernels, on one BLAS thread when the product is small.
+"""Matrix products for the kernels, on one BLAS thread.
 
-NumPy's OpenBLAS splits every product over all cores. For the small products of a batch-1
-attribution map (tens of microseconds of work) waking its other threads costs more than they
-save, so below `SMALL_FLOPS` the product runs on the calling thread alone. This uses
-OpenBLAS's `openblas_set_num_threads_local` (OpenBLAS >= 0.3.27, which NumPy's wheels bundle);
-where that is not found, every product runs as NumPy would run it.
+NumPy's OpenBLAS splits every product over all cores, and after each product its worker threads
+spin for about a tenth of a second waiting for more work. Those spinning workers hold the cores
+that the kernels' own threads (`threads.py`) need, and slow every kernel that follows, so the
+kernels' products run on one BLAS thread (`matmul`, `gemm`, both under `one_thread`), and large
+ones are split over the kernels' two threads instead (`threads.matmul`, `threads.split_flops`).
+This uses OpenBLAS's `openblas_set_num_threads_local` (OpenBLAS >= 0.3.27, which NumPy's wheels
+bundle); where that is not found, every product runs as NumPy would run it.
 
 Despite its name, in the pthreads build NumPy ships that setter changes the thread count of the
 whole process. So the one-thread setting is a shared section (`one_thread`): the first thread to
@@ -15,16 +17,10 @@ a section is open use one thread too.
 import contextlib
 import ctypes
 import glob
-import math
 import os
 import threading
 
 import numpy as np
-
-# Below this many floating-point operations a product runs on one thread: the classifier's
-# products (a few MFLOP each) stay on one thread; larger ones, such as the depth model's first
-# layer (14 MFLOP), use OpenBLAS's threads (benchmarks/thread_pools.py compares the two).
-SMALL_FLOPS = 1e7
 
 
 def _openblas_libraries():
@@ -108,11 +104,7 @@ def one_thread():
 
 
 def matmul(a, b, out=None):
-    """np.matmul(a, b, out=out), on one BLAS thread when it is small."""
-    batch = float(math.prod(np.broadcast_shapes(a.shape[:-2], b.shape[:-2])))
-    flops = 2.0 * batch * a.shape[-2] * a.shape[-1] * b.shape[-1]
-    if _set_threads is None or flops >= SMALL_FLOPS:
-        return np.matmul(a, b) if out is None else np.matmul(a, b, out=out)
+    """np.matmul(a, b, out=out) on one BLAS thread."""
     with one_thread():
         return np.matmul(a, b) if out is None else np.matmul(a, b, out=out)
 

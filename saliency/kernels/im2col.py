@@ -214,7 +214,7 @@ def conv2d_grad_weight_gemm(g, x, w_shape, s, p, d, groups):
     cols = np.empty((x.shape[1] * KH * KW, N, L), x.dtype)
     _im2col(x, cols, KH, KW, s[0], s[1], p[0], p[1], d[0], d[1])
     gt = g.reshape(K, N, groups, O // groups, L).transpose(0, 2, 3, 1, 4).reshape(K, groups, O // groups, N * L)
-    dw = blas.matmul(gt, cols.reshape(groups, Cg * KH * KW, N * L).transpose(0, 2, 1))
+    dw = threads.matmul(gt, cols.reshape(groups, Cg * KH * KW, N * L).transpose(0, 2, 1))
     return dw.reshape((K,) + tuple(w_shape))
 
 

@@ -148,7 +148,7 @@ def upsample_conv2d_grad_input(g, w, x_shape, scale=2):
         cols = cols_buf[:R]
         im2col._im2row(gp[:mn].reshape(mn, gp.shape[1], -1), O, cols.reshape(1, R, -1), offs, offs, s, s, H, W, 0)
         res = res_buf[:R]
-        blas.matmul(cols, wm, out=res)
+        threads.matmul(cols, wm, out=res)
         im2col._row2im(res.reshape(1, R, C), dx[m0:m1], zero, H, W, 1, 1, 0, 0, 1)
     return dx.reshape(seeds + x_shape)
 
@@ -172,7 +172,7 @@ def upsample_conv2d_grad_weight(g, x, w_shape, scale=2):
     cols = _patches(x, s)  # (P, N*H*W, 4C)
     # g rows per phase: (P, K, N*H*W, O)
     grows = g2.reshape(Kn, N, O, H, s, W, s).transpose(4, 6, 0, 1, 3, 5, 2).reshape(s * s, Kn, N * H * W, O)
-    dwph = blas.matmul(cols.transpose(0, 2, 1)[:, None], grows)  # (P, K, 4C, O), rows (ty, tx, c)
+    dwph = threads.matmul(cols.transpose(0, 2, 1)[:, None], grows)  # (P, K, 4C, O), rows (ty, tx, c)
     dwph = dwph.reshape(s, s, Kn, 2, 2, C, O)
     _, A = phase_matrices(s)
     dw = np.einsum("rak,qbl,rqnabco->nockl", A.astype(g2.dtype), A.astype(g2.dtype), dwph, optimize=True)

@@ -16,14 +16,17 @@ call's input or output has SPLIT_IMAGE_ELEMENTS: below that (the depth model's 1
 among them) the hand-over cost outweighs what the second thread saves; above it the halves'
 buffers also fit the caches better than the whole call's (benchmarks/image_split.py compares).
 
-The convolutions' matrix products split by their work instead (`split_flops`: images, output
-rows or channels, whichever the call has), so that every product of a forward pass or an input
-VJP runs on one BLAS thread: a product left to OpenBLAS's threads wakes its workers, which then
-spin for about a tenth of a second and slow every split kernel that follows.
+Matrix products split by their work instead (`split_flops`: images, output rows or channels,
+whichever the call has; `matmul`: rows or columns of any product), so that every product of the
+package runs on one BLAS thread: a product left to OpenBLAS's threads wakes its workers, which
+then spin for about a tenth of a second and slow every split kernel that follows.
 """
+import math
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
 
 from . import blas
 
@@ -73,6 +76,25 @@ def split_flops(n, flops, body):
     after a product would hold the core the helper thread needs)."""
     with blas.one_thread():
         _split(n, flops >= SPLIT_FLOPS, body)
+
+
+def matmul(a, b, out=None):
+    """np.matmul(a, b, out=out) with its products on one BLAS thread, the rows of the result (or
+    its columns, when it has more of those) in two halves on two threads when the product does
+    SPLIT_FLOPS. For the products that are not already inside a split kernel: the operations'
+    matrix products, weight VJPs."""
+    a, b = np.asarray(a), np.asarray(b)
+    if a.ndim < 2 or b.ndim < 2:
+        return blas.matmul(a, b, out=out)
+    shape = np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + (a.shape[-2], b.shape[-1])
+    if out is None:
+        out = np.empty(shape, np.result_type(a, b))
+    flops = 2.0 * math.prod(shape) * a.shape[-1]
+    if shape[-2] >= shape[-1]:
+        split_flops(shape[-2], flops, lambda r0, r1: np.matmul(a[..., r0:r1, :], b, out=out[..., r0:r1, :]))
+    else:
+        split_flops(shape[-1], flops, lambda c0, c1: np.matmul(a, b[..., c0:c1], out=out[..., c0:c1]))
+    return out
 
 
 def split_batch(n, elements, body):

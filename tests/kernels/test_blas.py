@@ -1,5 +1,5 @@
-"""Matrix products on one BLAS thread when small give NumPy's results, and leave the process's
-BLAS thread count as they found it, whichever threads ran them."""
+"""Matrix products on one BLAS thread (split over two threads or not) give NumPy's results, and
+leave the process's BLAS thread count as they found it, whichever threads ran them."""
 import threading
 
 import numpy as np
@@ -17,22 +17,38 @@ def _threads_now():
     return count
 
 
-@pytest.mark.parametrize("small", [0.0, 1e12], ids=["every product on all threads", "every product on one thread"])
+@pytest.mark.parametrize("split", [False, True], ids=["one thread", "halves on two threads"])
 @pytest.mark.parametrize("a_shape,b_shape", [((5, 7), (7, 3)), ((2, 5, 7), (7, 3)), ((4, 1, 5, 7), (3, 7, 2)),
-                                             ((300, 64), (64, 32))])
-def test_matmul_equals_the_sum_of_products(monkeypatch, small, a_shape, b_shape):
-    monkeypatch.setattr(blas, "SMALL_FLOPS", small)
+                                             ((300, 64), (64, 32)), ((1, 64), (64, 300)), ((7,), (7, 3)),
+                                             ((5, 7), (7,))])
+def test_matmul_equals_the_sum_of_products(monkeypatch, split, a_shape, b_shape):
+    """blas.matmul (one BLAS thread) and threads.matmul (rows, or columns where there are more of
+    them, in halves on two threads when split) give np.matmul's result, broadcast batches and
+    vectors included, into a new array or into `out`."""
+    monkeypatch.setattr(threads, "SPLIT_FLOPS", 0 if split else 1e30)
     rng = np.random.default_rng(0)
     a = rng.standard_normal(a_shape).astype(np.float32)
     b = rng.standard_normal(b_shape).astype(np.float32)
-    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
-    wide_a = np.broadcast_to(a.astype(np.float64), batch + a.shape[-2:])
-    wide_b = np.broadcast_to(b.astype(np.float64), batch + b.shape[-2:])
-    expected = (wide_a[..., :, :, None] * wide_b[..., None, :, :]).sum(axis=-2)   # sum_k a[i, k] b[k, j]
-    np.testing.assert_allclose(blas.matmul(a, b), expected, rtol=1e-5, atol=1e-5)
-    out = np.empty(expected.shape, np.float32)
-    assert blas.matmul(a, b, out=out) is out
-    np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-5)
+    expected = np.matmul(a.astype(np.float64), b.astype(np.float64))
+    for matmul in (blas.matmul, threads.matmul):
+        np.testing.assert_allclose(matmul(a, b), expected, rtol=1e-5, atol=1e-5)
+        out = np.empty(expected.shape, np.float32)
+        assert matmul(a, b, out=out) is out
+        np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-5)
+
+
+@needs_setter
+def test_products_leave_the_blas_thread_count_as_they_found_it(monkeypatch):
+    """Split or not, the products run inside one-thread sections that restore the count after."""
+    before = _threads_now()
+    blas._set_threads(2)
+    try:
+        for flops in (0, 1e30):
+            monkeypatch.setattr(threads, "SPLIT_FLOPS", flops)
+            threads.matmul(np.ones((64, 64), np.float32), np.ones((64, 64), np.float32))
+            assert _threads_now() == 2
+    finally:
+        blas._set_threads(before)
 
 
 def test_numpys_openblas_thread_setting_is_found():

@@ -1,6 +1,7 @@
 """Matrix products: matmul with NumPy's rules (1-D operands, broadcast batch dimensions)."""
 import numpy as np
 
+from ... import kernels
 from ..node import Function, unbroadcast
 from ..geometry import whole_window
 
@@ -22,7 +23,7 @@ class Matmul(Function):
                              f"first ({k_x}) must equal the {'second-to-last' if w.ndim > 1 else 'only'} "
                              f"dimension of the second ({k_w})")
         try:
-            out = np.matmul(x, w)
+            out = kernels.matmul(x, w)
         except ValueError:
             raise ValueError(f"matmul: the batch dimensions of shapes {x.shape} and {w.shape} "
                              f"cannot be broadcast together") from None
@@ -44,10 +45,10 @@ class Matmul(Function):
             x = x[None, :]
         gx = gw = None
         if nx:
-            gx = np.matmul(g, np.swapaxes(w, -1, -2))
+            gx = kernels.matmul(g, np.swapaxes(w, -1, -2))
             gx = unbroadcast(gx[..., 0, :] if self.saved[0].ndim == 1 else gx, self.saved[0].shape, seed_ndim)
         if nw:
-            gw = np.matmul(np.swapaxes(x, -1, -2), g)
+            gw = kernels.matmul(np.swapaxes(x, -1, -2), g)
             gw = unbroadcast(gw[..., 0] if self.saved[1].ndim == 1 else gw, self.saved[1].shape, seed_ndim)
         return gx, gw
 
