@@ -421,10 +421,11 @@ def _shifted_pays(stride, groups, channels, patch_bytes):
 # for float32 on both cores: the products at GEMM_FLOPS, or at MEMORY_BYTES of weight read where
 # there are too few positions to reuse it from the caches; each transformed element (input and
 # output tiles) TILE_S, each element of the weight transform WEIGHT_S. Measured over 3x3 layers
-# of 32 to 512 channels on 1 to 4096 tiles (benchmarks/winograd.py prints both paths and the choice).
+# of 32 to 512 channels on 1 to 4096 tiles, weights read from memory as in a model
+# (benchmarks/winograd.py prints both paths and the choice).
 GEMM_FLOPS = 150e9
 MEMORY_BYTES = 20e9
-TILE_S = 0.5e-9
+TILE_S = 0.4e-9
 WEIGHT_S = 0.45e-9
 
 

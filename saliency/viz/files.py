@@ -258,7 +258,8 @@ def load_image(path, size=None, channels=3):
             arr = np.repeat(arr, 3, axis=-1)
             notes.append("grey repeated to 3 channels")
         else:
-            arr = (arr @ _LUMA)[..., None]
+            # weighted sum elementwise: a BLAS product would leave NumPy's BLAS threads spinning
+            arr = (arr[..., 0] * _LUMA[0] + arr[..., 1] * _LUMA[1] + arr[..., 2] * _LUMA[2])[..., None]
             notes.append("RGB converted to grey")
     if size is not None and size != (height, width):
         box = found["box"]  # the whole image in pixels of `arr`, whose edge pixels may stand for part blocks
