@@ -35,6 +35,12 @@ _SWAP = (3, 1, 2, 0)
 _FLIP = tuple(4 * _SWAP[t // 4] + _SWAP[t % 4] for t in range(16))  # entry of G flip(g) G^T in U
 
 
+@njit(cache=True, inline="always")
+def _g(a, b, c, half):
+    """G times the column (a, b, c): (a, (a + b + c)/2, (a - b + c)/2, c)."""
+    return a, half * (a + b + c), half * (a - b + c), c
+
+
 @njit(cache=True, fastmath=_FASTMATH, nogil=True)
 def _weight_tiles(w, u):
     """u[4a + b, o, c] = (G w[o, c] G^T)[a, b] for w (O, C, 3, 3), u (16, O, C)."""
@@ -43,32 +49,20 @@ def _weight_tiles(w, u):
     for o in range(O):
         for c in range(C):
             g = w[o, c]
-            # G g (4x3): rows g0, (g0 + g1 + g2)/2, (g0 - g1 + g2)/2, g2
-            r00, r01, r02 = g[0, 0], g[0, 1], g[0, 2]
-            r10 = half * (g[0, 0] + g[1, 0] + g[2, 0])
-            r11 = half * (g[0, 1] + g[1, 1] + g[2, 1])
-            r12 = half * (g[0, 2] + g[1, 2] + g[2, 2])
-            r20 = half * (g[0, 0] - g[1, 0] + g[2, 0])
-            r21 = half * (g[0, 1] - g[1, 1] + g[2, 1])
-            r22 = half * (g[0, 2] - g[1, 2] + g[2, 2])
-            r30, r31, r32 = g[2, 0], g[2, 1], g[2, 2]
-            # (G g) G^T (4x4): columns r0, (r0 + r1 + r2)/2, (r0 - r1 + r2)/2, r2 of each row
-            u[0, o, c] = r00
-            u[1, o, c] = half * (r00 + r01 + r02)
-            u[2, o, c] = half * (r00 - r01 + r02)
-            u[3, o, c] = r02
-            u[4, o, c] = r10
-            u[5, o, c] = half * (r10 + r11 + r12)
-            u[6, o, c] = half * (r10 - r11 + r12)
-            u[7, o, c] = r12
-            u[8, o, c] = r20
-            u[9, o, c] = half * (r20 + r21 + r22)
-            u[10, o, c] = half * (r20 - r21 + r22)
-            u[11, o, c] = r22
-            u[12, o, c] = r30
-            u[13, o, c] = half * (r30 + r31 + r32)
-            u[14, o, c] = half * (r30 - r31 + r32)
-            u[15, o, c] = r32
+            # G g (4x3), one column at a time; then each of its rows times G^T
+            k0 = _g(g[0, 0], g[1, 0], g[2, 0], half)
+            k1 = _g(g[0, 1], g[1, 1], g[2, 1], half)
+            k2 = _g(g[0, 2], g[1, 2], g[2, 2], half)
+            for a in range(4):
+                e = _g(k0[a], k1[a], k2[a], half)
+                for b in range(4):
+                    u[4 * a + b, o, c] = e[b]
+
+
+@njit(cache=True, inline="always")
+def _bt(p0, p1, p2, p3):
+    """B^T times the column (p0, p1, p2, p3): (p0 - p2, p1 + p2, p2 - p1, p1 - p3)."""
+    return p0 - p2, p1 + p2, p2 - p1, p1 - p3
 
 
 @njit(cache=True, fastmath=_FASTMATH, nogil=True)
@@ -101,29 +95,16 @@ def _input_tiles(x, v, ph, pw, ty0, ty1, TW):
                 d0, d1, d2, d3 = rows[0], rows[1], rows[2], rows[3]
                 for tx in range(TW):
                     j = 2 * tx
-                    # B^T d: rows d0 - d2, d1 + d2, d2 - d1, d1 - d3 (at the block's 4 columns)
-                    a0, a1, a2, a3 = d0[j] - d2[j], d0[j + 1] - d2[j + 1], d0[j + 2] - d2[j + 2], d0[j + 3] - d2[j + 3]
-                    b0, b1, b2, b3 = d1[j] + d2[j], d1[j + 1] + d2[j + 1], d1[j + 2] + d2[j + 2], d1[j + 3] + d2[j + 3]
-                    e0, e1, e2, e3 = d2[j] - d1[j], d2[j + 1] - d1[j + 1], d2[j + 2] - d1[j + 2], d2[j + 3] - d1[j + 3]
-                    f0, f1, f2, f3 = d1[j] - d3[j], d1[j + 1] - d3[j + 1], d1[j + 2] - d3[j + 2], d1[j + 3] - d3[j + 3]
                     t = base + tx
-                    # (B^T d) B: columns c0 - c2, c1 + c2, c2 - c1, c1 - c3 of each row
-                    v[0, c, t] = a0 - a2
-                    v[1, c, t] = a1 + a2
-                    v[2, c, t] = a2 - a1
-                    v[3, c, t] = a1 - a3
-                    v[4, c, t] = b0 - b2
-                    v[5, c, t] = b1 + b2
-                    v[6, c, t] = b2 - b1
-                    v[7, c, t] = b1 - b3
-                    v[8, c, t] = e0 - e2
-                    v[9, c, t] = e1 + e2
-                    v[10, c, t] = e2 - e1
-                    v[11, c, t] = e1 - e3
-                    v[12, c, t] = f0 - f2
-                    v[13, c, t] = f1 + f2
-                    v[14, c, t] = f2 - f1
-                    v[15, c, t] = f1 - f3
+                    # B^T d, one column of the block at a time; then each of its rows times B
+                    k0 = _bt(d0[j], d1[j], d2[j], d3[j])
+                    k1 = _bt(d0[j + 1], d1[j + 1], d2[j + 1], d3[j + 1])
+                    k2 = _bt(d0[j + 2], d1[j + 2], d2[j + 2], d3[j + 2])
+                    k3 = _bt(d0[j + 3], d1[j + 3], d2[j + 3], d3[j + 3])
+                    for a in range(4):
+                        e = _bt(k0[a], k1[a], k2[a], k3[a])
+                        for b in range(4):
+                            v[4 * a + b, c, t] = e[b]
 
 
 @njit(cache=True, fastmath=_FASTMATH, nogil=True)
