@@ -457,8 +457,8 @@ def _depthwise(w_shape, groups, s, in_hw, out_hw):
     channels-last whatever the kernel."""
     if w_shape[1] != 1 or groups == 1:
         return False
-    return not (tuple(w_shape[2:]) == (3, 3) and s == (1, 1)) or depthwise.channels_last_pays(
-        groups, w_shape[0] // groups, in_hw, out_hw, w_shape[2] * w_shape[3])
+    tiled = tuple(w_shape[2:]) == (3, 3) and s == (1, 1)
+    return not tiled or depthwise.channels_last_pays(groups, w_shape[0] // groups, in_hw, out_hw, 9, tiled)
 
 
 def choose_algorithm(x_shape, w_shape, out_shape, groups, vjp=False):

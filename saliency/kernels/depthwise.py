@@ -180,22 +180,39 @@ def _from_nhwc(src, dst, r0, q0):
                 row[j] = src[n, i + r0, j + q0, c]
 
 
-# Costs behind `channels_last_pays` (nanoseconds, measured on the development machine): a
-# vectorized row of multiply-adds costs about ROW_NS of loop overhead plus ELEMENT_NS per element;
-# a blocked transpose (`im2col._to_nhwc`, `_from_nhwc`) about COPY_NS per element.
-ROW_NS, ELEMENT_NS, COPY_NS = 7.0, 0.1, 0.4
+# Costs behind `channels_last_pays` (nanoseconds, fitted on the layers of benchmarks/depthwise.py:
+# 32 to 1152 channels, planes of 4x4 to 112x112, 3x3 and 5x5 kernels at strides 1 and 2): a
+# vectorized row of multiply-adds of the plane kernels costs ROW_NS of loop overhead plus
+# ELEMENT_NS per element; a row of the register-tiled 3x3 kernel (all 9 taps at once, stride 1)
+# TILED_ROW_NS plus TILED_ELEMENT_NS per element and tap, after a padded copy of the input; a row
+# of the channels-last kernels (C long) CHANNELS_ROW_NS plus CHANNELS_ELEMENT_NS per element; a
+# blocked transpose into or out of channels-last order (`im2col._to_nhwc`, `_from_nhwc`) or a
+# padded copy COPY_NS per element.
+ROW_NS, ELEMENT_NS = 7.0, 0.1
+TILED_ROW_NS, TILED_ELEMENT_NS = 40.0, 0.05
+CHANNELS_ROW_NS, CHANNELS_ELEMENT_NS = 10.0, 0.5
+COPY_NS = 0.2
 
 
-def channels_last_pays(C, m, in_hw, out_hw, taps):
-    """Whether the channels-last kernels beat the plane kernels: one row per (channel, output row,
-    tap), OW long, against one per (output pixel, tap), C long, plus the copies into and out of
-    channels-last order. Only for a channel multiplier of 1."""
+def channels_last_pays(C, m, in_hw, out_hw, taps, tiled=False):
+    """Whether the channels-last kernels beat the plane kernels (`tiled`: the register-tiled 3x3
+    kernel of conv2d, which serves 3x3 at stride 1): one row per (channel, output row, tap), OW
+    long (one per (channel, output row) when tiled), against one per (output pixel, tap), C long,
+    plus the copies into and out of channels-last order. Only for a channel multiplier of 1."""
     if m != 1:
         return False
     (H, W), (OH, OW) = in_hw, out_hw
-    planes = C * OH * taps * (ROW_NS + OW * ELEMENT_NS)
-    pixels = OH * OW * taps * (ROW_NS + C * ELEMENT_NS) + COPY_NS * C * (H * W + OH * OW)
+    if tiled:
+        planes = C * OH * (TILED_ROW_NS + OW * taps * TILED_ELEMENT_NS) + COPY_NS * C * H * W
+    else:
+        planes = C * OH * taps * (ROW_NS + OW * ELEMENT_NS)
+    pixels = OH * OW * taps * (CHANNELS_ROW_NS + C * CHANNELS_ELEMENT_NS) + COPY_NS * C * (H * W + OH * OW)
     return pixels < planes
+
+
+def _tiled(KH, KW, s):
+    """Whether the plane alternative is conv2d's register-tiled 3x3 kernel (3x3 at stride 1)."""
+    return (KH, KW) == (3, 3) and tuple(s) == (1, 1)
 
 
 def depthwise_forward(x, w, b, out_shape, s, p, d):
@@ -203,7 +220,7 @@ def depthwise_forward(x, w, b, out_shape, s, p, d):
     N, C, H, W = x.shape
     KH, KW = w.shape[2], w.shape[3]
     OH, OW = out_shape[2], out_shape[3]
-    if channels_last_pays(C, out_shape[1] // C, (H, W), (OH, OW), KH * KW):
+    if channels_last_pays(C, out_shape[1] // C, (H, W), (OH, OW), KH * KW, _tiled(KH, KW, s)):
         Hp, Wp = (OH - 1) * s[0] + (KH - 1) * d[0] + 1, (OW - 1) * s[1] + (KW - 1) * d[1] + 1
         xt = np.empty((N, Hp, Wp, C), x.dtype)
         im2col._to_nhwc(x, xt, 0, 0, 1, 1, p[0], p[1])
@@ -227,7 +244,7 @@ def depthwise_grad_input(g, w, x_shape, s, p, d):
     M, C, H, W = x_shape
     KH, KW = w.shape[2], w.shape[3]
     OH, OW = g.shape[2], g.shape[3]
-    if channels_last_pays(C, g.shape[1] // C, (H, W), (OH, OW), KH * KW):
+    if channels_last_pays(C, g.shape[1] // C, (H, W), (OH, OW), KH * KW, _tiled(KH, KW, s)):
         Hp, Wp = (OH - 1) * s[0] + (KH - 1) * d[0] + 1, (OW - 1) * s[1] + (KW - 1) * d[1] + 1
         gt = np.empty((M, OH, OW, C), g.dtype)
         im2col._to_nhwc(g, gt, 0, 0, 1, 1, 0, 0)

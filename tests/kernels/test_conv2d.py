@@ -380,6 +380,27 @@ def test_depthwise_kernels_equal_the_generic_correlation_and_reference(case, dty
         np.testing.assert_allclose(dx[k_], K.conv2d_grad_input_direct(g[k_], w, x.shape, s, p, d, C), **TOL[dtype])
 
 
+def test_small_planes_of_many_channels_run_channels_last_and_large_3x3_planes_do_not(monkeypatch):
+    """The cost model sends small planes of many channels (5x5 on 672 channels of 8x8, 3x3 on 480
+    of 8x8) to the channels-last kernels, and large planes (3x3 at stride 1 on 144 channels of
+    32x32, which the register-tiled 3x3 kernel serves, and 5x5 on 32 channels of 56x56) to the
+    plane kernels; either way forward and input VJP equal the reference."""
+    calls = []
+    real = K.depthwise._forward_nhwc
+    monkeypatch.setattr(K.depthwise, "_forward_nhwc", lambda *a: calls.append(1) or real(*a))
+    rng = np.random.default_rng(18)
+    for C, size, k, expected in ((672, 8, 5, True), (480, 8, 3, True), (144, 32, 3, False), (32, 56, 5, False)):
+        calls.clear()
+        x = rng.standard_normal((1, C, size, size))
+        w = rng.standard_normal((C, 1, k, k))
+        y = K.conv2d_forward(x, w, None, 1, k // 2, 1, C)
+        assert bool(calls) == expected, (C, size, k)
+        np.testing.assert_allclose(y, ref.conv2d(x, w, np.zeros(C), 1, k // 2, 1, C), rtol=1e-10, atol=1e-10)
+        g = rng.standard_normal(y.shape)
+        np.testing.assert_allclose(K.conv2d_grad_input(g, w, x.shape, 1, k // 2, 1, C),
+                                   ref.conv2d_grad_input(g, w, x.shape, 1, k // 2, 1, C), rtol=1e-10, atol=1e-10)
+
+
 @pytest.mark.parametrize("case", [(2, 6, 4, 5, 7, 1, 1, 0, 1, 1), (1, 8, 12, 9, 8, 1, 2, 0, 1, 1),
                                   (2, 6, 9, 7, 6, 1, (2, 3), 0, 1, 3), (1, 4, 2, 3, 3, 1, 3, 0, 2, 2)])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
