@@ -10,25 +10,17 @@ kernels forced (for 3x3 at stride 1, the register-tiled 3x3 kernel), medians in 
 what the dispatch chooses; "right" says whether it is the faster of the two (or within 10%).
 """
 import argparse
-import time
-
 import numpy as np
 
 from saliency.kernels import conv2d as K
 from saliency.kernels import depthwise
 
-from timing import median_ms
+from timing import pick_is_right, replaced, settled_median_ms
 
 CHANNELS = [32, 96, 144, 256, 480, 672, 1152]
 SIZES = [4, 8, 16, 32, 56, 112]
 KERNELS = [(3, 1), (3, 2), (5, 1), (5, 2)]
 LIMIT = 16 * 144 * 56 * 56  # images * C * H * W: the largest layer run
-
-
-def timed(f, repeats):
-    time.sleep(0.02)
-    f()
-    return median_ms(f, repeats)
 
 
 def main():
@@ -51,17 +43,15 @@ def main():
                     g = rng.standard_normal(K.conv2d_forward(x, w, None, s, k // 2, 1, C).shape).astype(np.float32)
                     times = []
                     for forced in (True, False):
-                        depthwise.channels_last_pays = lambda *a, forced=forced: forced
-                        try:
-                            times.append(timed(lambda: K.conv2d_forward(x, w, None, s, k // 2, 1, C), args.repeats)
-                                         + timed(lambda: K.conv2d_grad_input(g, w, x.shape, s, k // 2, 1, C),
-                                                 args.repeats))
-                        finally:
-                            depthwise.channels_last_pays = pays
+                        with replaced(depthwise, "channels_last_pays", lambda *a, forced=forced: forced):
+                            forward = settled_median_ms(lambda: K.conv2d_forward(x, w, None, s, k // 2, 1, C),
+                                                        args.repeats)
+                            vjp = settled_median_ms(lambda: K.conv2d_grad_input(g, w, x.shape, s, k // 2, 1, C),
+                                                    args.repeats)
+                            times.append(forward + vjp)
                     last, planes = times
-                    pick = K._depthwise(w.shape, C, (s, s), (H, H), g.shape[2:]) and pays(
-                        C, 1, (H, H), g.shape[2:], k * k, s == 1 and k == 3)
-                    ok = (last <= 1.1 * planes) if pick else (planes <= 1.1 * last)
+                    pick = pays(C, 1, (H, H), g.shape[2:], k * k, s == 1 and k == 3)
+                    ok = pick_is_right(pick, last, planes)
                     right += ok
                     total += 1
                     print(f"| {C} | {H}x{H} | {k}x{k}, {s} | {N} | {last:.3f} | {planes:.3f} | "

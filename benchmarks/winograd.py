@@ -14,13 +14,11 @@ measured (a pick within 10% of the faster counts as right). The cost model's con
 (`conv2d.GEMM_FLOPS`, `MEMORY_BYTES`, `TILE_S`, `WEIGHT_S`) come from this table.
 """
 import argparse
-import time
-
 import numpy as np
 
 from saliency.kernels import conv2d as K
 
-from timing import median_ms
+from timing import pick_is_right, replaced, settled_median_ms
 
 CHANNELS = [(32, 32), (64, 64), (96, 96), (128, 128), (192, 192), (256, 256), (384, 384), (512, 512),
             (64, 128), (128, 64), (128, 256), (256, 128), (256, 512), (512, 256)]
@@ -37,12 +35,6 @@ class CycledWeight:
 
     def now(self):
         return self.copies[next(self.turn) % len(self.copies)]
-
-
-def timed(f, repeats):
-    time.sleep(0.05)
-    f()
-    return median_ms(f, repeats)
 
 
 def main():
@@ -68,16 +60,13 @@ def main():
             g = rng.standard_normal((N, O, H, H)).astype(dtype)
             row = []
             for forced in (False, True):
-                K._winograd_pays = lambda *a, forced=forced: forced
-                try:
-                    row.append((timed(lambda: K.conv2d_forward(x, w.now(), None, 1, 1), args.repeats),
-                                timed(lambda: K.conv2d_grad_input(g, w.now(), x.shape, 1, 1), args.repeats)))
-                finally:
-                    K._winograd_pays = pays
+                with replaced(K, "_winograd_pays", lambda *a, forced=forced: forced):
+                    forward = settled_median_ms(lambda: K.conv2d_forward(x, w.now(), None, 1, 1), args.repeats)
+                    vjp = settled_median_ms(lambda: K.conv2d_grad_input(g, w.now(), x.shape, 1, 1), args.repeats)
+                    row.append((forward, vjp))
             pick = pays(w.shape, (1, 1), (1, 1), 1, N, (H, H), dtype.itemsize)
             (fo, vo), (fw, vw) = row
-            other, wino = fo + vo, fw + vw
-            ok = (wino <= 1.1 * other) if pick else (other <= 1.1 * wino)
+            ok = pick_is_right(pick, fw + vw, fo + vo)
             right += ok
             total += 1
             print(f"| {C} | {O} | {N} | {H}x{H} | {fo:.2f} / {fw:.2f} | {vo:.2f} / {vw:.2f} | "

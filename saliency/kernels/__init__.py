@@ -9,9 +9,10 @@ dimensions; the seeds are folded into the batch so that K*N gradients are one wr
 GEMM-based conv VJPs then run the images through in cache-sized chunks, `im2col.chunks`).
 
 Threads: no kernel is compiled with `parallel=True`, and every matrix product (inside the
-convolutions, and `matmul` for the operations' products) uses NumPy's BLAS on one thread. Numba's worker threads and OpenBLAS's (or PyTorch's
-OpenMP threads, in the same process) spin-wait after each call and would compete for the same
-cores (benchmarks/thread_pools.py shows the effect). Large calls instead run in two halves, one on
+convolutions, and `matmul` for the operations' products) uses NumPy's BLAS on one thread.
+Numba's worker threads and OpenBLAS's (or PyTorch's OpenMP threads, in the same process)
+spin-wait after each call and would compete for the same cores (benchmarks/thread_pools.py
+shows the effect). Large calls instead run in two halves, one on
 a helper thread that sleeps between calls (`threads`, kernels compiled `nogil`). Without
 `parallel=True` a `prange` loop runs serially, like `range`; it marks a loop whose iterations
 write disjoint parts of the output.
