@@ -50,7 +50,7 @@ def main():
                                                     args.repeats)
                             times.append(forward + vjp)
                     last, planes = times
-                    pick = pays(C, 1, (H, H), g.shape[2:], k * k, s == 1 and k == 3)
+                    pick = pays(C, 1, (H, H), g.shape[2:], k * k, depthwise.register_tiled(k, k, (s, s)))
                     ok = pick_is_right(pick, last, planes)
                     right += ok
                     total += 1

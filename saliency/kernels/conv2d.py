@@ -457,7 +457,7 @@ def _depthwise(w_shape, groups, s, in_hw, out_hw):
     channels-last whatever the kernel."""
     if w_shape[1] != 1 or groups == 1:
         return False
-    tiled = tuple(w_shape[2:]) == (3, 3) and s == (1, 1)
+    tiled = depthwise.register_tiled(w_shape[2], w_shape[3], s)
     return not tiled or depthwise.channels_last_pays(groups, w_shape[0] // groups, in_hw, out_hw, 9, tiled)
 
 

@@ -210,7 +210,7 @@ def channels_last_pays(C, m, in_hw, out_hw, taps, tiled=False):
     return pixels < planes
 
 
-def _tiled(KH, KW, s):
+def register_tiled(KH, KW, s):
     """Whether the plane alternative is conv2d's register-tiled 3x3 kernel (3x3 at stride 1)."""
     return (KH, KW) == (3, 3) and tuple(s) == (1, 1)
 
@@ -220,7 +220,7 @@ def depthwise_forward(x, w, b, out_shape, s, p, d):
     N, C, H, W = x.shape
     KH, KW = w.shape[2], w.shape[3]
     OH, OW = out_shape[2], out_shape[3]
-    if channels_last_pays(C, out_shape[1] // C, (H, W), (OH, OW), KH * KW, _tiled(KH, KW, s)):
+    if channels_last_pays(C, out_shape[1] // C, (H, W), (OH, OW), KH * KW, register_tiled(KH, KW, s)):
         Hp, Wp = (OH - 1) * s[0] + (KH - 1) * d[0] + 1, (OW - 1) * s[1] + (KW - 1) * d[1] + 1
         xt = np.empty((N, Hp, Wp, C), x.dtype)
         im2col._to_nhwc(x, xt, 0, 0, 1, 1, p[0], p[1])
@@ -244,7 +244,7 @@ def depthwise_grad_input(g, w, x_shape, s, p, d):
     M, C, H, W = x_shape
     KH, KW = w.shape[2], w.shape[3]
     OH, OW = g.shape[2], g.shape[3]
-    if channels_last_pays(C, g.shape[1] // C, (H, W), (OH, OW), KH * KW, _tiled(KH, KW, s)):
+    if channels_last_pays(C, g.shape[1] // C, (H, W), (OH, OW), KH * KW, register_tiled(KH, KW, s)):
         Hp, Wp = (OH - 1) * s[0] + (KH - 1) * d[0] + 1, (OW - 1) * s[1] + (KW - 1) * d[1] + 1
         gt = np.empty((M, OH, OW, C), g.dtype)
         im2col._to_nhwc(g, gt, 0, 0, 1, 1, 0, 0)

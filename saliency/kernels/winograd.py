@@ -153,9 +153,9 @@ def _planes(shape, dtype):
     size = int(np.prod(shape))
     itemsize = np.dtype(dtype).itemsize
     step = (-(-size * itemsize // 4096) * 4096 + 256) // itemsize
-    flat = np.empty(15 * step + size, dtype)
-    return np.lib.stride_tricks.as_strided(flat, (16,) + tuple(shape),
-                                           (step * itemsize,) + tuple(np.empty(shape, dtype).strides))
+    planes = np.empty((16, step), dtype)[:, :size]
+    planes.shape = (16,) + tuple(shape)  # splits the contiguous rows in place (never a copy)
+    return planes
 
 
 def weight_tiles(w):
