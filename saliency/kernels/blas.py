@@ -20,7 +20,12 @@ import glob
 import os
 import threading
 
+import llvmlite.binding
+import numba
 import numpy as np
+from numba import types
+
+from ._jit import njit
 
 
 def _openblas_libraries():
@@ -77,6 +82,62 @@ _set_threads = _thread_setter(_libraries)
 _gemm = _gemm_functions(_libraries)
 # Whether `gemm` runs in place through NumPy's cblas (else through NumPy, with a temporary).
 IN_PLACE_GEMM = bool(_gemm)
+
+
+# The same cblas gemm, callable from compiled kernels (`native_gemm`): a kernel that runs its
+# products itself makes one call for a whole block of work, without the GIL, where a Python loop
+# of `gemm` calls pays about 7 microseconds of ctypes per product and, on two threads, waits for
+# the GIL between products. The functions are entered in LLVM's symbol table under names of our
+# own, which the compiled (and cached) kernels refer to; the kernels' pointers and sizes are
+# 64-bit integers, so only the ILP64 builds NumPy's wheels ship are bound (NATIVE_GEMM).
+def _native_gemm_functions(functions):
+    if not functions or functions[np.dtype(np.float32)].argtypes[3] is not ctypes.c_int64:
+        return None, None
+    if numba.config.DISABLE_JIT:  # the kernels run as Python: they call the ctypes functions
+        return functions[np.dtype(np.float32)], functions[np.dtype(np.float64)]
+    i32, i64, ptr = types.int32, types.int64, types.intp
+    bound = []
+    for dtype, real in ((np.float32, types.float32), (np.float64, types.float64)):
+        name = f"saliency_cblas_{np.dtype(dtype).char}gemm_ilp64"
+        llvmlite.binding.add_symbol(name, ctypes.cast(functions[np.dtype(dtype)], ctypes.c_void_p).value)
+        bound.append(types.ExternalFunction(name, types.void(i32, i32, i32, i64, i64, i64, real, ptr, i64, ptr, i64,
+                                                             real, ptr, i64)))
+    return tuple(bound)
+
+
+_native_sgemm, _native_dgemm = _native_gemm_functions(_gemm)
+# Whether compiled kernels can call `native_gemm` (else they must not be called).
+NATIVE_GEMM = _native_sgemm is not None
+
+
+@njit(cache=True, inline="always")
+def _native_operand(a):
+    """(transpose flag, leading dimension) of a 2-D view with unit stride along one axis."""
+    item = a.itemsize
+    if a.strides[1] == item and (a.shape[0] <= 1 or a.strides[0] >= item * a.shape[1]):
+        return _NO_TRANS, max(a.strides[0] // item, a.shape[1], 1)
+    return _TRANS, max(a.strides[1] // item, a.shape[0], 1)
+
+
+@njit(cache=True, nogil=True)
+def native_gemm(a, b, c, beta):
+    """c = a @ b + beta * c in place, called from compiled kernels (with NATIVE_GEMM only): 2-D
+    float32 or float64 views of one dtype, a and b with unit stride along one axis, c along its
+    rows; the caller checks the shapes. Runs on the calling thread's BLAS settings."""
+    M, K, N = a.shape[0], a.shape[1], b.shape[1]
+    if M == 0 or N == 0:
+        return
+    ta, lda = _native_operand(a)
+    tb, ldb = _native_operand(b)
+    ldc = max(c.strides[0] // c.itemsize, N, 1)
+    if c.itemsize == 4:
+        _native_sgemm(_ROW_MAJOR, ta, tb, M, N, K, 1.0, a.ctypes.data, lda, b.ctypes.data, ldb, beta,
+                      c.ctypes.data, ldc)
+    else:
+        _native_dgemm(_ROW_MAJOR, ta, tb, M, N, K, 1.0, a.ctypes.data, lda, b.ctypes.data, ldb, beta,
+                      c.ctypes.data, ldc)
+
+
 _section_lock = threading.Lock()
 _section_depth = 0
 _saved_threads = None

@@ -23,6 +23,8 @@ columns of G, which is G with its first and last rows swapped, so G flip(g) G^T 
 entries 0 and 3 of both a and b swapped: the input VJP reuses the forward's weight transform, its
 products reading U[_FLIP[4a + b]] transposed.
 """
+import threading
+
 import numpy as np
 
 from ._jit import njit
@@ -144,26 +146,62 @@ def _output_tiles(m, b, y, ty0, ty1, TW):
                             y1[ox + 1] = bo + q1 - q2 - q3
 
 
-def _planes(shape, dtype):
-    """An empty (16, *shape) array whose 16 planes are 256 bytes apart modulo 4 KiB.
+def _plane_step(shape, itemsize):
+    """Elements from one plane of `_planes` to the next: the plane's size rounded up to 4 KiB,
+    plus 256 bytes."""
+    return (-(-int(np.prod(shape)) * itemsize // 4096) * 4096 + 256) // itemsize
+
+
+def _planes(shape, buffer):
+    """A (16, *shape) view of the flat `buffer` (at least 16 * _plane_step elements) whose 16
+    planes are 256 bytes apart modulo 4 KiB.
 
     The transforms read or write one entry of each of the 16 planes per tile; planes whose
     distance is a multiple of 4 KiB (any power-of-two size) put those 16 accesses in one set of
     the cache, which holds 8, so every tile would miss. Offsetting the planes spreads them."""
-    size = int(np.prod(shape))
-    itemsize = np.dtype(dtype).itemsize
-    step = (-(-size * itemsize // 4096) * 4096 + 256) // itemsize
-    planes = np.empty((16, step), dtype)[:, :size]
+    size, step = int(np.prod(shape)), _plane_step(shape, buffer.itemsize)
+    planes = buffer[:16 * step].reshape(16, step)[:, :size]
     planes.shape = (16,) + tuple(shape)  # splits the contiguous rows in place (never a copy)
     return planes
+
+
+_workspaces = threading.local()
+
+
+def _workspace(elements, dtype):
+    """A flat scratch buffer of this thread, kept from call to call (grown when a call needs
+    more): fresh buffers of a few megabytes come from the system as untouched pages, and the
+    page faults of touching them cost as much as the products of a small layer."""
+    held = getattr(_workspaces, "buffers", None)
+    if held is None:
+        held = _workspaces.buffers = {}
+    dtype = np.dtype(dtype)
+    buffer = held.get(dtype)
+    if buffer is None or buffer.size < elements:
+        buffer = held[dtype] = np.empty(elements, dtype)
+    return buffer[:elements]
 
 
 def weight_tiles(w):
     """The transformed weights U (16, O, C) of w (O, C, 3, 3), halves of the output channels on
     two threads when the weight is large."""
-    u = _planes(w.shape[:2], w.dtype)
+    u = _planes(w.shape[:2], np.empty(16 * _plane_step(w.shape[:2], w.itemsize), w.dtype))
     threads.split_image(w.shape[0], u.size, lambda o0, o1: _weight_tiles(w[o0:o1], u[:, o0:o1]))
     return u
+
+
+@njit(cache=True, fastmath=_FASTMATH, nogil=True)
+def _block(x, u, flip, b, out, v, m, ph, pw, ty0, ty1, TW):
+    """One block of `_correlate` with its products called from here (blas.NATIVE_GEMM): input
+    tiles into v, the 16 products U[t] @ V[t] (U[_FLIP[t]]^T @ V[t] with `flip`) into m, output
+    tiles into out."""
+    _input_tiles(x, v, ph, pw, ty0, ty1, TW)
+    for t in range(16):
+        if flip:
+            blas.native_gemm(u[_FLIP[t]].T, v[t], m[t], 0.0)
+        else:
+            blas.native_gemm(u[t], v[t], m[t], 0.0)
+    _output_tiles(m, b, out, ty0, ty1, TW)
 
 
 # The transformed tiles of one block of work (16 planes of max(C, O) rows) stay under this size,
@@ -171,11 +209,12 @@ def weight_tiles(w):
 BLOCK_BYTES = 1 << 21
 
 
-def _correlate(x, taps, b, out, pad):
-    """out = b + the 3x3 correlation at stride 1 of x with the weight whose transform entry t is
-    taps(t) (O, C), input positions outside x reading as zero (a negative pad crops). Blocks of
-    tiles (images, or tile rows of one image) of at most BLOCK_BYTES of transformed tiles, in
-    two halves of the images (or of one image's tile rows) on two threads."""
+def _correlate(x, u, flip, b, out, pad):
+    """out = b + the 3x3 correlation at stride 1 of x with the weight whose transform is u (U[t],
+    or with `flip` U[_FLIP[t]]^T: the input VJP's weight), input positions outside x reading as
+    zero (a negative pad crops). Blocks of tiles (images, or tile rows of one image) of at most
+    BLOCK_BYTES of transformed tiles, in two halves of the images (or of one image's tile rows) on
+    two threads."""
     N, C = x.shape[0], x.shape[1]
     O, OH, OW = out.shape[1], out.shape[2], out.shape[3]
     TH, TW = (OH + 1) // 2, (OW + 1) // 2
@@ -184,11 +223,15 @@ def _correlate(x, taps, b, out, pad):
 
     def block(n0, n1, ty0, ty1):
         T = (n1 - n0) * (ty1 - ty0) * TW
-        v = _planes((C, T), x.dtype)
+        into = _plane_step((C, T), x.itemsize)
+        buffer = _workspace(16 * (into + _plane_step((O, T), x.itemsize)), x.dtype)
+        v, m = _planes((C, T), buffer), _planes((O, T), buffer[16 * into:])
+        if blas.NATIVE_GEMM:
+            _block(x[n0:n1], u, flip, b, out[n0:n1], v, m, pad[0], pad[1], ty0, ty1, TW)
+            return
         _input_tiles(x[n0:n1], v, pad[0], pad[1], ty0, ty1, TW)
-        m = _planes((O, T), x.dtype)
         for t in range(16):
-            blas.gemm(taps(t), v[t], m[t], 0.0)
+            blas.gemm(u[_FLIP[t]].T if flip else u[t], v[t], m[t], 0.0)
         _output_tiles(m, b, out[n0:n1], ty0, ty1, TW)
 
     def images(n0, n1):
@@ -216,11 +259,11 @@ def conv2d_winograd(x, w, b, out_shape, p, u=None):
     """Forward of a 3x3 convolution at stride 1, dilation 1, groups 1, plus bias; `u` is
     weight_tiles(w) if the caller has it."""
     u = weight_tiles(w) if u is None else u
-    return _correlate(x, lambda t: u[t], b, np.empty(out_shape, x.dtype), p)
+    return _correlate(x, u, False, b, np.empty(out_shape, x.dtype), p)
 
 
 def conv2d_grad_input_winograd(g, w, x_shape, p, u=None):
     """Input VJP of the same convolution; g is (M, O, OH, OW) with seeds folded into M."""
     u = weight_tiles(w) if u is None else u
     zero = np.zeros(x_shape[1], g.dtype)
-    return _correlate(g, lambda t: u[_FLIP[t]].T, zero, np.empty(x_shape, g.dtype), (2 - p[0], 2 - p[1]))
+    return _correlate(g, u, True, zero, np.empty(x_shape, g.dtype), (2 - p[0], 2 - p[1]))

@@ -101,15 +101,17 @@ def test_the_helper_thread_leaves_the_process_count_alone(monkeypatch):
         blas._set_threads(before)
 
 
-@pytest.mark.parametrize("in_place", [True, False], ids=["cblas", "numpy"])
+@pytest.mark.parametrize("route", ["native", "cblas", "numpy"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_gemm_accumulates_on_strided_and_transposed_views(monkeypatch, in_place, dtype):
+def test_gemm_accumulates_on_strided_and_transposed_views(monkeypatch, route, dtype):
     """c = a @ b + beta*c on views of larger buffers (a shifted window, a transposed matrix, rows of
-    a wider output), against float64 sums; the views' buffers outside them stay untouched."""
-    if in_place and not blas.IN_PLACE_GEMM:
+    a wider output), against float64 sums; the views' buffers outside them stay untouched. Through
+    the compiled kernels' binding (native_gemm), NumPy's cblas from Python, and NumPy."""
+    if route == "native" and not blas.NATIVE_GEMM or route == "cblas" and not blas.IN_PLACE_GEMM:
         pytest.skip("NumPy's cblas gemm not found")
-    if not in_place:
+    if route == "numpy":
         monkeypatch.setattr(blas, "_gemm", {})
+    product = blas.native_gemm if route == "native" else blas.gemm
     rng = np.random.default_rng(3)
     big = rng.standard_normal((7, 40)).astype(dtype)
     at = rng.standard_normal((7, 5)).astype(dtype)
@@ -117,9 +119,26 @@ def test_gemm_accumulates_on_strided_and_transposed_views(monkeypatch, in_place,
     before = out.copy()
     a, b, c = at.T, big[:, 9:21], out[:, 4:16]  # a transposed, b a window with row stride 40, c rows of 30
     want = a.astype(np.float64) @ b.astype(np.float64) + 0.5 * before[:, 4:16]
-    blas.gemm(a, b, c, 0.5)
+    product(a, b, c, 0.5)
     np.testing.assert_allclose(out[:, 4:16], want, rtol=1e-5, atol=1e-5)
     np.testing.assert_array_equal(out[:, :4], before[:, :4])
     np.testing.assert_array_equal(out[:, 16:], before[:, 16:])
-    blas.gemm(a, b, c, 0.0)
+    product(a, b, c, 0.0)
+    np.testing.assert_allclose(c, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.skipif(not blas.NATIVE_GEMM, reason="NumPy's ILP64 cblas gemm not found")
+@pytest.mark.parametrize("m,k,n", [(1, 7, 3), (5, 1, 6), (4, 6, 1), (1, 1, 1), (3, 4, 5)])
+@pytest.mark.parametrize("a_transposed", [False, True])
+@pytest.mark.parametrize("b_transposed", [False, True])
+def test_native_gemm_reads_single_rows_and_columns_either_way(m, k, n, a_transposed, b_transposed):
+    """Matrices of one row or one column (whose stride along that axis says nothing about their
+    layout), stored as they are or transposed, give the product."""
+    rng = np.random.default_rng(4)
+    a = rng.standard_normal((k, m)).astype(np.float32).T if a_transposed else rng.standard_normal((m, k)).astype(
+        np.float32)
+    b = rng.standard_normal((n, k)).astype(np.float32).T if b_transposed else rng.standard_normal((k, n)).astype(
+        np.float32)
+    c = np.full((m, n), np.nan, np.float32)
+    blas.native_gemm(a, b, c, 0.0)
     np.testing.assert_allclose(c, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-5, atol=1e-5)

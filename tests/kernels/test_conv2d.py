@@ -478,13 +478,16 @@ WINOGRAD = [(2, 5, 7, 9, 11, 1), (1, 8, 6, 8, 8, 1), (3, 4, 3, 7, 6, 0), (1, 3, 
 
 @pytest.mark.parametrize("case", WINOGRAD)
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("route", ["cblas", "numpy", "blocks"])
+@pytest.mark.parametrize("route", ["native", "cblas", "numpy", "blocks"])
 def test_winograd_tiles_match_reference(case, dtype, route, monkeypatch):
     """F(2x2, 3x3) (forward, and the input VJP with two seeds folded into the batch, which reads
-    the forward's weight transform flipped) against the reference: through NumPy's cblas, through
-    the NumPy fallback, and in blocks of one tile row and halves on two threads."""
-    if route == "cblas" and not K.blas.IN_PLACE_GEMM:
+    the forward's weight transform flipped) against the reference: with the products called from
+    the compiled block, through NumPy's cblas from Python, through the NumPy fallback, and in
+    blocks of one tile row and halves on two threads."""
+    if route == "native" and not K.blas.NATIVE_GEMM or route == "cblas" and not K.blas.IN_PLACE_GEMM:
         pytest.skip("NumPy's cblas gemm not found")
+    if route in ("cblas", "numpy"):
+        monkeypatch.setattr(K.blas, "NATIVE_GEMM", False)
     if route == "numpy":
         monkeypatch.setattr(K.blas, "_gemm", {})
     if route == "blocks":
