@@ -25,7 +25,7 @@ def _input_errors():
     """The library's exceptions that mean bad input (a file, a seed, a model, an option), not a bug."""
     from saliency.models.zoo import ZooError
 
-    from saliency.attribution import InputError, SeedError
+    from saliency.attribution import InputError, SeedError, StoreError
     from saliency.autograd.errors import LayerInputError
     from saliency.nn import WeightsError
     from saliency.viz import VizError
@@ -34,7 +34,7 @@ def _input_errors():
 
     # ImageError is a VizError; LayerInputError: a user's model whose layers do not fit each other;
     # WeightsError: a --weights file that is malformed
-    return (MapError, SeedError, ZooError, VizError, InputError, LayerInputError, WeightsError, OSError)
+    return (MapError, SeedError, ZooError, VizError, InputError, LayerInputError, WeightsError, StoreError, OSError)
 
 
 @app.command()
@@ -127,9 +127,8 @@ def look_distance(image: str = typer.Argument(..., help="Image file."),
 
 @app.command()
 def batch(folder: str = typer.Argument(..., help="Folder of images (its files, not subfolders)."),
-          out: str = typer.Option(..., "--out", "-o", help="Folder to write one PNG per image into, "
-                                  "STEM_METHOD.png (created if missing); existing maps of the same name are "
-                                  "overwritten; OUT/batch.json records the options, the state and the failures."),
+          out: str = typer.Option(..., "--out", "-o", help="Folder for the maps (created if missing): OUT/maps.zarr "
+                                  "(OUT/maps, .npy chunks, without zarr), and with --png one PNG per map."),
           model: str = typer.Option("shapes", "--model", "-m", help="Zoo model name, or path/to/file.py:Name "
                                     "(a Module class or a function that builds the model)."),
           weights: str = typer.Option(None, "--weights", "-w", help="Weights to load into it: .npz, .safetensors "
@@ -137,49 +136,57 @@ def batch(folder: str = typer.Argument(..., help="Folder of images (its files, n
           model_args: str = typer.Option(None, "--model-args", help="JSON arguments for Name of a model file, "
                                          "as for saliency map."),
           method: str = typer.Option("gradient", "--method", help="As for saliency map."),
-          seed: str = typer.Option(None, "--seed", "-s", help="As for saliency map."),
-          sign: str = typer.Option("abs", "--sign", help="abs, positive, negative or all."),
-          reduce: str = typer.Option("sum", "--reduce", help="sum, max_abs or rgb."),
-          overlay: bool = typer.Option(False, "--overlay", help="Draw each map over its image."),
+          seed: str = typer.Option(None, "--seed", "-s", help="As for saliency map, or K maps per image in one "
+                                   "pass: classes:K1,K2,... or pixels:ROW,COL;ROW,COL;..."),
+          png: bool = typer.Option(False, "--png", help="Also write a heatmap PNG per map into OUT, "
+                                   "STEM_METHOD.png (existing ones of the same name are overwritten)."),
+          sign: str = typer.Option("abs", "--sign", help="For --png: abs, positive, negative or all."),
+          reduce: str = typer.Option("sum", "--reduce", help="For --png: sum, max_abs or rgb."),
+          overlay: bool = typer.Option(False, "--overlay", help="For --png: draw each map over its image."),
           layer: str = typer.Option(None, "--layer", help="Grad-CAM layer name."),
-          resume: bool = typer.Option(False, "--resume", help="Continue a stopped run: skip the images whose map "
-                                      "is already in OUT (the options must be the same as in OUT/batch.json).")):
-    """A heatmap for every image in FOLDER. An image that fails is reported and the rest still run;
-    Ctrl-C stops after the current image, keeping only complete maps. Exit code 0 when every map was
-    written, 2 when any image failed (listed at the end and in OUT/batch.json) or nothing could run."""
+          batch_size: int = typer.Option(32, "--batch-size", min=1, help="Images per forward and backward pass."),
+          resume: bool = typer.Option(False, "--resume", help="Continue a stopped run: compute only the batches "
+                                      "not in OUT's store (the images and options must be the same).")):
+    """The maps of every image in FOLDER, a batch at a time, into one array store (and PNGs with
+    --png). An image that fails is recorded with its error and the rest still run; Ctrl-C keeps
+    every batch already computed. Exit code 0 when every map was made, 2 when any image failed
+    (listed at the end and in the store) or nothing could run."""
     from saliency.models.zoo import resolve
 
-    from saliency.attribution import seeds
+    from saliency import attribution
 
-    from .batch import Run, batch_files, prepare_output, run_batch
-    from .mapping import _check_options
+    from .batch import Progress, batch_files, summary, zarr_note
+    from .mapping import _check_options, gradcam_layer, named_layer
 
-    options = {"model": model, "weights": weights, "method": method, "seed": seed, "sign": sign, "reduce": reduce,
-               "overlay": overlay, "layer": layer, "model_args": model_args}
+    record = {"model": model, "weights": weights, "model_args": model_args, "sign": sign, "reduce": reduce,
+              "overlay": overlay, "layer": layer, "png": png}
     try:
         _check_options(method, sign, reduce)
-        if seed:
-            seeds.parse(seed)
+        seed_obj = attribution.seeds.parse(seed) if seed else None
         files = batch_files(folder)
         net = resolve(model, weights, model_args)
-        run = Run(files, prepare_output(out, options, resume), options, method)
+        options = {}
+        if method == "gradcam":
+            options["layer"] = named_layer(net, layer) if layer else gradcam_layer(net)[1]
+        note = zarr_note(out)
+        if note:
+            typer.echo(note, err=True)
+        with Progress(len(files), f"{method} maps") as progress:
+            store = attribution.batch(net, files, method, seed_obj, out, batch_size=batch_size,
+                                      png=out if png else None, sign=sign, reduce=reduce, overlay=overlay,
+                                      resume=resume, record=record, progress=progress, **options)
+    except KeyboardInterrupt:
+        try:
+            lines, _ = summary(attribution.open_store(attribution.store.store_path(out)), interrupted=True)
+        except (attribution.StoreError, OSError):
+            lines = ["interrupted before any map was stored"]
+        typer.echo("\n" + "\n".join(lines), err=True)
+        sys.exit(130)
     except _input_errors() as exc:
         raise UserError(str(exc)) from None
-
-    def bar(items):
-        with typer.progressbar(items, label=f"{method} maps", file=sys.stderr) as wrapped:
-            yield from wrapped
-
-    try:
-        run_batch(run, net, method, seed, sign, reduce, overlay, layer, resume, bar)
-    except KeyboardInterrupt:
-        typer.echo("\n" + "\n".join(run.summary()), err=True)
-        sys.exit(130)
-    except OSError as exc:                  # the record itself could not be written
-        raise UserError(f"cannot write {exc.filename or out}: {exc.strerror or exc}") from None
-    lines = run.summary()
+    lines, failed = summary(store)
     typer.echo(lines[0])
-    if run.failed:
+    if failed:
         typer.echo("\n".join(lines[1:]), err=True)
         sys.exit(2)
 

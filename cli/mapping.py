@@ -8,15 +8,7 @@ from saliency.models import zoo
 from saliency import attribution, viz
 from saliency.attribution import seeds
 
-METHODS = {
-    "gradient": attribution.gradient,
-    "input_x_gradient": attribution.input_x_gradient,
-    "smoothgrad": attribution.smoothgrad,
-    "integrated_gradients": attribution.integrated_gradients,
-    "guided_backprop": attribution.guided_backprop,
-    "gradcam": attribution.gradcam,
-    "occlusion": attribution.occlusion,
-}
+METHODS = attribution.METHODS
 SIGNS = ("abs", "positive", "negative", "all")
 REDUCES = ("sum", "max_abs", "rgb")
 IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".ppm"}
@@ -96,6 +88,9 @@ def compute(model, image_path, method="gradient", seed=None, layer=None):
     """(image array (C, H, W), Attribution, notes) for one image file."""
     fn = METHODS[_choice(method, tuple(METHODS), "method")]
     seed_obj = seeds.parse(seed) if seed else None
+    if seed_obj is not None and seed_obj.count is not None:
+        raise MapError(f"seed {seed} makes {seed_obj.count} maps and saliency map draws one; for K maps per image "
+                       f"use saliency batch")
     x, note = model_input(model, image_path)
     options = {}
     if method == "gradcam":

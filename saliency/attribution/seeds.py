@@ -341,16 +341,33 @@ def classes(ks):
     return _Classes(ks)
 
 
-_FORMS = "predicted, ones, class:K, pixel:ROW,COL, region:R0,C0,R1,C1"
+_FORMS = "predicted, ones, class:K, pixel:ROW,COL, region:R0,C0,R1,C1, classes:K1,K2,..., pixels:ROW,COL;ROW,COL;..."
+
+
+def _parse_many(text, name, args):
+    """classes:K1,K2,... or pixels:R,C;R,C;... (at least one entry each)."""
+    try:
+        if name == "classes":
+            entries = [int(a) for a in args.split(",")]
+        else:
+            entries = [tuple(int(v) for v in a.split(",")) for a in args.split(";")]
+            if any(len(e) != 2 for e in entries):
+                raise ValueError
+    except ValueError:
+        raise SeedError(f"cannot read seed {text!r}; use one of: {_FORMS}") from None
+    return classes(entries) if name == "classes" else pixels(entries)
 
 
 def parse(text):
-    """A seed from its command-line form: 'predicted', 'ones', 'class:K', 'pixel:ROW,COL' or
-    'region:R0,C0,R1,C1' (box end-exclusive)."""
+    """A seed from its command-line form: 'predicted', 'ones', 'class:K', 'pixel:ROW,COL',
+    'region:R0,C0,R1,C1' (box end-exclusive), or K seeds at once (K maps in one backward pass):
+    'classes:K1,K2,...' and 'pixels:ROW,COL;ROW,COL;...'."""
     if not isinstance(text, str):
         raise SeedError(f"a seed string is one of {_FORMS}, got {type(text).__name__} {text!r}")
     name, _, args = text.strip().partition(":")
     name = name.strip().lower()
+    if name in ("classes", "pixels"):
+        return _parse_many(text, name, args)
     try:
         nums = [int(a) for a in args.split(",")] if args.strip() else []
     except ValueError:

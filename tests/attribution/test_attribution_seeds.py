@@ -110,16 +110,18 @@ def test_a_malformed_seed_is_refused_when_made(make, message):
 @pytest.mark.parametrize("text, expected", [
     ("predicted", "predicted class"), ("ones", "all ones"), ("class:3", "class 3"), (" class: 3 ", "class 3"),
     ("pixel:10,20", "pixel (10, 20)"), ("region:1,2,5,9", "region rows 1..4, cols 2..8"), ("CLASS:0", "class 0"),
+    ("classes:0,2", "classes 0, 2"), ("pixels:1,2;3,4", "2 pixels (1, 2), (3, 4)"),
 ])
 def test_parse_reads_the_command_line_forms(text, expected):
     assert seeds.parse(text).describe() == expected
 
 
 @pytest.mark.parametrize("text", ["", "foo", "class", "class:", "class:x", "class:1,2", "pixel:1", "pixel:1,2,3",
-                                  "region:1,2,3", "predicted:1", "ones:", "pixel:a,b"])
+                                  "region:1,2,3", "predicted:1", "ones:", "pixel:a,b", "classes:", "classes:1;2",
+                                  "pixels:1,2;3", "pixels:1,2,3"])
 def test_parse_refuses_anything_else_and_lists_the_forms(text):
     message = (f"cannot read seed {text!r}; use one of: predicted, ones, class:K, pixel:ROW,COL, "
-               f"region:R0,C0,R1,C1")
+               f"region:R0,C0,R1,C1, classes:K1,K2,..., pixels:ROW,COL;ROW,COL;...")
     with pytest.raises(SeedError, match=re.escape(message)):
         seeds.parse(text)
 

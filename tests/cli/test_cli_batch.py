@@ -1,5 +1,5 @@
-"""`saliency batch`: every image gets its own complete map, failures are listed, Ctrl-C and --resume."""
-import json
+"""`saliency batch`: every image's map in the store (and a PNG each with --png), failures listed and
+recorded, Ctrl-C and --resume giving the same maps as one whole run."""
 import os
 import signal
 import subprocess
@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from saliency._write import is_part
+from saliency import attribution, models, viz
+from saliency.attribution import store as stores
 from saliency.cli.main import main
 from saliency.models import data
 
@@ -25,6 +26,11 @@ def shapes():
     return data.shapes(40, seed=41)[0]
 
 
+@pytest.fixture(scope="module")
+def net():
+    return models.load("shapes")
+
+
 def _folder(path, images, names=None):
     path.mkdir()
     for i, chw in enumerate(images):
@@ -35,47 +41,70 @@ def _folder(path, images, names=None):
 def _batch(capsys, *args):
     with pytest.raises(SystemExit) as info:
         main(["batch", *map(str, args)])
-        raise SystemExit(0)                  # main returns normally when every map was written
+        raise SystemExit(0)                  # main returns normally when every map was made
     captured = capsys.readouterr()
     return info.value.code, captured.out, captured.err
 
 
-def _record(out):
-    return json.loads((out / "batch.json").read_text())
-
-
-def _decodes(path):
+def _decoded(path):
     with Image.open(path) as img:
-        img.load()
-    return img.size
+        return np.asarray(img.convert("RGB"))
 
 
-def test_images_with_one_stem_get_one_map_each(shapes, tmp_path, capsys):
+def _store(out):
+    return attribution.open_store(stores.store_path(out))
+
+
+def test_the_store_holds_each_images_gradient_and_the_pngs_its_heatmap(shapes, net, tmp_path, capsys):
     folder = tmp_path / "in"
     folder.mkdir()
     _png(folder / "x.png", shapes[0])
     Image.fromarray((np.moveaxis(shapes[1], 0, -1) * 255).astype(np.uint8)).save(folder / "x.jpg")
     _png(folder / "y.png", shapes[2])
-    code, out, err = _batch(capsys, folder, "--out", tmp_path / "out")
+    code, out, err = _batch(capsys, folder, "--out", tmp_path / "out", "--png", "--batch-size", "2")
     assert code == 0, err
-    assert "wrote 3 of 3 maps" in out
-    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [
-        "batch.json", "x.jpg_gradient.png", "x.png_gradient.png", "y_gradient.png"]
+    store = _store(tmp_path / "out")
+    assert f"wrote 3 of 3 maps to {store.path}" in out
+    assert sorted(p.name for p in (tmp_path / "out").glob("*.png")) == [
+        "x.jpg_gradient.png", "x.png_gradient.png", "y_gradient.png"]
+    files = sorted(folder.iterdir())
+    assert store.files == [str(p) for p in files] and store.done.all() and store.errors == ["", "", ""]
+    x = np.stack([viz.load_image(p, size=(64, 64))[0] for p in files])
+    want = attribution.gradient(net, x)
+    np.testing.assert_allclose(np.asarray(store.maps), want.map, rtol=1e-4, atol=1e-6)
+    np.testing.assert_array_equal(store.predicted, np.asarray(want.output).argmax(axis=1))
+    assert store.attrs["method"] == "gradient" and store.attrs["record"]["model"] == "shapes"
+    for p, name in zip(files, ["x.jpg_gradient.png", "x.png_gradient.png", "y_gradient.png"]):
+        i = files.index(p)
+        np.testing.assert_array_equal(_decoded(tmp_path / "out" / name), viz.heatmap(store.maps[i]))
 
 
-def test_no_two_images_share_a_map_name_even_when_names_nest_or_differ_in_case(shapes, tmp_path, capsys):
-    from saliency.cli.batch import output_names
-
-    folder = _folder(tmp_path / "in", shapes[:3], ["x.png", "x.png.png", "X.PNG"])
-    Image.fromarray((np.moveaxis(shapes[3], 0, -1) * 255).astype(np.uint8)).save(folder / "x.jpg")
-    names = output_names(sorted(folder.iterdir()), "gradient")
-    assert len({n.lower() for n in names.values()}) == 4
-    assert names == {folder / "X.PNG": "X.PNG_gradient.png", folder / "x.jpg": "x.jpg_gradient.png",
-                     folder / "x.png": "x.png_2_gradient.png", folder / "x.png.png": "x.png_3_gradient.png"}
-    code, out, err = _batch(capsys, folder, "--out", tmp_path / "out")
+def test_without_zarr_the_store_is_npy_chunks_and_the_command_says_how_to_get_zarr(shapes, tmp_path, capsys,
+                                                                                   monkeypatch):
+    monkeypatch.setattr(stores, "zarr_available", lambda: False)
+    folder = _folder(tmp_path / "in", shapes[:3])
+    code, out, err = _batch(capsys, folder, "--out", tmp_path / "out", "--batch-size", "2")
     assert code == 0, err
-    assert "wrote 4 of 4 maps" in out
-    assert len(list((tmp_path / "out").glob("*.png"))) == 4
+    assert f"zarr is not installed, so the maps are .npy chunks in {tmp_path / 'out' / 'maps'}" in err
+    assert "pip install 'saliency-maps[scale]'" in err
+    assert sorted(p.name for p in (tmp_path / "out" / "maps").iterdir()) == [
+        "batch.0.json", "batch.1.json", "index.json", "maps.0.npy", "maps.1.npy"]
+    chunks = np.concatenate([np.load(tmp_path / "out" / "maps" / f"maps.{k}.npy") for k in (0, 1)])
+    np.testing.assert_array_equal(np.asarray(_store(tmp_path / "out").maps), chunks)
+
+
+def test_batched_class_seeds_store_one_map_per_class(shapes, net, tmp_path, capsys):
+    folder = _folder(tmp_path / "in", shapes[:3])
+    code, _, err = _batch(capsys, folder, "--out", tmp_path / "out", "--seed", "classes:0,4", "--png")
+    assert code == 0, err
+    store = _store(tmp_path / "out")
+    assert store.maps.shape == (3, 2, 3, 64, 64)
+    x = np.stack([viz.load_image(p)[0] for p in sorted(folder.iterdir())])
+    for j, k in enumerate((0, 4)):
+        want = attribution.gradient(net, x, attribution.seeds.one_hot(k)).map
+        np.testing.assert_allclose(np.asarray(store.maps)[:, j], want, rtol=1e-4, atol=1e-6)
+    assert sorted(p.name for p in (tmp_path / "out").glob("img00_*.png")) == ["img00_gradient_0.png",
+                                                                              "img00_gradient_1.png"]
 
 
 def test_failures_are_summed_up_recorded_and_set_the_exit_code(shapes, tmp_path, capsys):
@@ -84,37 +113,46 @@ def test_failures_are_summed_up_recorded_and_set_the_exit_code(shapes, tmp_path,
     out_dir = tmp_path / "deep" / "out"                  # missing folders are created
     code, out, err = _batch(capsys, folder, "--out", out_dir)
     assert code == 2
-    assert "wrote 3 of 4 maps" in out
-    assert err.strip().splitlines()[-2:] == [f"1 image failed (listed in {out_dir / 'batch.json'}):",
-                                             f"  broken.png: {_record(out_dir)['failed'][0]['error']}"]
-    record = _record(out_dir)
-    assert record["state"] == "complete" and record["written"] == 3 and record["images"] == 4
-    assert [f["file"] for f in record["failed"]] == [str(folder / "broken.png")]
-    assert "cannot read image" in record["failed"][0]["error"]
+    store = _store(out_dir)
+    assert f"wrote 3 of 4 maps to {store.path}" in out
+    error = store.errors[0]
+    assert "cannot read image" in error and store.files[0].endswith("broken.png")
+    assert err.strip().splitlines()[-2:] == ["1 image failed (their errors are in the store):", f"  broken.png: {error}"]
+    assert np.isnan(store.maps[0]).all() and np.isfinite(np.asarray(store.maps)[1:]).all()
+    assert store.done.all() and store.predicted[0] == -1
 
 
 def test_an_error_of_the_model_on_one_image_does_not_stop_the_others(shapes, tmp_path, capsys):
     (tmp_path / "net.py").write_text(
         "import saliency.nn as nn\n"
-        "def build():\n"
-        "    return nn.Sequential(nn.Conv2d(3, 4, 5), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),"
-        " nn.Linear(4, 2))\n")
-    folder = _folder(tmp_path / "in", shapes[:2])
-    Image.new("RGB", (1, 1)).save(folder / "dot.png")     # no input_shape: a 1x1 image reaches a 5x5 convolution
-    code, out, err = _batch(capsys, folder, "--out", tmp_path / "out", "--model", f"{tmp_path / 'net.py'}:build")
-    assert code == 2 and "wrote 2 of 3 maps" in out
-    assert "dot.png: conv2d output would be empty" in err
+        "class Picky(nn.Module):\n"
+        "    input_shape = (3, 64, 64)\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.net = nn.Sequential(nn.Conv2d(3, 4, 5), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),"
+        " nn.Linear(4, 2))\n"
+        "    def forward(self, x):\n"
+        "        if (x.numpy().reshape(len(x), -1).max(axis=1) == 0).any():\n"
+        "            raise ValueError('a black image')\n"
+        "        return self.net(x)\n")
+    folder = _folder(tmp_path / "in", shapes[:3])
+    Image.new("RGB", (64, 64)).save(folder / "black.png")
+    code, out, err = _batch(capsys, folder, "--out", tmp_path / "out", "--model", f"{tmp_path / 'net.py'}:Picky")
+    assert code == 2 and "wrote 3 of 4 maps" in out
+    assert "black.png: a black image" in err
+    store = _store(tmp_path / "out")
+    assert np.isfinite(np.asarray(store.maps)[1:]).all()
 
 
-def test_a_map_that_cannot_be_written_does_not_stop_the_others(shapes, tmp_path, capsys):
+def test_a_png_that_cannot_be_written_is_that_images_error_and_the_others_go_on(shapes, tmp_path, capsys):
     folder = _folder(tmp_path / "in", shapes[:3])
     out_dir = tmp_path / "out"
-    (out_dir / "img01_gradient.png").mkdir(parents=True)    # the map's name is taken by a folder
-    code, out, err = _batch(capsys, folder, "--out", out_dir)
+    (out_dir / "img01_gradient.png").mkdir(parents=True)    # the PNG's name is taken by a folder
+    code, out, err = _batch(capsys, folder, "--out", out_dir, "--png")
     assert code == 2 and "wrote 2 of 3 maps" in out
     assert "img01.png: cannot write" in err
-    assert _decodes(out_dir / "img00_gradient.png") and _decodes(out_dir / "img02_gradient.png")
-    assert _record(out_dir)["state"] == "complete"
+    assert _decoded(out_dir / "img00_gradient.png").shape == (64, 64, 3)
+    assert _decoded(out_dir / "img02_gradient.png").shape == (64, 64, 3)
 
 
 def test_an_output_folder_that_cannot_be_created_is_one_line(shapes, tmp_path, capsys):
@@ -122,73 +160,63 @@ def test_an_output_folder_that_cannot_be_created_is_one_line(shapes, tmp_path, c
     (tmp_path / "file").write_text("")
     code, out, err = _batch(capsys, folder, "--out", tmp_path / "file" / "out")
     assert code == 2 and out == ""
-    assert err.strip().splitlines() == [f"error: cannot create the output folder {tmp_path / 'file' / 'out'}: "
-                                        "Not a directory"]
+    assert err.strip().splitlines()[-1] == (f"error: cannot create the output folder {tmp_path / 'file' / 'out'}: "
+                                            "Not a directory")
 
 
 def test_bad_options_stop_before_any_work(shapes, tmp_path, capsys):
     folder = _folder(tmp_path / "in", shapes[:1])
     (tmp_path / "file").write_text("")
     code, _, err = _batch(capsys, folder, "--out", tmp_path / "file")
-    assert code == 2 and "is a file; batch writes one PNG per image into a folder" in err
+    assert code == 2 and "is a file; the maps go into a folder" in err
     code, _, err = _batch(capsys, folder, "--out", tmp_path / "out", "--resume")
-    assert code == 2 and "holds no batch.json from an earlier run" in err
+    assert code == 2 and "holds no map store from an earlier run" in err
     assert _batch(capsys, folder, "--out", tmp_path / "out")[0] == 0
     code, _, err = _batch(capsys, folder, "--out", tmp_path / "out", "--resume", "--sign", "all")
-    assert code == 2 and "--sign 'abs' then, 'all' now" in err
+    assert code == 2 and "was made with other record" in err
+    code, _, err = _batch(capsys, folder, "--out", tmp_path / "out", "--seed", "pixels:1,2;3")
+    assert code == 2 and "cannot read seed 'pixels:1,2;3'" in err
 
 
-def test_existing_maps_are_overwritten_without_resume(shapes, tmp_path, capsys):
-    folder = _folder(tmp_path / "in", shapes[:1])
-    out_dir = tmp_path / "out"
-    out_dir.mkdir()
-    (out_dir / "img00_gradient.png").write_text("an old file")
-    assert _batch(capsys, folder, "--out", out_dir)[0] == 0
-    assert _decodes(out_dir / "img00_gradient.png")
-
-
-def _wait_for_maps(out_dir, count, proc, timeout=120):
+def _wait_for_batches(out_dir, count, proc, timeout=120):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and proc.poll() is None:
-        if out_dir.is_dir() and len([p for p in out_dir.glob("*.png") if not is_part(p)]) >= count:
-            return
+        try:
+            if _store(out_dir).done.sum() >= count:
+                return
+        except attribution.StoreError:
+            pass
         time.sleep(0.02)
     raise AssertionError(f"no {count} maps appeared in {out_dir}")
 
 
-def _maps(out_dir):
-    return {p.name: p.read_bytes() for p in sorted(out_dir.glob("*.png"))}
-
-
 @pytest.mark.slow
 @pytest.mark.skipif(os.name != "posix", reason="sends SIGINT")
-def test_ctrl_c_keeps_complete_maps_and_resume_finishes_the_same_maps(shapes, tmp_path):
-    folder = _folder(tmp_path / "in", shapes)  # all 40: the run must not finish between the 3rd map and Ctrl-C
+def test_ctrl_c_keeps_complete_batches_and_resume_gives_the_maps_of_one_whole_run(shapes, tmp_path):
+    folder = _folder(tmp_path / "in", shapes)  # 40 images, 10 batches: the run must not finish before Ctrl-C
     n = len(shapes)
-    command = [sys.executable, "-m", "saliency.cli.main", "batch", str(folder), "--method", "smoothgrad"]
+    command = [sys.executable, "-m", "saliency.cli.main", "batch", str(folder), "--method", "smoothgrad",
+               "--batch-size", "4", "--png"]
     stopped = tmp_path / "stopped"
     proc = subprocess.Popen(command + ["--out", str(stopped)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
-    _wait_for_maps(stopped, 3, proc)
+    _wait_for_batches(stopped, 8, proc)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
-    record = _record(stopped)
-    done = sorted(p.name for p in stopped.glob("*.png"))
-    assert record["state"] == "interrupted" and 3 <= record["written"] == len(done) < n
-    assert f"interrupted: {len(done)} of {n} maps are in {stopped}, each complete" in err
-    assert [p.name for p in stopped.iterdir() if is_part(p)] == []
-    for name in done:
-        _decodes(stopped / name)
-    first = {name: (stopped / name).stat().st_mtime_ns for name in done}
+    store = _store(stopped)
+    done = int(store.done.sum())
+    assert 8 <= done < n and done % 4 == 0
+    assert f"interrupted: {done} of {n} images are done in {store.path}" in err
 
     resumed = subprocess.run(command + ["--out", str(stopped), "--resume"], capture_output=True, text=True,
                              timeout=300)
     assert resumed.returncode == 0, resumed.stderr
-    assert f"wrote {n - len(done)} of {n} maps to {stopped} ({len(done)} already there)" in resumed.stdout
-    assert {name: (stopped / name).stat().st_mtime_ns for name in done} == first   # not computed again
-    assert _record(stopped)["state"] == "complete"
-
     whole = tmp_path / "whole"
     subprocess.run(command + ["--out", str(whole)], capture_output=True, check=True, timeout=300)
-    assert _maps(stopped) == _maps(whole)
+    a, b = _store(stopped), _store(whole)
+    assert a.done.all()
+    np.testing.assert_array_equal(np.asarray(a.maps), np.asarray(b.maps))  # bit for bit
+    np.testing.assert_array_equal(a.predicted, b.predicted)
+    for p in sorted(whole.glob("*.png")):
+        np.testing.assert_array_equal(_decoded(stopped / p.name), _decoded(p))

@@ -1,0 +1,369 @@
+"""Maps for a whole dataset: images streamed in batches through a model, raw maps into a store.
+
+`batch(model, images, method, seed, out=FOLDER)` reads the images (paths, decoded and resized on
+a reader thread while the model works), computes one method call per batch of `batch_size`
+images (forward and backward of the whole batch at once), and writes each batch's maps into the
+store of `out` (`store.py`: maps.zarr, or a folder of .npy chunks without Zarr) on a writer
+thread, with heatmap PNGs if asked. At most two batches wait on each side, so memory stays
+bounded whatever the number of images.
+
+Batch k is always images k*B .. k*B + B - 1, computed together: a run that is interrupted and
+continued (`resume=True`) computes every batch exactly as an uninterrupted run does, so the
+stored maps are bit for bit the same. An image that cannot be read is recorded with its error
+(its map is NaN) and the others go on; a batch whose method call fails is computed again one
+image at a time, so that only the images that fail are lost.
+"""
+import json
+import queue
+import threading
+from collections import Counter, namedtuple
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+from .. import viz
+from .._write import atomic_path
+from . import seeds as seeds_module
+from ._core import InputError
+from .gradcam import gradcam
+from .gradient import gradient, guided_backprop, input_x_gradient
+from .integrated_gradients import integrated_gradients
+from .occlusion import occlusion
+from .smoothgrad import smoothgrad
+from .store import StoreError, create_store, open_store, store_path
+
+METHODS = {
+    "gradient": gradient,
+    "input_x_gradient": input_x_gradient,
+    "smoothgrad": smoothgrad,
+    "integrated_gradients": integrated_gradients,
+    "guided_backprop": guided_backprop,
+    "gradcam": gradcam,
+    "occlusion": occlusion,
+}
+BATCH_SIZE = 32
+QUEUED_BATCHES = 2
+
+# The arrays `batch` returns when it writes no store.
+BatchMaps = namedtuple("BatchMaps", "maps predicted errors")
+
+
+def output_names(files, method, count=None):
+    """{file: PNG name} (or {file: [K names]} for K seeds): STEM_METHOD.png, or STEM.EXT_METHOD.png
+    for files whose stems are shared (x.png and x.jpg), STEM_METHOD_k.png for seed k. No two images
+    write the same name, even on a file system that ignores case: a name still taken (x.png beside
+    x.jpg and x.png.png) gets _2, _3, ... before _METHOD."""
+    stems = Counter(Path(p).stem.lower() for p in files)
+    names, used = {}, set()
+    for p in files:
+        p = Path(p)
+        base = p.stem if stems[p.stem.lower()] == 1 else p.name
+        name, k = f"{base}_{method}.png", 1
+        while name.lower() in used:
+            k += 1
+            name = f"{base}_{k}_{method}.png"
+        used.add(name.lower())
+        names[p] = name if count is None else [name[:-4] + f"_{i}.png" for i in range(count)]
+    return names
+
+
+def _method(method):
+    if callable(method):
+        return getattr(method, "__name__", "method"), method
+    if method not in METHODS:
+        raise InputError(f"unknown method {method!r}; choose one of {', '.join(METHODS)}")
+    return method, METHODS[method]
+
+
+def _seed(seed):
+    if seed is None or isinstance(seed, seeds_module.Seed):
+        return seed
+    return seeds_module.parse(seed)
+
+
+class _Source:
+    """The images of a run: paths (read with the model's input size) or an array (N, C, H, W)."""
+
+    def __init__(self, model, images):
+        self.array = None
+        if isinstance(images, np.ndarray):
+            if images.ndim != 4:
+                raise InputError(f"images must be a list of image files or an array (N, C, H, W), got shape "
+                                 f"{images.shape}")
+            self.array = images
+            self.names = [f"image {i}" for i in range(len(images))]
+            self.shape = images.shape[1:]
+            return
+        self.paths = [Path(p) for p in images]
+        if not self.paths:
+            raise InputError("no images given")
+        self.names = [str(p) for p in self.paths]
+        shape = getattr(model, "input_shape", None)
+        if shape is None:  # a model of any input size: every image at the size of the first that reads
+            shape = self._first_shape()
+        self.shape = tuple(int(s) for s in shape)
+
+    def _first_shape(self):
+        for p in self.paths:
+            try:
+                return viz.load_image(p)[0].shape
+            except Exception:  # noqa: BLE001: an unreadable image is recorded when its batch is read
+                continue
+        raise InputError(f"none of the {len(self.paths)} images can be read")
+
+    def __len__(self):
+        return len(self.names)
+
+    def read(self, a, b):
+        """(float32 (b - a, C, H, W), [error or "" per image]); an image that fails reads as zeros."""
+        if self.array is not None:
+            return np.ascontiguousarray(self.array[a:b], np.float32), [""] * (b - a)
+        x = np.zeros((b - a,) + self.shape, np.float32)
+        errors = []
+        for i, p in enumerate(self.paths[a:b]):
+            try:
+                x[i] = viz.load_image(p, size=self.shape[1:], channels=self.shape[0])[0]
+                errors.append("")
+            except Exception as exc:  # noqa: BLE001: any image may fail; the run goes on and says why
+                errors.append(_message(exc))
+        return x, errors
+
+
+def _message(exc):
+    return str(exc) if isinstance(exc, (ValueError, OSError)) else f"{type(exc).__name__}: {exc}"
+
+
+def _maps_of(fn, model, x, seed, options):
+    """(maps (n, [K,] C, H, W) float32, predicted (n,)) of one method call on the batch x."""
+    attr = fn(model, x, seed, **options)
+    maps = np.asarray(attr.map, np.float32)
+    if seed is not None and seed.count is not None:  # (K, n, ...) -> (n, K, ...)
+        maps = np.moveaxis(maps, 0, 1)
+    out = np.asarray(attr.output)
+    predicted = out.argmax(axis=1) if out.ndim == 2 else np.full(len(x), -1)
+    if not np.isfinite(out).all():
+        bad = ~np.isfinite(out.reshape(len(x), -1)).all(axis=1)
+        maps[bad] = np.nan
+        predicted = np.where(bad, -1, predicted)
+    return np.ascontiguousarray(maps), predicted, np.where(
+        ~np.isfinite(out.reshape(len(x), -1)).all(axis=1), "the model's output holds NaN or infinite values", "")
+
+
+def _compute(fn, model, x, read_errors, seed, options, map_shape):
+    """The maps of one batch: one method call; if it fails, one call per image (so that only the
+    images that fail lose their maps). Images that could not be read keep NaN maps."""
+    n = len(x)
+    maps = np.full((n,) + map_shape, np.nan, np.float32)
+    predicted = np.full(n, -1, np.int64)
+    errors = list(read_errors)
+    ok = [i for i in range(n) if not errors[i]]
+    if not ok:
+        return maps, predicted, errors
+    try:
+        m, p, e = _maps_of(fn, model, x, seed, options)
+        for i in ok:
+            maps[i], predicted[i], errors[i] = m[i], p[i], str(e[i])
+        return maps, predicted, errors
+    except (KeyboardInterrupt, MemoryError):
+        raise
+    except Exception:  # noqa: BLE001: find which images fail, one at a time
+        pass
+    for i in ok:
+        try:
+            m, p, e = _maps_of(fn, model, x[i:i + 1], seed, options)
+            maps[i], predicted[i], errors[i] = m[0], p[0], str(e[0])
+        except (KeyboardInterrupt, MemoryError):
+            raise
+        except Exception as exc:  # noqa: BLE001
+            errors[i] = _message(exc)
+    return maps, predicted, errors
+
+
+def _render(png, names, x, maps, errors, sign, reduce, clip_percentile, overlay):
+    """Heatmap PNGs of one batch (one per map; none for a failed image), colours as viz.heatmap.
+    A PNG that cannot be written is that image's error (its map is kept); the others go on."""
+    for i, name in enumerate(names):
+        if errors[i]:
+            continue
+        per_seed = [maps[i]] if isinstance(name, str) else list(maps[i])
+        for target, m in zip([name] if isinstance(name, str) else name, per_seed):
+            r = "sum" if reduce == "rgb" and m.shape[0] != 3 else reduce
+            if overlay:
+                rgb = viz.overlay(x[i], m, sign=sign, reduce=r, clip_percentile=clip_percentile)
+            else:
+                rgb = viz.heatmap(m, sign=sign, reduce=r, clip_percentile=clip_percentile)
+            if rgb.ndim == 4:  # reduce="rgb": the three channels' pictures side by side
+                rgb = np.concatenate(list(rgb), axis=1)
+            try:
+                with atomic_path(Path(png) / target) as part:
+                    Image.fromarray(rgb).save(part, format="PNG", compress_level=1)
+            except OSError as exc:
+                errors[i] = f"cannot write {Path(png) / target}: {exc.strerror or exc}"
+
+
+class _Worker(threading.Thread):
+    """A thread running `step` on the items of a bounded queue, in order; its first exception is
+    kept (the items after it are dropped) and raised by `put` or `finish` on the calling thread."""
+
+    def __init__(self, step):
+        super().__init__(daemon=True)
+        self.items, self.step, self.error = queue.Queue(QUEUED_BATCHES), step, None
+
+    def run(self):
+        while True:
+            item = self.items.get()
+            if item is None:
+                return
+            if self.error is None:
+                try:
+                    self.step(*item)
+                except BaseException as exc:  # noqa: BLE001: kept and raised on the calling thread
+                    self.error = exc
+
+    def put(self, item):
+        if self.error is not None:
+            raise self.error
+        self.items.put(item)
+
+    def finish(self):
+        """Wait for the queued items; raise the first exception of any."""
+        self.items.put(None)
+        self.join()
+        if self.error is not None:
+            raise self.error
+
+
+class _Reader(threading.Thread):
+    """Reads the batches `todo` of `source` ahead of the model, at most QUEUED_BATCHES at a time;
+    `batches()` yields (k, x, read errors) in order."""
+
+    def __init__(self, source, todo, batch_size):
+        super().__init__(daemon=True)
+        self.source, self.todo, self.batch_size = source, todo, batch_size
+        self.items, self.error, self.stop = queue.Queue(QUEUED_BATCHES), None, threading.Event()
+
+    def run(self):
+        try:
+            n = len(self.source)
+            for k in self.todo:
+                if self.stop.is_set():
+                    return
+                a, b = k * self.batch_size, min(n, (k + 1) * self.batch_size)
+                self.items.put((k,) + self.source.read(a, b))
+        except BaseException as exc:  # noqa: BLE001: raised on the calling thread
+            self.error = exc
+        finally:
+            self.items.put(None)
+
+    def batches(self):
+        while True:
+            item = self.items.get()
+            if item is None:
+                if self.error is not None:
+                    raise self.error
+                return
+            yield item
+
+
+def batch(model, images, method="gradient", seed=None, out=None, *, batch_size=BATCH_SIZE, png=None,
+          sign="abs", reduce="sum", clip_percentile=99, overlay=False, resume=False, use_zarr=None,
+          record=None, progress=None, **options):
+    """Maps of every image, a batch of `batch_size` at a time.
+
+    `images`: image files (read at the model's `input_shape`, or at the first image's size for a
+    model without one), or an array (N, C, H, W). `method`: a name of METHODS or a method
+    function; `seed`: a seed or its command-line form (batched seeds, e.g. seeds.classes([...]),
+    make K maps per image, stored as an axis after the image's). Other keyword arguments go to
+    the method (e.g. `layer=` for gradcam).
+
+    With `out` (a folder), the maps go into its store (out/maps.zarr, or out/maps without Zarr;
+    `use_zarr` forces either) and the store is returned (`MapStore`: .maps, .predicted, .errors,
+    .done, .files); with `png` (a folder), a heatmap PNG per map, coloured as `viz.heatmap`
+    (`sign`, `reduce`, `clip_percentile`, `overlay`). `resume=True` continues the store of an
+    earlier run with the same images and options, computing only the batches not done. Without
+    `out`, returns BatchMaps(maps, predicted, errors) as arrays. `record` (JSON values) is kept
+    in the store's attributes; `progress(done, total)` is called after each batch."""
+    name, fn = _method(method)
+    seed = _seed(seed)
+    if not isinstance(batch_size, (int, np.integer)) or isinstance(batch_size, bool) or batch_size < 1:
+        raise InputError(f"batch_size must be a positive int, got {batch_size!r}")
+    source = _Source(model, images)
+    n = len(source)
+    map_shape = tuple(source.shape) if seed is None or seed.count is None else (seed.count,) + tuple(source.shape)
+    seed_text = seed.describe(getattr(model, "classes", None)) if seed is not None else "default"
+    attrs = {"method": name, "seed": seed_text, "options": {k: repr(v) for k, v in options.items()},
+             "record": record or {}}
+    batches = -(-n // batch_size)
+    if out is None:
+        store, todo = None, range(batches)
+        result = BatchMaps(np.full((n,) + map_shape, np.nan, np.float32), np.full(n, -1, np.int64), [""] * n)
+    else:
+        store = _prepared_store(out, source.names, map_shape, batch_size, attrs, resume, use_zarr)
+        done = store.done
+        todo = [k for k in range(batches) if not done[k * batch_size:(k + 1) * batch_size].all()]
+    names = None
+    if png is not None:
+        Path(png).mkdir(parents=True, exist_ok=True)
+        names = output_names(source.names, name, None if seed is None else seed.count)
+
+    def write(k, x, maps, predicted, errors):
+        a, b = k * batch_size, min(n, (k + 1) * batch_size)
+        if names is not None:
+            _render(png, [names[Path(p)] for p in source.names[a:b]], x, maps, errors, sign, reduce,
+                    clip_percentile, overlay)
+        if store is None:
+            result.maps[a:b], result.predicted[a:b], result.errors[a:b] = maps, predicted, errors
+        else:
+            store.write_batch(k, maps, predicted, errors)
+
+    todo = list(todo)
+    reader, writer = _Reader(source, todo, batch_size), _Worker(write)
+    reader.start()
+    writer.start()
+    finished = n - sum(min(n, (k + 1) * batch_size) - k * batch_size for k in todo)
+    try:
+        for k, x, read_errors in reader.batches():
+            maps, predicted, errors = _compute(fn, model, x, read_errors, seed, options, map_shape)
+            writer.put((k, x, maps, predicted, errors))
+            finished += len(x)
+            if progress is not None:
+                progress(finished, n)
+    finally:
+        reader.stop.set()
+        writer.finish()  # the batches computed so far are written whole, also after Ctrl-C
+    return result if store is None else store
+
+
+def _prepared_store(out, files, map_shape, batch_size, attrs, resume, use_zarr):
+    """The store to write: a new one, or with `resume` the earlier run's, checked to be the same run."""
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise StoreError(f"{out} is a file; the maps go into a folder (created if missing)")
+    path = store_path(out, use_zarr)
+    if resume:
+        other = store_path(out, not path.name.endswith(".zarr"))
+        if not path.exists() and other.exists():
+            path = other
+        if not path.exists():
+            raise StoreError(f"--resume: {out} holds no map store from an earlier run; run without --resume")
+        store = open_store(path)
+        earlier = {"files": store.files, "map_shape": list(store.map_shape), "batch_size": store.batch_size,
+                   **{k: store.attrs.get(k) for k in attrs}}
+        now = {"files": [str(f) for f in files], "map_shape": list(map_shape), "batch_size": batch_size,
+               **json_round_trip(attrs)}
+        changed = [k for k in now if earlier.get(k) != now[k]]
+        if changed:
+            raise StoreError(f"--resume: the store in {out} was made with other {', '.join(changed)}; give the "
+                             f"same images and options, or run without --resume to start again")
+        return store
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StoreError(f"cannot create the output folder {out}: {exc.strerror or exc}") from None
+    return create_store(path, files, map_shape, batch_size, attrs)
+
+
+def json_round_trip(value):
+    """`value` as it reads back from a store's JSON attributes (tuples become lists)."""
+    return json.loads(json.dumps(value))

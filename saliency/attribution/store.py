@@ -1,0 +1,247 @@
+"""The maps of a dataset on disk: one array of shape (images, *map_shape), float32, written a
+batch at a time, with what each map is beside it.
+
+Two formats, one interface (`MapStore`):
+
+* `maps.zarr`, a Zarr group (with the optional `zarr` package, `pip install
+  'saliency-maps[scale]'`), which NumPy, Dask and xarray users open directly
+  (`zarr.open_group(path)["maps"]`, `dask.array.from_zarr(path, component="maps")`). Arrays:
+  `maps` (images, *map_shape) float32, `predicted` (images,) int64 (the class a classifier
+  predicted, -1 for a dense output or a failed image), `error` (images,) str ("" when the map
+  was made), `done` (images,) bool, `files` (images,) str; attributes: the method, seed, model
+  and options of the run.
+* `maps/`, a folder of NumPy files, where Zarr is not installed: `index.json` (the same
+  attributes, the file names and the shape), and per batch k `maps.k.npy` and `batch.k.json`
+  (its predictions and errors).
+
+Every array is chunked by batch (the chunk of batch k holds images k*B .. k*B + B - 1), so a
+batch writes only its own chunks, and whoever writes batch k (a thread, another process) never
+touches another's. A batch is marked done last: its `done` chunk (`batch.k.json`, written whole
+then renamed into place, in the folder format) appears only after its maps are written, so an
+interrupted run leaves no batch that reads as done and is not.
+"""
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+
+from .._write import atomic_path, write_text
+
+FORMAT_VERSION = 1
+ZARR_NAME, FOLDER_NAME = "maps.zarr", "maps"
+INSTALL_ZARR = "pip install 'saliency-maps[scale]'"
+
+
+class StoreError(ValueError):
+    """A store that cannot be created, opened or continued as asked."""
+
+
+def zarr_available():
+    """Whether the optional `zarr` package can be imported."""
+    try:
+        import zarr  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def store_path(folder, use_zarr=None):
+    """Where the store of an output folder lives: FOLDER/maps.zarr with Zarr (the default when it
+    is installed), else FOLDER/maps."""
+    use_zarr = zarr_available() if use_zarr is None else use_zarr
+    return Path(folder) / (ZARR_NAME if use_zarr else FOLDER_NAME)
+
+
+class MapStore:
+    """Maps of `len(files)` images, `batch_size` per chunk. Open one with `open_store`, make one
+    with `create_store`."""
+
+    def __init__(self, path, backend, attrs, files):
+        self.path, self.backend, self.attrs, self.files = Path(path), backend, attrs, list(files)
+        self.map_shape = tuple(attrs["map_shape"])
+        self.batch_size = int(attrs["batch_size"])
+
+    def __len__(self):
+        return len(self.files)
+
+    @property
+    def batches(self):
+        return -(-len(self.files) // self.batch_size)
+
+    def span(self, k):
+        """The images (start, stop) of batch k."""
+        return k * self.batch_size, min(len(self.files), (k + 1) * self.batch_size)
+
+    def __repr__(self):
+        done = int(self.done.sum())
+        return (f"<MapStore {self.path} ({self.backend}): {done} of {len(self)} images done, maps "
+                f"{(len(self),) + self.map_shape} float32, method {self.attrs.get('method')}>")
+
+
+class _ZarrStore(MapStore):
+    def __init__(self, path, group):
+        super().__init__(path, "zarr", dict(group.attrs), group["files"][:].tolist())
+        self._group = group
+
+    @property
+    def maps(self):
+        """The zarr array (images, *map_shape): index it to read maps, np.asarray for all."""
+        return self._group["maps"]
+
+    @property
+    def done(self):
+        return np.asarray(self._group["done"][:], bool)
+
+    @property
+    def predicted(self):
+        return np.asarray(self._group["predicted"][:], np.int64)
+
+    @property
+    def errors(self):
+        return [str(e) for e in self._group["error"][:].tolist()]
+
+    def write_batch(self, k, maps, predicted, errors):
+        a, b = self.span(k)
+        g = self._group
+        g["maps"][a:b] = np.asarray(maps, np.float32)
+        g["predicted"][a:b] = np.asarray(predicted, np.int64)
+        g["error"][a:b] = np.array(errors, dtype=str)
+        g["done"][a:b] = True
+
+
+class _NpyChunks:
+    """The folder format's maps as an array-like: indexing along the first axis reads only the
+    chunks it needs; np.asarray(store.maps) reads them all. A batch not done reads as NaN."""
+
+    def __init__(self, store):
+        self._store = store
+        self.shape = (len(store),) + store.map_shape
+        self.dtype = np.dtype(np.float32)
+        self.ndim = len(self.shape)
+
+    def __len__(self):
+        return self.shape[0]
+
+    def _chunk(self, k):
+        path = self._store.path / f"maps.{k}.npy"
+        if not (self._store.path / f"batch.{k}.json").is_file():
+            a, b = self._store.span(k)
+            return np.full((b - a,) + self._store.map_shape, np.nan, np.float32)
+        return np.load(path)
+
+    def __getitem__(self, index):
+        first, rest = (index[0], index[1:]) if isinstance(index, tuple) else (index, ())
+        rows = np.arange(len(self))[first]
+        B = self._store.batch_size
+        flat = np.atleast_1d(rows)
+        out = np.empty((len(flat),) + self._store.map_shape, np.float32)
+        for k in np.unique(flat // B):
+            chunk = self._chunk(int(k))
+            where = flat // B == k
+            out[where] = chunk[flat[where] - k * B]
+        out = out if np.ndim(rows) else out[0]
+        return out[(slice(None),) + rest] if rest and np.ndim(rows) else out[rest] if rest else out
+
+    def __array__(self, dtype=None, copy=None):
+        arr = self[:]
+        return arr if dtype is None else arr.astype(dtype)
+
+
+class _FolderStore(MapStore):
+    def __init__(self, path, index):
+        super().__init__(path, "npy", index["attrs"], index["files"])
+
+    @property
+    def maps(self):
+        return _NpyChunks(self)
+
+    def _batch_record(self, k):
+        path = self.path / f"batch.{k}.json"
+        if not path.is_file():
+            return None
+        return json.loads(path.read_text(encoding="utf-8"))
+
+    def _per_image(self, key, missing):
+        out = []
+        for k in range(self.batches):
+            a, b = self.span(k)
+            record = self._batch_record(k)
+            out += record[key] if record is not None else [missing] * (b - a)
+        return out
+
+    @property
+    def done(self):
+        return np.array(self._per_image("done", False), bool)
+
+    @property
+    def predicted(self):
+        return np.array(self._per_image("predicted", -1), np.int64)
+
+    @property
+    def errors(self):
+        return self._per_image("error", "")
+
+    def write_batch(self, k, maps, predicted, errors):
+        a, b = self.span(k)
+        maps = np.ascontiguousarray(maps, np.float32)
+        with atomic_path(self.path / f"maps.{k}.npy") as part:
+            with open(part, "wb") as f:
+                np.save(f, maps)
+        record = {"predicted": [int(p) for p in predicted], "error": [str(e) for e in errors], "done": [True] * (b - a)}
+        write_text(self.path / f"batch.{k}.json", json.dumps(record) + "\n")
+
+
+def _attrs(map_shape, batch_size, attrs):
+    out = {"format_version": FORMAT_VERSION, "map_shape": [int(s) for s in map_shape], "batch_size": int(batch_size)}
+    out.update(attrs)
+    return out
+
+
+def create_store(path, files, map_shape, batch_size, attrs):
+    """A new, empty store at `path` (maps.zarr for Zarr, any other name for the folder format),
+    replacing whatever store was there. `attrs` (JSON values) are kept with it."""
+    path = Path(path)
+    files = [str(f) for f in files]
+    attrs = _attrs(map_shape, batch_size, attrs)
+    if path.exists():
+        shutil.rmtree(path)
+    if path.suffix == ".zarr":
+        import zarr
+
+        n = len(files)
+        group = zarr.open_group(str(path), mode="w")
+        chunk = (batch_size,)
+        group.create_array("maps", shape=(n,) + tuple(map_shape), chunks=chunk + tuple(map_shape), dtype="float32",
+                           fill_value=np.nan)
+        group.create_array("predicted", shape=(n,), chunks=chunk, dtype="int64", fill_value=-1)
+        group.create_array("error", shape=(n,), chunks=chunk, dtype=str)
+        group.create_array("done", shape=(n,), chunks=chunk, dtype="bool", fill_value=False)
+        group.create_array("files", shape=(n,), chunks=(max(1, n),), dtype=str)
+        group["files"][:] = np.array(files, dtype=str)
+        group.attrs.update(attrs)
+        return _ZarrStore(path, group)
+    path.mkdir(parents=True)
+    write_text(path / "index.json", json.dumps({"attrs": attrs, "files": files}, indent=1) + "\n")
+    return _FolderStore(path, {"attrs": attrs, "files": files})
+
+
+def open_store(path):
+    """The store at `path` (a maps.zarr group or a maps folder), for reading or to continue."""
+    path = Path(path)
+    if (path / "index.json").is_file():
+        try:
+            index = json.loads((path / "index.json").read_text(encoding="utf-8"))
+            return _FolderStore(path, index)
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise StoreError(f"cannot read the map store {path} ({exc})") from None
+    if (path / "zarr.json").is_file():
+        if not zarr_available():
+            raise StoreError(f"{path} is a Zarr store and zarr is not installed: {INSTALL_ZARR}")
+        import zarr
+
+        try:
+            return _ZarrStore(path, zarr.open_group(str(path), mode="r+"))
+        except Exception as exc:  # noqa: BLE001: any corruption zarr reports is one sentence here
+            raise StoreError(f"cannot read the map store {path} ({exc})") from None
+    raise StoreError(f"{path} holds no map store (no index.json or zarr.json)")
