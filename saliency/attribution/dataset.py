@@ -150,9 +150,11 @@ def _maps_of(fn, model, x, seed, options):
         ~np.isfinite(out.reshape(len(x), -1)).all(axis=1), "the model's output holds NaN or infinite values", "")
 
 
-def _compute(fn, model, x, read_errors, seed, options, map_shape):
+def _compute(fn, model, x, read_errors, seed, options, map_shape, first=False):
     """The maps of one batch: one method call; if it fails, one call per image (so that only the
-    images that fail lose their maps). Images that could not be read keep NaN maps."""
+    images that fail lose their maps). Images that could not be read keep NaN maps. In the `first`
+    batch computed, a failure of every image that was read is raised: the run itself cannot work
+    (a method option, a seed that does not fit the model)."""
     n = len(x)
     maps = np.full((n,) + map_shape, np.nan, np.float32)
     predicted = np.full(n, -1, np.int64)
@@ -169,6 +171,7 @@ def _compute(fn, model, x, read_errors, seed, options, map_shape):
         raise
     except Exception:  # noqa: BLE001: find which images fail, one at a time
         pass
+    failures = []
     for i in ok:
         try:
             m, p, e = _maps_of(fn, model, x[i:i + 1], seed, options)
@@ -177,6 +180,9 @@ def _compute(fn, model, x, read_errors, seed, options, map_shape):
             raise
         except Exception as exc:  # noqa: BLE001
             errors[i] = _message(exc)
+            failures.append(exc)
+    if first and len(failures) == len(ok):
+        raise failures[0]
     return maps, predicted, errors
 
 
@@ -273,7 +279,7 @@ def batch(model, images, method="gradient", seed=None, out=None, *, batch_size=B
 
     `images`: image files (read at the model's `input_shape`, or at the first image's size for a
     model without one), or an array (N, C, H, W). `method`: a name of METHODS or a method
-    function; `seed`: a seed or its command-line form (batched seeds, e.g. seeds.classes([...]),
+    function (whose maps have the input's shape); `seed`: a seed or its command-line form (batched seeds, e.g. seeds.classes([...]),
     make K maps per image, stored as an axis after the image's). Other keyword arguments go to
     the method (e.g. `layer=` for gradcam).
 
@@ -290,7 +296,11 @@ def batch(model, images, method="gradient", seed=None, out=None, *, batch_size=B
         raise InputError(f"batch_size must be a positive int, got {batch_size!r}")
     source = _Source(model, images)
     n = len(source)
-    map_shape = tuple(source.shape) if seed is None or seed.count is None else (seed.count,) + tuple(source.shape)
+    # every method's map has the input's shape, except Grad-CAM's single channel (a method function
+    # of a user's must give the input's shape)
+    map_shape = ((1,) + tuple(source.shape[1:])) if fn is gradcam else tuple(source.shape)
+    if seed is not None and seed.count is not None:
+        map_shape = (seed.count,) + map_shape
     seed_text = seed.describe(getattr(model, "classes", None)) if seed is not None else "default"
     attrs = {"method": name, "seed": seed_text, "options": {k: repr(v) for k, v in options.items()},
              "record": record or {}}
@@ -324,7 +334,8 @@ def batch(model, images, method="gradient", seed=None, out=None, *, batch_size=B
     finished = n - sum(min(n, (k + 1) * batch_size) - k * batch_size for k in todo)
     try:
         for k, x, read_errors in reader.batches():
-            maps, predicted, errors = _compute(fn, model, x, read_errors, seed, options, map_shape)
+            first = finished == n - sum(min(n, (j + 1) * batch_size) - j * batch_size for j in todo)
+            maps, predicted, errors = _compute(fn, model, x, read_errors, seed, options, map_shape, first)
             writer.put((k, x, maps, predicted, errors))
             finished += len(x)
             if progress is not None:

@@ -117,7 +117,8 @@ def test_failures_are_summed_up_recorded_and_set_the_exit_code(shapes, tmp_path,
     assert f"wrote 3 of 4 maps to {store.path}" in out
     error = store.errors[0]
     assert "cannot read image" in error and store.files[0].endswith("broken.png")
-    assert err.strip().splitlines()[-2:] == ["1 image failed (their errors are in the store):", f"  broken.png: {error}"]
+    assert err.strip().splitlines()[-2:] == ["1 image failed (their errors are in the store):",
+                                             f"  broken.png: {error}"]
     assert np.isnan(store.maps[0]).all() and np.isfinite(np.asarray(store.maps)[1:]).all()
     assert store.done.all() and store.predicted[0] == -1
 

@@ -104,6 +104,8 @@ def test_any_image_is_resized_with_a_note(tmp_path):
     (["map", "{star}", "--sign", "both"], "unknown sign 'both'"),
     (["map", "{star}", "--weights", "{weights}"], "does not fit the 'shapes' model"),
     (["map", "{star}", "--out", "{tmp}/x.jpg"], "ending in .png"),
+    (["map", "{star}", "--seed", "classes:0,1"], "seed classes:0,1 makes 2 maps and saliency map draws one; "
+                                                 "for K maps per image use saliency batch"),
     (["batch", "/no/such/dir", "--out", "{tmp}"], "folder /no/such/dir does not exist"),
     (["batch", "{star}", "--out", "{tmp}"], "is not a folder"),
     (["map", "{tmp}"], "is a folder, not an image file (for every image in a folder: saliency batch)"),

@@ -1,0 +1,134 @@
+"""Maps of a whole folder: `saliency batch`'s pipeline (saliency.attribution.batch) in maps per
+second, and where the time goes.
+
+    python benchmarks/batch.py [--images 1024] [--repeats 3] [--memory 10000]
+
+Jobs: the shapes classifier on 64x64 PNGs (gradient maps into the store; the same with --png
+heatmaps), the zoo depth model on 128x128 PNGs (all-ones maps). Each job runs the whole
+pipeline on a folder of `--images` distinct images (drawn by the zoo's data generators, written
+as PNG) into a fresh store, both stores formats where Zarr is installed. Printed per job: the
+median maps per second of `--repeats` runs, and the parts measured alone on the same images:
+reading (decode and resize), the method on batches already in memory, writing the store, and
+rendering the PNGs. With `--memory N`, also the peak resident memory (VmHWM) of a fresh
+`saliency batch` process over N images of the classifier (raw maps).
+"""
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+from saliency import attribution, models, viz
+from saliency.attribution import dataset
+from saliency.attribution import store as stores
+
+BATCH = 32
+
+
+def write_pngs(folder, images):
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for i, chw in enumerate(images):
+        path = folder / f"img{i:05d}.png"
+        Image.fromarray((np.moveaxis(chw, 0, -1) * 255).round().astype(np.uint8)).save(path)
+        paths.append(path)
+    return paths
+
+
+def images_for(task, n):
+    if task == "depth":
+        return models.data.scenes(n, seed=7)[0]
+    return models.data.shapes(n, seed=7)[0]
+
+
+def seconds(fn):
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def parts(model, paths, seed, png_dir, use_zarr, tmp):
+    """Seconds of each stage alone over all images: read, compute, store, render."""
+    source = dataset._Source(model, paths)
+    n = len(paths)
+    spans = [(a, min(n, a + BATCH)) for a in range(0, n, BATCH)]
+    batches = []
+    read = seconds(lambda: batches.extend(source.read(a, b)[0] for a, b in spans))
+    maps = []
+    compute = seconds(lambda: maps.extend(np.asarray(attribution.gradient(model, x, seed).map) for x in batches))
+    store = stores.create_store(stores.store_path(tmp / "alone", use_zarr), [str(p) for p in paths],
+                                maps[0].shape[1:], BATCH, {})
+    write = seconds(lambda: [store.write_batch(k, m, np.zeros(len(m)), [""] * len(m)) for k, m in enumerate(maps)])
+    render = None
+    if png_dir is not None:
+        names = dataset.output_names([str(p) for p in paths], "gradient")
+        render = seconds(lambda: [dataset._render(png_dir, [names[p] for p in paths[a:b]], x, m, [""] * (b - a),
+                                                  "abs", "sum", 99, False)
+                                  for (a, b), x, m in zip(spans, batches, maps)])
+    return read, compute, write, render
+
+
+def run_job(label, model, paths, seed, png, use_zarr, repeats, tmp):
+    rates = []
+    for r in range(repeats):
+        out = tmp / f"{label}-{r}"
+        t = seconds(lambda: attribution.batch(model, paths, "gradient", seed, out, batch_size=BATCH,
+                                              png=out if png else None, use_zarr=use_zarr))
+        rates.append(len(paths) / t)
+    read, compute, write, render = parts(model, paths, seed, (tmp / f"{label}-png") if png else None, use_zarr, tmp)
+    n = len(paths)
+    stage = f"read {n / read:.0f}/s, method {n / compute:.0f}/s, store {n / write:.0f}/s"
+    if render is not None:
+        stage += f", PNGs {n / render:.0f}/s"
+    print(f"{label:<44} {statistics.median(rates):8.0f} maps/s   alone: {stage}", flush=True)
+
+
+def peak_memory(n, tmp):
+    folder = tmp / "many"
+    write_pngs(folder, images_for("shapes", n))
+    command = [sys.executable, "-c", "from saliency.cli.main import main; main()", "batch", str(folder),
+               "--out", str(tmp / "many-out")]
+    code = ("import resource, subprocess, sys; subprocess.run(sys.argv[1:], check=True, capture_output=True); "
+            "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")
+    t0 = time.perf_counter()
+    kb = int(subprocess.run([sys.executable, "-c", code] + command, capture_output=True, text=True,
+                            check=True).stdout.strip())
+    print(f"saliency batch over {n} classifier images (raw maps): peak memory {kb / 1024:.0f} MB, "
+          f"{time.perf_counter() - t0:.1f} s for the whole process")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--images", type=int, default=1024)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--memory", type=int, default=0, help="images for the peak-memory run (0: skip)")
+    args = parser.parse_args()
+    formats = [True, False] if stores.zarr_available() else [False]
+    print(f"{os.cpu_count()} cores, {args.images} images per job, batches of {BATCH}, medians of {args.repeats}; "
+          f"zarr {'installed' if formats[0] else 'not installed'}")
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        classifier, depth = models.load("shapes"), models.load("depth")
+        shapes = write_pngs(tmp / "shapes", images_for("shapes", args.images))
+        scenes = write_pngs(tmp / "scenes", images_for("depth", args.images // 4))
+        viz.load_image(shapes[0])
+        for use_zarr in formats:
+            kind = "zarr" if use_zarr else "npy"
+            run_job(f"classifier 64x64, gradient ({kind})", classifier, shapes, None, False, use_zarr, args.repeats,
+                    tmp)
+            run_job(f"classifier 64x64, gradient + PNGs ({kind})", classifier, shapes, None, True, use_zarr,
+                    args.repeats, tmp)
+            run_job(f"depth 128x128, all ones ({kind})", depth, scenes, attribution.seeds.ones(), False, use_zarr,
+                    args.repeats, tmp)
+        if args.memory:
+            peak_memory(args.memory, tmp)
+
+
+if __name__ == "__main__":
+    main()
