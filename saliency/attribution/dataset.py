@@ -92,7 +92,7 @@ class _Source:
                 raise InputError(f"images must be a list of image files or an array (N, C, H, W), got shape "
                                  f"{images.shape}")
             self.array = images
-            self.names = [f"image {i}" for i in range(len(images))]
+            self.names = [f"image{i}" for i in range(len(images))]
             self.shape = images.shape[1:]
             return
         self.paths = [Path(p) for p in images]
@@ -279,9 +279,9 @@ def batch(model, images, method="gradient", seed=None, out=None, *, batch_size=B
 
     `images`: image files (read at the model's `input_shape`, or at the first image's size for a
     model without one), or an array (N, C, H, W). `method`: a name of METHODS or a method
-    function (whose maps have the input's shape); `seed`: a seed or its command-line form (batched seeds, e.g. seeds.classes([...]),
-    make K maps per image, stored as an axis after the image's). Other keyword arguments go to
-    the method (e.g. `layer=` for gradcam).
+    function (whose maps have the input's shape); `seed`: a seed or its command-line form
+    (batched seeds, e.g. seeds.classes([...]), make K maps per image, stored as an axis after the
+    image's). Other keyword arguments go to the method (e.g. `layer=` for gradcam).
 
     With `out` (a folder), the maps go into its store (out/maps.zarr, or out/maps without Zarr;
     `use_zarr` forces either) and the store is returned (`MapStore`: .maps, .predicted, .errors,
@@ -331,11 +331,11 @@ def batch(model, images, method="gradient", seed=None, out=None, *, batch_size=B
     reader, writer = _Reader(source, todo, batch_size), _Worker(write)
     reader.start()
     writer.start()
-    finished = n - sum(min(n, (k + 1) * batch_size) - k * batch_size for k in todo)
+    finished = before = n - sum(min(n, (k + 1) * batch_size) - k * batch_size for k in todo)
     try:
         for k, x, read_errors in reader.batches():
-            first = finished == n - sum(min(n, (j + 1) * batch_size) - j * batch_size for j in todo)
-            maps, predicted, errors = _compute(fn, model, x, read_errors, seed, options, map_shape, first)
+            maps, predicted, errors = _compute(fn, model, x, read_errors, seed, options, map_shape,
+                                               first=finished == before)
             writer.put((k, x, maps, predicted, errors))
             finished += len(x)
             if progress is not None:
@@ -363,9 +363,9 @@ def _prepared_store(out, files, map_shape, batch_size, attrs, resume, use_zarr):
                    **{k: store.attrs.get(k) for k in attrs}}
         now = {"files": [str(f) for f in files], "map_shape": list(map_shape), "batch_size": batch_size,
                **json_round_trip(attrs)}
-        changed = [k for k in now if earlier.get(k) != now[k]]
+        changed = [_difference(k, earlier.get(k), now[k]) for k in now if earlier.get(k) != now[k]]
         if changed:
-            raise StoreError(f"--resume: the store in {out} was made with other {', '.join(changed)}; give the "
+            raise StoreError(f"--resume: the store in {out} was made with other {'; '.join(changed)}; give the "
                              f"same images and options, or run without --resume to start again")
         return store
     try:
@@ -373,6 +373,16 @@ def _prepared_store(out, files, map_shape, batch_size, attrs, resume, use_zarr):
     except OSError as exc:
         raise StoreError(f"cannot create the output folder {out}: {exc.strerror or exc}") from None
     return create_store(path, files, map_shape, batch_size, attrs)
+
+
+def _difference(key, then, now):
+    """What changed in one attribute of a run, for the message refusing to resume it."""
+    if key == "files":
+        return f"images ({len(then or [])} then, {len(now)} now)" if len(then or []) != len(now) else "images"
+    if isinstance(then, dict) and isinstance(now, dict):
+        keys = [k for k in now if then.get(k) != now[k]]
+        return ", ".join(f"{k} ({then.get(k)!r} then, {now[k]!r} now)" for k in keys)
+    return f"{key} ({then!r} then, {now!r} now)"
 
 
 def json_round_trip(value):

@@ -212,8 +212,9 @@ def create_store(path, files, map_shape, batch_size, attrs):
         n = len(files)
         group = zarr.open_group(str(path), mode="w")
         chunk = (batch_size,)
+        # uncompressed: float maps hardly compress, and compressing them cost more than computing them
         group.create_array("maps", shape=(n,) + tuple(map_shape), chunks=chunk + tuple(map_shape), dtype="float32",
-                           fill_value=np.nan)
+                           fill_value=np.nan, compressors=None)
         group.create_array("predicted", shape=(n,), chunks=chunk, dtype="int64", fill_value=-1)
         group.create_array("error", shape=(n,), chunks=chunk, dtype=str)
         group.create_array("done", shape=(n,), chunks=chunk, dtype="bool", fill_value=False)

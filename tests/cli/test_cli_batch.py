@@ -174,7 +174,7 @@ def test_bad_options_stop_before_any_work(shapes, tmp_path, capsys):
     assert code == 2 and "holds no map store from an earlier run" in err
     assert _batch(capsys, folder, "--out", tmp_path / "out")[0] == 0
     code, _, err = _batch(capsys, folder, "--out", tmp_path / "out", "--resume", "--sign", "all")
-    assert code == 2 and "was made with other record" in err
+    assert code == 2 and "was made with other sign ('abs' then, 'all' now)" in err
     code, _, err = _batch(capsys, folder, "--out", tmp_path / "out", "--seed", "pixels:1,2;3")
     assert code == 2 and "cannot read seed 'pixels:1,2;3'" in err
 
