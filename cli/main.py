@@ -185,7 +185,7 @@ def batch(folder: str = typer.Argument(..., help="Folder of images (its files, n
     except _input_errors() as exc:
         raise UserError(str(exc)) from None
     lines, failed = summary(store)
-    typer.echo(lines[0])
+    typer.echo(lines[0] + (f", their heatmap PNGs to {out}" if png else ""))
     if failed:
         typer.echo("\n".join(lines[1:]), err=True)
         sys.exit(2)

@@ -64,7 +64,7 @@ def test_the_store_holds_each_images_gradient_and_the_pngs_its_heatmap(shapes, n
     code, out, err = _batch(capsys, folder, "--out", tmp_path / "out", "--png", "--batch-size", "2")
     assert code == 0, err
     store = _store(tmp_path / "out")
-    assert f"wrote 3 of 3 maps to {store.path}" in out
+    assert f"wrote 3 of 3 maps to {store.path}, their heatmap PNGs to {tmp_path / 'out'}" in out
     assert sorted(p.name for p in (tmp_path / "out").glob("*.png")) == [
         "x.jpg_gradient.png", "x.png_gradient.png", "y_gradient.png"]
     files = sorted(folder.iterdir())
