@@ -145,6 +145,11 @@ def batch(folder: str = typer.Argument(..., help="Folder of images (its files, n
           overlay: bool = typer.Option(False, "--overlay", help="For --png: draw each map over its image."),
           layer: str = typer.Option(None, "--layer", help="Grad-CAM layer name."),
           batch_size: int = typer.Option(32, "--batch-size", min=1, help="Images per forward and backward pass."),
+          workers: int = typer.Option(None, "--workers", min=1, help="Run on a local Dask cluster of N worker "
+                                      "processes (needs the scale extra)."),
+          scheduler: str = typer.Option(None, "--scheduler", help="Run on the Dask cluster of this running "
+                                        "scheduler, e.g. tcp://10.0.0.5:8786 (OUT must be a folder every worker "
+                                        "can write)."),
           resume: bool = typer.Option(False, "--resume", help="Continue a stopped run: compute only the batches "
                                       "not in OUT's store (the images and options must be the same).")):
     """The maps of every image in FOLDER, a batch at a time, into one array store (and PNGs with
@@ -171,10 +176,14 @@ def batch(folder: str = typer.Argument(..., help="Folder of images (its files, n
         note = zarr_note(out)
         if note:
             typer.echo(note, err=True)
-        with Progress(len(files), f"{method} maps") as progress:
-            store = attribution.batch(net, files, method, seed_obj, out, batch_size=batch_size,
-                                      png=out if png else None, sign=sign, reduce=reduce, overlay=overlay,
-                                      resume=resume, record=record, progress=progress, **options)
+        if workers or scheduler:
+            store = _batch_on_dask(workers, scheduler, record, files, method, seed, out, batch_size, png, sign, reduce,
+                                   overlay, layer, resume)
+        else:
+            with Progress(len(files), f"{method} maps") as progress:
+                store = attribution.batch(net, files, method, seed_obj, out, batch_size=batch_size,
+                                          png=out if png else None, sign=sign, reduce=reduce, overlay=overlay,
+                                          resume=resume, record=record, progress=progress, **options)
     except KeyboardInterrupt:
         try:
             lines, _ = summary(attribution.open_store(attribution.store.store_path(out)), interrupted=True)
@@ -189,6 +198,27 @@ def batch(folder: str = typer.Argument(..., help="Folder of images (its files, n
     if failed:
         typer.echo("\n".join(lines[1:]), err=True)
         sys.exit(2)
+
+
+def _batch_on_dask(workers, scheduler, record, files, method, seed, out, batch_size, png, sign, reduce, overlay,
+                   layer, resume):
+    """`saliency batch` on a Dask cluster (cli/distributed.py); returns the store."""
+    from . import distributed
+    from .batch import Progress
+
+    if workers and scheduler:
+        raise UserError("give --workers (a local cluster) or --scheduler (a running one), not both")
+    dask_client, cluster = distributed.client(workers, scheduler)
+    try:
+        spec = {k: record[k] for k in ("model", "weights", "model_args")}
+        with Progress(len(files), f"{method} maps on {len(dask_client.scheduler_info()['workers'])} workers") as bar:
+            return distributed.run(dask_client, spec, files, method, seed, out, batch_size=batch_size,
+                                   png=out if png else None, look=(sign, reduce, overlay), layer=layer,
+                                   resume=resume, record=record, progress=bar)
+    finally:
+        dask_client.close()
+        if cluster is not None:
+            cluster.close()
 
 
 @app.command()

@@ -31,7 +31,7 @@ from .gradient import gradient, guided_backprop, input_x_gradient
 from .integrated_gradients import integrated_gradients
 from .occlusion import occlusion
 from .smoothgrad import smoothgrad
-from .store import StoreError, create_store, open_store, store_path
+from .store import MapStore, StoreError, create_store, open_store, store_path
 
 METHODS = {
     "gradient": gradient,
@@ -272,6 +272,27 @@ class _Reader(threading.Thread):
             yield item
 
 
+_Plan = namedtuple("_Plan", "name fn seed source map_shape attrs batch_size options")
+
+
+def _plan(model, images, method, seed, batch_size, options, record):
+    """What a run computes: the method, seed, images and the shape of each image's maps."""
+    name, fn = _method(method)
+    seed = _seed(seed)
+    if not isinstance(batch_size, (int, np.integer)) or isinstance(batch_size, bool) or batch_size < 1:
+        raise InputError(f"batch_size must be a positive int, got {batch_size!r}")
+    source = _Source(model, images)
+    # every method's map has the input's shape, except Grad-CAM's single channel (a method function
+    # of a user's must give the input's shape)
+    map_shape = ((1,) + tuple(source.shape[1:])) if fn is gradcam else tuple(source.shape)
+    if seed is not None and seed.count is not None:
+        map_shape = (seed.count,) + map_shape
+    seed_text = seed.describe(getattr(model, "classes", None)) if seed is not None else "default"
+    attrs = {"method": name, "seed": seed_text, "options": {k: repr(v) for k, v in options.items()},
+             "record": record or {}}
+    return _Plan(name, fn, seed, source, map_shape, attrs, int(batch_size), options)
+
+
 def batch(model, images, method="gradient", seed=None, out=None, *, batch_size=BATCH_SIZE, png=None,
           sign="abs", reduce="sum", clip_percentile=99, overlay=False, resume=False, use_zarr=None,
           record=None, progress=None, **options):
@@ -290,52 +311,68 @@ def batch(model, images, method="gradient", seed=None, out=None, *, batch_size=B
     earlier run with the same images and options, computing only the batches not done. Without
     `out`, returns BatchMaps(maps, predicted, errors) as arrays. `record` (JSON values) is kept
     in the store's attributes; `progress(done, total)` is called after each batch."""
-    name, fn = _method(method)
-    seed = _seed(seed)
-    if not isinstance(batch_size, (int, np.integer)) or isinstance(batch_size, bool) or batch_size < 1:
-        raise InputError(f"batch_size must be a positive int, got {batch_size!r}")
-    source = _Source(model, images)
-    n = len(source)
-    # every method's map has the input's shape, except Grad-CAM's single channel (a method function
-    # of a user's must give the input's shape)
-    map_shape = ((1,) + tuple(source.shape[1:])) if fn is gradcam else tuple(source.shape)
-    if seed is not None and seed.count is not None:
-        map_shape = (seed.count,) + map_shape
-    seed_text = seed.describe(getattr(model, "classes", None)) if seed is not None else "default"
-    attrs = {"method": name, "seed": seed_text, "options": {k: repr(v) for k, v in options.items()},
-             "record": record or {}}
-    batches = -(-n // batch_size)
+    plan = _plan(model, images, method, seed, batch_size, options, record)
+    n = len(plan.source)
     if out is None:
-        store, todo = None, range(batches)
-        result = BatchMaps(np.full((n,) + map_shape, np.nan, np.float32), np.full(n, -1, np.int64), [""] * n)
-    else:
-        store = _prepared_store(out, source.names, map_shape, batch_size, attrs, resume, use_zarr)
-        done = store.done
-        todo = [k for k in range(batches) if not done[k * batch_size:(k + 1) * batch_size].all()]
+        result = BatchMaps(np.full((n,) + plan.map_shape, np.nan, np.float32), np.full(n, -1, np.int64), [""] * n)
+        _run(model, plan, result, range(-(-n // plan.batch_size)), png, (sign, reduce, clip_percentile, overlay),
+             progress)
+        return result
+    store = _prepared_store(out, plan.source.names, plan.map_shape, plan.batch_size, plan.attrs, resume, use_zarr)
+    _run(model, plan, store, range(store.batches), png, (sign, reduce, clip_percentile, overlay), progress)
+    return store
+
+
+def prepare(model, images, method="gradient", seed=None, out=None, *, batch_size=BATCH_SIZE, resume=False,
+            use_zarr=None, record=None, **options):
+    """The store of a run in `out`, created empty (or with `resume`, the earlier run's, checked to
+    be the same run), for runs whose batches are computed elsewhere (`fill`, e.g. on Dask workers)."""
+    plan = _plan(model, images, method, seed, batch_size, options, record)
+    return _prepared_store(out, plan.source.names, plan.map_shape, plan.batch_size, plan.attrs, resume, use_zarr)
+
+
+def fill(model, images, method, seed, store, batches, *, png=None, sign="abs", reduce="sum", clip_percentile=99,
+         overlay=False, progress=None, **options):
+    """Compute the batches `batches` (indices) of the run of `store` (made by `prepare` with the same
+    images, method, seed and options) into it, skipping those already done; returns how many
+    images it computed. Writers of different batches never touch each other's chunks, so any
+    number of processes can fill one store at once."""
+    plan = _plan(model, images, method, seed, store.batch_size, options, None)
+    if plan.map_shape != store.map_shape or len(plan.source) != len(store):
+        raise StoreError(f"the store {store.path} holds maps {(len(store),) + store.map_shape}, not the "
+                         f"{(len(plan.source),) + plan.map_shape} of this run")
+    return _run(model, plan, store, batches, png, (sign, reduce, clip_percentile, overlay), progress)
+
+
+def _run(model, plan, target, batches, png, look, progress):
+    """The pipeline: the batches of `batches` not yet done in `target` (a store, or BatchMaps),
+    read ahead on one thread, computed here, written (and rendered) on another. Returns the
+    number of images computed."""
+    n, batch_size, source = len(plan.source), plan.batch_size, plan.source
+    done = target.done if isinstance(target, MapStore) else np.zeros(n, bool)
+    todo = [k for k in batches if not done[k * batch_size:(k + 1) * batch_size].all()]
     names = None
     if png is not None:
         Path(png).mkdir(parents=True, exist_ok=True)
-        names = output_names(source.names, name, None if seed is None else seed.count)
+        names = output_names(source.names, plan.name, None if plan.seed is None else plan.seed.count)
 
     def write(k, x, maps, predicted, errors):
         a, b = k * batch_size, min(n, (k + 1) * batch_size)
         if names is not None:
-            _render(png, [names[Path(p)] for p in source.names[a:b]], x, maps, errors, sign, reduce,
-                    clip_percentile, overlay)
-        if store is None:
-            result.maps[a:b], result.predicted[a:b], result.errors[a:b] = maps, predicted, errors
+            _render(png, [names[Path(p)] for p in source.names[a:b]], x, maps, errors, *look)
+        if isinstance(target, MapStore):
+            target.write_batch(k, maps, predicted, errors)
         else:
-            store.write_batch(k, maps, predicted, errors)
+            target.maps[a:b], target.predicted[a:b], target.errors[a:b] = maps, predicted, errors
 
-    todo = list(todo)
     reader, writer = _Reader(source, todo, batch_size), _Worker(write)
     reader.start()
     writer.start()
     finished = before = n - sum(min(n, (k + 1) * batch_size) - k * batch_size for k in todo)
     try:
         for k, x, read_errors in reader.batches():
-            maps, predicted, errors = _compute(fn, model, x, read_errors, seed, options, map_shape,
-                                               first=finished == before)
+            maps, predicted, errors = _compute(plan.fn, model, x, read_errors, plan.seed, plan.options,
+                                               plan.map_shape, first=finished == before)
             writer.put((k, x, maps, predicted, errors))
             finished += len(x)
             if progress is not None:
@@ -343,7 +380,7 @@ def batch(model, images, method="gradient", seed=None, out=None, *, batch_size=B
     finally:
         reader.stop.set()
         writer.finish()  # the batches computed so far are written whole, also after Ctrl-C
-    return result if store is None else store
+    return finished - before
 
 
 def _prepared_store(out, files, map_shape, batch_size, attrs, resume, use_zarr):

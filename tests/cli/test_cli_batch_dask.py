@@ -1,0 +1,92 @@
+"""`saliency batch --workers`: the run on a local Dask cluster of worker processes stores the maps of
+the single-process run, bit for bit, also when a worker is killed in the middle of it."""
+import os
+import signal
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from saliency import attribution
+from saliency.attribution import store as stores
+from saliency.cli.main import main
+from saliency.models import data
+
+distributed = pytest.importorskip("distributed")
+
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(os.name != "posix", reason="worker processes, SIGKILL")]
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    path = tmp_path_factory.mktemp("images")
+    for i, chw in enumerate(data.shapes(48, seed=43)[0]):
+        Image.fromarray((np.moveaxis(chw, 0, -1) * 255).round().astype(np.uint8)).save(path / f"img{i:02d}.png")
+    (path / "broken.png").write_bytes(b"not a png")
+    return path
+
+
+@pytest.fixture(scope="module")
+def single(folder, tmp_path_factory):
+    out = tmp_path_factory.mktemp("single")
+    with pytest.raises(SystemExit):
+        main(["batch", str(folder), "--out", str(out), "--batch-size", "4"])
+    return attribution.open_store(stores.store_path(out))
+
+
+def _same(a, b):
+    np.testing.assert_array_equal(np.asarray(a.maps), np.asarray(b.maps))  # bit for bit, NaN where failed
+    np.testing.assert_array_equal(a.predicted, b.predicted)
+    assert a.errors == b.errors and a.files == b.files and a.done.all() and b.done.all()
+
+
+def test_two_worker_processes_store_the_maps_of_one_process(folder, single, tmp_path, capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["batch", str(folder), "--out", str(tmp_path), "--batch-size", "4", "--workers", "2"])
+    assert info.value.code == 2  # broken.png
+    assert "wrote 48 of 49 maps" in capsys.readouterr().out
+    _same(attribution.open_store(stores.store_path(tmp_path)), single)
+
+
+def test_a_worker_killed_mid_run_loses_nothing(folder, single, tmp_path, monkeypatch):
+    from saliency.cli import distributed as runner
+
+    monkeypatch.setattr(runner, "TASK_IMAGES", 8)  # 7 tasks of two batches
+    client, cluster = runner.client(workers=2)
+    try:
+        pids = client.run(os.getpid)
+        killed = []
+
+        def kill_one(done, total):
+            if not killed:
+                victim = sorted(pids.values())[0]
+                os.kill(victim, signal.SIGKILL)
+                killed.append(victim)
+
+        spec = {"model": "shapes", "weights": None, "model_args": None}
+        record = {"model": "shapes", "weights": None, "model_args": None, "sign": "abs", "reduce": "sum",
+                  "overlay": False, "layer": None, "png": False}
+        store = runner.run(client, spec, sorted(folder.iterdir()), "gradient", None, tmp_path, batch_size=4,
+                           record=record, progress=kill_one)
+        assert killed and killed[0] not in client.run(os.getpid).values()  # the nanny started a new process
+    finally:
+        client.close()
+        cluster.close()
+    _same(store, single)
+
+
+def test_without_dask_the_options_say_how_to_get_it(folder, tmp_path, capsys, monkeypatch):
+    import builtins
+
+    real = builtins.__import__
+
+    def no_dask(name, *args, **kwargs):
+        if name == "distributed" or name.startswith("distributed."):
+            raise ImportError(name)
+        return real(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_dask)
+    with pytest.raises(SystemExit) as info:
+        main(["batch", str(folder), "--out", str(tmp_path), "--workers", "2"])
+    assert info.value.code == 2
+    assert "Dask, which is not installed: pip install 'saliency-maps[scale]'" in capsys.readouterr().err
