@@ -1,7 +1,7 @@
 """Maps of a whole folder: `saliency batch`'s pipeline (saliency.attribution.batch) in maps per
 second, and where the time goes.
 
-    python benchmarks/batch.py [--images 1024] [--repeats 3] [--memory 10000]
+    python benchmarks/batch.py [--images 1024] [--repeats 3] [--memory 10000] [--workers 1,2]
 
 Jobs: the shapes classifier on 64x64 PNGs (gradient maps into the store; the same with --png
 heatmaps), the zoo depth model on 128x128 PNGs (all-ones maps). Each job runs the whole
@@ -10,7 +10,9 @@ as PNG) into a fresh store, both stores formats where Zarr is installed. Printed
 median maps per second of `--repeats` runs, and the parts measured alone on the same images:
 reading (decode and resize), the method on batches already in memory, writing the store, and
 rendering the PNGs. With `--memory N`, also the peak resident memory (VmHWM) of a fresh
-`saliency batch` process over N images of the classifier (raw maps).
+`saliency batch` process over N images of the classifier (raw maps). With `--workers`, the
+classifier job also on local Dask clusters of that many worker processes (`saliency batch
+--workers`; the cluster's start-up is timed apart).
 """
 import argparse
 import os
@@ -103,11 +105,33 @@ def peak_memory(n, tmp):
           f"{time.perf_counter() - t0:.1f} s for the whole process")
 
 
+def on_dask(paths, workers, repeats, tmp):
+    from saliency.cli import distributed
+
+    t0 = time.perf_counter()
+    client, cluster = distributed.client(workers=workers)
+    started = time.perf_counter() - t0
+    spec = {"model": "shapes", "weights": None, "model_args": None}
+    try:
+        distributed.run(client, spec, paths[:BATCH], "gradient", None, tmp / f"dask-warm-{workers}", batch_size=BATCH)
+        rates = []
+        for r in range(repeats):
+            out = tmp / f"dask-{workers}-{r}"
+            t = seconds(lambda: distributed.run(client, spec, paths, "gradient", None, out, batch_size=BATCH))
+            rates.append(len(paths) / t)
+    finally:
+        client.close()
+        cluster.close()
+    print(f"{'classifier 64x64, gradient, ' + str(workers) + ' Dask workers':<44} {statistics.median(rates):8.0f} "
+          f"maps/s   (cluster start-up {started:.1f} s, first task's model load not counted)", flush=True)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--images", type=int, default=1024)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--memory", type=int, default=0, help="images for the peak-memory run (0: skip)")
+    parser.add_argument("--workers", default="", help="comma-separated Dask worker counts (default: none)")
     args = parser.parse_args()
     formats = [True, False] if stores.zarr_available() else [False]
     print(f"{os.cpu_count()} cores, {args.images} images per job, batches of {BATCH}, medians of {args.repeats}; "
@@ -126,6 +150,8 @@ def main():
                     args.repeats, tmp)
             run_job(f"depth 128x128, all ones ({kind})", depth, scenes, attribution.seeds.ones(), False, use_zarr,
                     args.repeats, tmp)
+        for workers in [int(w) for w in args.workers.split(",") if w]:
+            on_dask(shapes, workers, args.repeats, tmp)
         if args.memory:
             peak_memory(args.memory, tmp)
 

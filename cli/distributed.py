@@ -33,7 +33,15 @@ def client(workers=None, scheduler=None):
             return Client(scheduler, timeout="10s"), None
         except (OSError, TimeoutError) as exc:
             raise MapError(f"cannot reach the Dask scheduler at {scheduler}: {exc}") from None
-    cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None)
+    # Dask's nanny sets MALLOC_TRIM_THRESHOLD_=65536 in its workers, so that freed memory goes back
+    # to the system at once; then every large array of every batch comes back as fresh pages whose
+    # faults cost as much as computing the maps. The workers keep glibc's own setting.
+    import dask
+
+    environ = dict(dask.config.get("distributed.nanny.pre-spawn-environ", {}))
+    environ.pop("MALLOC_TRIM_THRESHOLD_", None)
+    with dask.config.set({"distributed.nanny.pre-spawn-environ": environ}):
+        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None)
     return Client(cluster), cluster
 
 
