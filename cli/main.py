@@ -1,6 +1,7 @@
 """The `saliency` command line: typer commands that wire the library together."""
 import sys
 import warnings
+from pathlib import Path
 
 import typer
 
@@ -219,6 +220,39 @@ def _batch_on_dask(workers, scheduler, record, files, method, seed, out, batch_s
         dask_client.close()
         if cluster is not None:
             cluster.close()
+
+
+@app.command()
+def evaluate(stores: list[str] = typer.Argument(..., help="Map stores made by saliency batch (its --out folder, or "
+                                               "the maps.zarr / maps folder in it); several to compare methods."),
+             out: str = typer.Option(..., "--out", "-o", help="Folder for evaluation.md, evaluation.png and "
+                                     "evaluation.json (created if missing)."),
+             steps: int = typer.Option(16, "--steps", min=1, help="Fractions of the pixels changed: 0, 1/STEPS, ..."),
+             sample: int = typer.Option(8, "--sample", min=0, help="Images for the randomisation check (0: none)."),
+             sign: str = typer.Option("abs", "--sign", help="Order pixels by |map| (abs) or the signed map (all)."),
+             model: str = typer.Option(None, "--model", "-m", help="The model (default: the one the store records)."),
+             weights: str = typer.Option(None, "--weights", "-w", help="Its weights, with --model."),
+             model_args: str = typer.Option(None, "--model-args", help="JSON arguments for Name of a model file.")):
+    """Deletion and insertion curves of every map of each store, and the randomisation check on a
+    sample: a table per store (printed, and in OUT/evaluation.md), the mean curves
+    (OUT/evaluation.png) and every number (OUT/evaluation.json)."""
+    from .batch import Progress
+    from .evaluate import evaluate as run, find_store, model_of, report
+
+    try:
+        if sign not in ("abs", "all"):
+            raise UserError(f"--sign must be abs or all, got {sign!r}")
+        found = [find_store(path) for path in stores]
+        results = {}
+        for path, store in zip(stores, found):
+            net = model_of(store, model, weights, model_args)
+            label = path if path not in results else f"{path} ({len(results)})"
+            with Progress(len(store), f"evaluating {path}") as bar:
+                results[label] = run(store, net, steps, sample, sign, bar)
+        lines = report(results, out, steps, sign)
+    except _input_errors() as exc:
+        raise UserError(str(exc)) from None
+    typer.echo("\n".join(lines + [f"wrote {Path(out) / 'evaluation.md'}, evaluation.png and evaluation.json"]))
 
 
 @app.command()

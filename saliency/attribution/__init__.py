@@ -26,7 +26,8 @@ from .receptive import receptive_field
 from .result import Attribution
 from .seeds import SeedError
 from .smoothgrad import smoothgrad
-from .dataset import METHODS, BatchMaps, batch, output_names  # noqa: I100 (after the methods it runs)
+from .dataset import METHODS, BatchMaps, StoreEvaluation, batch, output_names  # noqa: I100 (after the methods)
+from .dataset import evaluate as evaluate_store
 from .store import MapStore, StoreError, open_store
 
 __all__ = ["Attribution", "InputError", "SeedError", "gradcam", "gradient", "guided_backprop", "input_x_gradient",
@@ -34,4 +35,5 @@ __all__ = ["Attribution", "InputError", "SeedError", "gradcam", "gradient", "gui
 __all__ += ["receptive_field"]
 __all__ += ["LookDistance", "jacobian_rows", "look_distance"]
 __all__ += ["DeletionInsertion", "RandomisationCheck", "deletion_insertion", "randomisation_check"]
-__all__ += ["METHODS", "BatchMaps", "MapStore", "StoreError", "batch", "open_store", "output_names"]
+__all__ += ["METHODS", "BatchMaps", "MapStore", "StoreError", "StoreEvaluation", "batch", "evaluate_store",
+            "open_store", "output_names"]

@@ -17,6 +17,7 @@ import json
 import queue
 import threading
 from collections import Counter, namedtuple
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +27,7 @@ from .. import viz
 from .._write import atomic_path
 from . import seeds as seeds_module
 from ._core import InputError
+from .evaluation import deletion_insertion, randomisation_check
 from .gradcam import gradcam
 from .gradient import gradient, guided_backprop, input_x_gradient
 from .integrated_gradients import integrated_gradients
@@ -278,6 +280,7 @@ _Plan = namedtuple("_Plan", "name fn seed source map_shape attrs batch_size opti
 def _plan(model, images, method, seed, batch_size, options, record):
     """What a run computes: the method, seed, images and the shape of each image's maps."""
     name, fn = _method(method)
+    seed_spec = seed.strip() if isinstance(seed, str) else None  # the command-line form, for `evaluate`
     seed = _seed(seed)
     if not isinstance(batch_size, (int, np.integer)) or isinstance(batch_size, bool) or batch_size < 1:
         raise InputError(f"batch_size must be a positive int, got {batch_size!r}")
@@ -288,7 +291,8 @@ def _plan(model, images, method, seed, batch_size, options, record):
     if seed is not None and seed.count is not None:
         map_shape = (seed.count,) + map_shape
     seed_text = seed.describe(getattr(model, "classes", None)) if seed is not None else "default"
-    attrs = {"method": name, "seed": seed_text, "options": {k: repr(v) for k, v in options.items()},
+    attrs = {"method": name, "seed": seed_text, "seed_spec": seed_spec, "options": {k: repr(v) for k, v in
+                                                                                   options.items()},
              "record": record or {}}
     return _Plan(name, fn, seed, source, map_shape, attrs, int(batch_size), options)
 
@@ -425,3 +429,92 @@ def _difference(key, then, now):
 def json_round_trip(value):
     """`value` as it reads back from a store's JSON attributes (tuples become lists)."""
     return json.loads(json.dumps(value))
+
+
+@dataclass(repr=False)
+class StoreEvaluation:
+    """Deletion and insertion curves of every map of a store, and the randomisation check on a sample.
+
+    files: the images evaluated (the store's done images without an error), in the store's order.
+    fractions: (steps + 1,); deletion, insertion: (images, steps + 1) seed-weighted outputs;
+    deletion_auc, insertion_auc: (images,). layers, correlations: the cascading randomisation
+    check on the first `sample` of those images (correlations: (layers, sample)), or [] and None.
+    """
+
+    method: str
+    seed: str
+    files: list
+    fractions: np.ndarray
+    deletion: np.ndarray
+    insertion: np.ndarray
+    deletion_auc: np.ndarray
+    insertion_auc: np.ndarray
+    layers: list
+    correlations: object
+
+    def __repr__(self):
+        return (f"StoreEvaluation({self.method}, {len(self.files)} images: deletion AUC "
+                f"{np.mean(self.deletion_auc):.4f}, insertion AUC {np.mean(self.insertion_auc):.4f})")
+
+
+def evaluate(model, store, *, images=None, steps=16, sample=8, sign="abs", seed=None, progress=None, **options):
+    """Deletion and insertion curves (`evaluation.deletion_insertion`, pixels ordered by |map| with
+    sign="abs", by the signed map with "all") of every map of `store` (a MapStore or its path),
+    its images read again a batch at a time as `batch` read them; and the cascading randomisation
+    check (`evaluation.randomisation_check`) of its method on the first `sample` images. `seed`:
+    the seed the maps were made with (default: the store's, from its command-line form; needed
+    for a store made with a seed object). `images`: the images themselves (files or an array),
+    for a store made from an array (default: its files). Method options (gradcam's `layer=`) go
+    to the check. `progress(done, total)` is called after each batch."""
+    store = open_store(store) if not isinstance(store, MapStore) else store
+    if len(store.map_shape) != 3:
+        raise InputError(f"evaluate takes one map per image; the maps of {store.path} are "
+                         f"{store.map_shape} per image (K seeds at once)")
+    if sign not in ("abs", "all"):
+        raise InputError(f"sign must be 'abs' or 'all', got {sign!r}")
+    if seed is None and store.attrs.get("seed") != "default":
+        if not store.attrs.get("seed_spec"):
+            raise InputError(f"the maps of {store.path} were made with seed {store.attrs.get('seed')!r}; "
+                             f"pass the seed they were made with (seed=)")
+        seed = store.attrs["seed_spec"]
+    seed = _seed(seed)
+    source = _Source(model, store.files if images is None else images)
+    if len(source) != len(store):
+        raise InputError(f"{len(source)} images given for the {len(store)} maps of {store.path}")
+    usable = store.done & np.array([not e for e in store.errors], bool)
+    batch_size, n = store.batch_size, len(store)
+    todo = [k for k in range(store.batches) if usable[k * batch_size:(k + 1) * batch_size].any()]
+    curves = []
+    reader = _Reader(source, todo, batch_size)
+    reader.start()
+    try:
+        for k, x, read_errors in reader.batches():
+            a = k * batch_size
+            keep = usable[a:a + len(x)] & np.array([not e for e in read_errors], bool)
+            if not keep.any():
+                continue
+            maps = np.asarray(store.maps[a:a + len(x)], np.float64)[keep]
+            maps = np.abs(maps) if sign == "abs" else maps
+            curves.append((np.flatnonzero(keep) + a, deletion_insertion(model, x[keep], maps, seed, steps=steps)))
+            if progress is not None:
+                progress(min(n, a + len(x)), n)
+    finally:
+        reader.stop.set()
+    rows = np.concatenate([r for r, _ in curves]) if curves else np.zeros(0, np.int64)
+    joined = {f: np.concatenate([getattr(c, f) for _, c in curves]) if curves else np.zeros((0, steps + 1))
+              for f in ("deletion", "insertion")}
+    areas = {f: np.concatenate([getattr(c, f) for _, c in curves]) if curves else np.zeros(0)
+             for f in ("deletion_auc", "insertion_auc")}
+    layers, correlations = [], None
+    name = store.attrs.get("method")
+    if usable.any() and not curves:
+        raise InputError(f"none of the images of {store.path} can be read again ({source.names[0]}, ...); "
+                         f"pass them (images=)")
+    if sample and len(rows) and name in METHODS:
+        x = np.stack([source.read(i, i + 1)[0][0] for i in rows[:sample]])
+        check = randomisation_check(model, x, lambda m, xs, s: METHODS[name](m, xs, s, **options), seed)
+        layers, correlations = check.layers, check.correlations
+    fractions = curves[0][1].fractions if curves else np.linspace(0, 1, steps + 1)
+    return StoreEvaluation(name, store.attrs.get("seed"), [store.files[i] for i in rows], fractions,
+                           joined["deletion"], joined["insertion"], areas["deletion_auc"], areas["insertion_auc"],
+                           layers, correlations)

@@ -20,6 +20,7 @@ first), to draw on a panel without relying on the order of fig.axes. Panels with
 `value_panels` draws maps that are values in a unit (a radius in pixels, a depth in metres), each
 with a colour bar labelled with that unit, optionally over the image. Errors are VizError (a ValueError), ImageError for unreadable image files.
 """
+from .curves import deletion_insertion_figure
 from .errors import ImageError, VizError
 from .figures import channel_panels, default_title, grid, heatmap_figure, panels, render
 from .files import load_image, save
@@ -42,6 +43,7 @@ __all__ = [
     "colorize",
     "common_scale",
     "default_title",
+    "deletion_insertion_figure",
     "get_cmap",
     "grid",
     "heatmap",

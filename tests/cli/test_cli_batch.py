@@ -1,5 +1,6 @@
 """`saliency batch`: every image's map in the store (and a PNG each with --png), failures listed and
 recorded, Ctrl-C and --resume giving the same maps as one whole run."""
+import json
 import os
 import signal
 import subprocess
@@ -221,3 +222,34 @@ def test_ctrl_c_keeps_complete_batches_and_resume_gives_the_maps_of_one_whole_ru
     np.testing.assert_array_equal(a.predicted, b.predicted)
     for p in sorted(whole.glob("*.png")):
         np.testing.assert_array_equal(_decoded(stopped / p.name), _decoded(p))
+
+
+def test_evaluate_writes_a_report_of_each_store(shapes, tmp_path, capsys):
+    folder = _folder(tmp_path / "in", shapes[:5])
+    for method in ("gradient", "input_x_gradient"):
+        assert _batch(capsys, folder, "--out", tmp_path / method, "--method", method)[0] == 0
+    with pytest.raises(SystemExit) as info:
+        main(["evaluate", str(tmp_path / "gradient"), str(tmp_path / "input_x_gradient" / "maps.zarr"
+                                                           if stores.zarr_available() else tmp_path / "input_x_gradient"),
+              "--out", str(tmp_path / "report"), "--steps", "4", "--sample", "2"])
+        raise SystemExit(0)
+    out = capsys.readouterr().out
+    assert info.value.code == 0
+    assert out.splitlines()[0].startswith("| store | method | seed | images | deletion AUC")
+    numbers = json.loads((tmp_path / "report" / "evaluation.json").read_text())
+    expected = attribution.evaluate_store(models.load("shapes"), _store(tmp_path / "gradient"), steps=4, sample=2)
+    got = numbers[str(tmp_path / "gradient")]
+    np.testing.assert_allclose(got["deletion_auc"], expected.deletion_auc, rtol=1e-6)
+    assert got["method"] == "gradient" and len(got["randomisation"]["layers"]) == len(expected.layers)
+    report = (tmp_path / "report" / "evaluation.md").read_text()
+    assert "| input_x_gradient | default | 5 |" in report and "## Randomisation check" in report
+    assert _decoded(tmp_path / "report" / "evaluation.png").ndim == 3
+
+
+def test_evaluate_of_a_folder_without_a_store_is_one_line(tmp_path, capsys):
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(SystemExit) as info:
+        main(["evaluate", str(tmp_path / "empty"), "--out", str(tmp_path / "r")])
+    assert info.value.code == 2
+    assert capsys.readouterr().err.strip() == (f"error: {tmp_path / 'empty'} holds no map store; make one with: "
+                                               f"saliency batch FOLDER --out {tmp_path / 'empty'}")
