@@ -223,8 +223,8 @@ def _batch_on_dask(workers, scheduler, record, files, method, seed, out, batch_s
 
 
 @app.command()
-def evaluate(stores: list[str] = typer.Argument(..., help="Map stores made by saliency batch (its --out folder, or "
-                                               "the maps.zarr / maps folder in it); several to compare methods."),
+def evaluate(stores: list[str] = typer.Argument(..., help="Map stores made by saliency batch (its --out folder, "
+                                                "or the maps.zarr / maps folder in it); several to compare methods."),
              out: str = typer.Option(..., "--out", "-o", help="Folder for evaluation.md, evaluation.png and "
                                      "evaluation.json (created if missing)."),
              steps: int = typer.Option(16, "--steps", min=1, help="Fractions of the pixels changed: 0, 1/STEPS, ..."),

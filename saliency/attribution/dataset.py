@@ -291,9 +291,8 @@ def _plan(model, images, method, seed, batch_size, options, record):
     if seed is not None and seed.count is not None:
         map_shape = (seed.count,) + map_shape
     seed_text = seed.describe(getattr(model, "classes", None)) if seed is not None else "default"
-    attrs = {"method": name, "seed": seed_text, "seed_spec": seed_spec, "options": {k: repr(v) for k, v in
-                                                                                   options.items()},
-             "record": record or {}}
+    attrs = {"method": name, "seed": seed_text, "seed_spec": seed_spec,
+             "options": {k: repr(v) for k, v in options.items()}, "record": record or {}}
     return _Plan(name, fn, seed, source, map_shape, attrs, int(batch_size), options)
 
 

@@ -228,10 +228,10 @@ def test_evaluate_writes_a_report_of_each_store(shapes, tmp_path, capsys):
     folder = _folder(tmp_path / "in", shapes[:5])
     for method in ("gradient", "input_x_gradient"):
         assert _batch(capsys, folder, "--out", tmp_path / method, "--method", method)[0] == 0
+    second = _store(tmp_path / "input_x_gradient").path  # the store itself, not its folder
     with pytest.raises(SystemExit) as info:
-        main(["evaluate", str(tmp_path / "gradient"), str(tmp_path / "input_x_gradient" / "maps.zarr"
-                                                           if stores.zarr_available() else tmp_path / "input_x_gradient"),
-              "--out", str(tmp_path / "report"), "--steps", "4", "--sample", "2"])
+        main(["evaluate", str(tmp_path / "gradient"), str(second), "--out", str(tmp_path / "report"),
+              "--steps", "4", "--sample", "2"])
         raise SystemExit(0)
     out = capsys.readouterr().out
     assert info.value.code == 0
