@@ -137,19 +137,20 @@ def _message(exc):
 
 
 def _maps_of(fn, model, x, seed, options):
-    """(maps (n, [K,] C, H, W) float32, predicted (n,)) of one method call on the batch x."""
+    """(maps (n, [K,] C, H, W) float32, predicted class (n,), error (n,)) of one method call on
+    the batch x: the predicted class is -1 for a dense output; an image whose output is not finite
+    gets a NaN map and that error."""
     attr = fn(model, x, seed, **options)
     maps = np.asarray(attr.map, np.float32)
     if seed is not None and seed.count is not None:  # (K, n, ...) -> (n, K, ...)
         maps = np.moveaxis(maps, 0, 1)
+    maps = np.ascontiguousarray(maps)
     out = np.asarray(attr.output)
     predicted = out.argmax(axis=1) if out.ndim == 2 else np.full(len(x), -1)
-    if not np.isfinite(out).all():
-        bad = ~np.isfinite(out.reshape(len(x), -1)).all(axis=1)
-        maps[bad] = np.nan
-        predicted = np.where(bad, -1, predicted)
-    return np.ascontiguousarray(maps), predicted, np.where(
-        ~np.isfinite(out.reshape(len(x), -1)).all(axis=1), "the model's output holds NaN or infinite values", "")
+    bad = ~np.isfinite(out.reshape(len(x), -1)).all(axis=1)
+    maps[bad] = np.nan
+    predicted = np.where(bad, -1, predicted)
+    return maps, predicted, np.where(bad, "the model's output holds NaN or infinite values", "")
 
 
 def _compute(fn, model, x, read_errors, seed, options, map_shape, first=False):
@@ -255,14 +256,22 @@ class _Reader(threading.Thread):
         try:
             n = len(self.source)
             for k in self.todo:
-                if self.stop.is_set():
-                    return
                 a, b = k * self.batch_size, min(n, (k + 1) * self.batch_size)
-                self.items.put((k,) + self.source.read(a, b))
+                if not self._offer((k,) + self.source.read(a, b)):
+                    return
         except BaseException as exc:  # noqa: BLE001: raised on the calling thread
             self.error = exc
-        finally:
-            self.items.put(None)
+        self._offer(None)
+
+    def _offer(self, item):
+        """Queue `item` unless the consumer stopped (then the thread ends instead of waiting forever)."""
+        while not self.stop.is_set():
+            try:
+                self.items.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
 
     def batches(self):
         while True:
