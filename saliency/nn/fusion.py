@@ -21,10 +21,19 @@ The fusions:
   dilation or groups): one sub-pixel convolution, `F.upsample_conv2d`. Same result (to rounding),
   4/9 of the work, and one UpsampleConvolutionBackward0 node in the graph instead of
   UpsampleNearest2DBackward0 and ConvolutionBackward0.
+* Conv2d followed by a BatchNorm2d in eval mode (running statistics): one convolution with the
+  normalisation folded into its weight and bias, w * s and (b - mean) * s + beta with
+  s = gamma / sqrt(var + eps), computed from the current parameters at every call (so a weight
+  changed in place is seen) by autograd ops, so that gradients still reach the convolution's
+  and the norm's parameters. Same result (to rounding), no pass over the activations for the
+  norm forward or its VJP. In training mode (batch statistics) the two modules run on their own.
 """
 from collections import namedtuple
 
+import numpy as np
+
 from . import functional as F
+from .batchnorm import BatchNorm2d
 from .conv import Conv2d
 from .module import Module
 from .upsampling import Upsample
@@ -63,8 +72,33 @@ def _upsample_conv(upsample, conv, x):
 
 UPSAMPLE_CONV = PairFusion("upsample_conv2d", upsample_conv_fusable, _upsample_conv)
 
+
+def conv_bn_fusable(conv, bn):
+    """Whether `conv` (a Conv2d) followed by `bn` (a BatchNorm2d of its output channels with
+    running statistics) can run as one convolution; no hooks on either module. The norm's mode
+    is looked at by the call: in training mode (batch statistics) the two run on their own."""
+    return (type(conv) is Conv2d and type(bn) is BatchNorm2d and bn.running_mean is not None
+            and bn.num_features == conv.out_channels and not conv._has_hooks() and not bn._has_hooks())
+
+
+def _conv_bn(conv, bn, x):
+    if bn.training:
+        return bn(conv(x))
+    dtype = conv.weight.dtype
+    inv = (1.0 / np.sqrt(np.asarray(bn.running_var, np.float64) + bn.eps)).astype(dtype)  # buffers: no gradient
+    scale = inv if bn.weight is None else bn.weight * inv
+    mean = np.asarray(bn.running_mean, dtype)
+    shift = (conv.bias - mean) * scale if conv.bias is not None else scale * -mean
+    if bn.bias is not None:
+        shift = shift + bn.bias
+    return F.conv2d(x, conv.weight * scale.reshape(-1, 1, 1, 1), shift, conv.stride, conv.padding, conv.dilation,
+                    conv.groups)
+
+
+CONV_BN = PairFusion("conv2d_batch_norm", conv_bn_fusable, _conv_bn)
+
 # The pair fusions `fuse` looks for, first match wins.
-PAIR_FUSIONS = (UPSAMPLE_CONV,)
+PAIR_FUSIONS = (UPSAMPLE_CONV, CONV_BN)
 
 
 def plan(modules):

@@ -1,5 +1,6 @@
 """saliency.nn.fuse / unfuse: an explicit step that lets Upsample(nearest) + 3x3 Conv2d pairs of a
-Sequential run as one sub-pixel convolution, with the same results, keys and modules."""
+Sequential run as one sub-pixel convolution, and Conv2d + BatchNorm2d pairs in eval mode as one
+convolution, with the same results, keys and modules."""
 import copy
 from collections import Counter, OrderedDict
 
@@ -210,3 +211,55 @@ def test_zoo_models_are_built_fused():
         assert list(model.state_dict()) == list(plain.state_dict())
         assert all("_fusion_plan" in vars(seq) for seq in model.modules() if isinstance(seq, nn.Sequential))
         assert not any("_fusion_plan" in vars(seq) for seq in plain.modules() if isinstance(seq, nn.Sequential))
+
+
+def conv_bn(affine=True, conv_bias=True, norm_bias=True):
+    """conv -> batch norm (running statistics drawn) -> relu, float64."""
+    sl.manual_seed(1)
+    rng = np.random.default_rng(1)
+    seq = nn.Sequential(nn.Conv2d(3, 5, 3, stride=2, padding=1, bias=conv_bias),
+                        nn.BatchNorm2d(5, affine=affine, bias=norm_bias), nn.ReLU()).double()
+    bn = seq[1]
+    bn.running_mean.numpy()[:] = rng.standard_normal(5)
+    bn.running_var.numpy()[:] = rng.random(5) + 0.2
+    if affine:
+        bn.weight.numpy()[:] = rng.standard_normal(5)
+        if norm_bias:
+            bn.bias.numpy()[:] = rng.standard_normal(5)
+    return seq
+
+
+@pytest.mark.parametrize("affine, conv_bias, norm_bias", [(True, True, True), (True, False, True),
+                                                           (False, True, False), (True, True, False)])
+def test_a_conv_and_its_batch_norm_in_eval_mode_run_as_one_convolution(affine, conv_bias, norm_bias):
+    """The outputs and every gradient (input, the convolution's and the norm's parameters) are the
+    unfused ones; the graph has no batch-norm node."""
+    seq = conv_bn(affine, conv_bias, norm_bias).eval()
+    x = sl.tensor(np.random.default_rng(2).standard_normal((2, 3, 9, 8)), requires_grad=True)
+    params = list(seq.parameters())
+    y = seq(x)
+    want = sl.autograd.grad((y * y).sum(), [x] + params)
+    nn.fuse(seq)
+    assert fused_pairs(seq) == [("0", "1", "conv2d_batch_norm")]
+    fused = seq(x)
+    assert "NativeBatchNormBackward0" in node_names(y) and "NativeBatchNormBackward0" not in node_names(fused)
+    np.testing.assert_allclose(fused.numpy(), y.numpy(), rtol=1e-12, atol=1e-12)
+    for got, ref in zip(sl.autograd.grad((fused * fused).sum(), [x] + params), want):
+        np.testing.assert_allclose(got.numpy(), ref.numpy(), rtol=1e-10, atol=1e-12)
+
+
+def test_in_training_mode_a_fused_conv_and_batch_norm_run_on_their_own():
+    """Batch statistics, and the running statistics updated as without the fusion."""
+    plain, fused = conv_bn().train(), nn.fuse(conv_bn().train())
+    x = sl.tensor(np.random.default_rng(3).standard_normal((4, 3, 8, 8)))
+    np.testing.assert_array_equal(fused(x).numpy(), plain(x).numpy())
+    np.testing.assert_array_equal(fused[1].running_mean.numpy(), plain[1].running_mean.numpy())
+    np.testing.assert_array_equal(fused[1].running_var.numpy(), plain[1].running_var.numpy())
+
+
+def test_a_hook_on_the_batch_norm_keeps_it_apart():
+    seq = nn.fuse(conv_bn().eval())
+    seen = []
+    seq[1].register_forward_hook(lambda m, inputs, output: seen.append(output.shape))
+    y = seq(sl.tensor(np.ones((1, 3, 6, 6))))
+    assert seen == [(1, 5, 3, 3)] and "NativeBatchNormBackward0" in node_names(y)
