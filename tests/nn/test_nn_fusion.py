@@ -229,8 +229,8 @@ def conv_bn(affine=True, conv_bias=True, norm_bias=True):
     return seq
 
 
-@pytest.mark.parametrize("affine, conv_bias, norm_bias", [(True, True, True), (True, False, True),
-                                                           (False, True, False), (True, True, False)])
+@pytest.mark.parametrize("affine, conv_bias, norm_bias",
+                         [(True, True, True), (True, False, True), (False, True, False), (True, True, False)])
 def test_a_conv_and_its_batch_norm_in_eval_mode_run_as_one_convolution(affine, conv_bias, norm_bias):
     """The outputs and every gradient (input, the convolution's and the norm's parameters) are the
     unfused ones; the graph has no batch-norm node."""
