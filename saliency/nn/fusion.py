@@ -26,7 +26,8 @@ The fusions:
   s = gamma / sqrt(var + eps), computed from the current parameters at every call (so a weight
   changed in place is seen) by autograd ops, so that gradients still reach the convolution's
   and the norm's parameters. Same result (to rounding), no pass over the activations for the
-  norm forward or its VJP. In training mode (batch statistics) the two modules run on their own.
+  norm's VJP, where that saves more than the pass over the weight costs (`_fold_pays`: not for
+  large weights on small maps); otherwise, and in training mode, the two modules run on their own.
 """
 from collections import namedtuple
 
@@ -81,8 +82,23 @@ def conv_bn_fusable(conv, bn):
             and bn.num_features == conv.out_channels and not conv._has_hooks() and not bn._has_hooks())
 
 
+def _fold_pays(conv, x):
+    """Folding costs a pass over the weight (O * C/groups * kh * kw elements, a new array every
+    call) and saves one over the norm's activations (O * N * OH * OW, its VJP; its forward pass
+    becomes the bias's): it pays when the output has at least as many positions per channel as
+    the weight has elements per output channel (not on 512-channel layers of a 2x2 map)."""
+    shape = np.shape(x)
+    if len(shape) != 4:
+        return False
+    kh, kw = conv.kernel_size
+    positions = shape[0]
+    for size, k, s, p, d in zip(shape[2:], conv.kernel_size, conv.stride, conv.padding, conv.dilation):
+        positions *= max(0, (size + 2 * p - d * (k - 1) - 1) // s + 1)
+    return positions >= conv.in_channels // conv.groups * kh * kw
+
+
 def _conv_bn(conv, bn, x):
-    if bn.training:
+    if bn.training or not _fold_pays(conv, x):
         return bn(conv(x))
     dtype = conv.weight.dtype
     inv = (1.0 / np.sqrt(np.asarray(bn.running_var, np.float64) + bn.eps)).astype(dtype)  # buffers: no gradient

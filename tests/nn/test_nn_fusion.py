@@ -263,3 +263,14 @@ def test_a_hook_on_the_batch_norm_keeps_it_apart():
     seq[1].register_forward_hook(lambda m, inputs, output: seen.append(output.shape))
     y = seq(sl.tensor(np.ones((1, 3, 6, 6))))
     assert seen == [(1, 5, 3, 3)] and "NativeBatchNormBackward0" in node_names(y)
+
+
+def test_a_large_weight_on_a_small_map_is_not_folded():
+    """Folding would pass over 64 x 32 x 9 weights to save a pass over 64 x 2 x 2 outputs."""
+    sl.manual_seed(2)
+    seq = nn.fuse(nn.Sequential(nn.Conv2d(32, 64, 3, padding=1), nn.BatchNorm2d(64)).double().eval())
+    small, large = (sl.tensor(np.ones((1, 32, s, s)), requires_grad=True) for s in (2, 32))
+    assert "NativeBatchNormBackward0" in node_names(seq(small))
+    assert "NativeBatchNormBackward0" not in node_names(seq(large))
+    plain = nn.unfuse(copy.deepcopy(seq))
+    np.testing.assert_allclose(seq(small).numpy(), plain(small).numpy())
