@@ -13,7 +13,7 @@ import json
 
 from saliency import attribution
 
-from .mapping import MapError
+from .mapping import MapError, method_options
 
 TASK_IMAGES = 256
 INSTALL = "pip install 'saliency-maps[scale]'"
@@ -54,21 +54,13 @@ def _model(spec):
     return _models[key]
 
 
-def _options(net, method, layer):
-    from .mapping import gradcam_layer, named_layer
-
-    if method != "gradcam":
-        return {}
-    return {"layer": named_layer(net, layer) if layer else gradcam_layer(net)[1]}
-
-
 def _task(spec, files, method, seed, store_path, batches, png, look, layer):
     """One task, on a worker: the batches `batches` of the run into the store at `store_path`."""
     net = _model(spec)
     store = attribution.open_store(store_path)
     sign, reduce, overlay = look
     return attribution.dataset.fill(net, files, method, seed, store, batches, png=png, sign=sign, reduce=reduce,
-                                    overlay=overlay, **_options(net, method, layer))
+                                    overlay=overlay, **method_options(net, method, layer))
 
 
 def run(dask_client, spec, files, method, seed, out, *, batch_size, png=None, look=("abs", "sum", False),
@@ -79,7 +71,7 @@ def run(dask_client, spec, files, method, seed, out, *, batch_size, png=None, lo
     net = _model(spec)  # here too: the store's shape, and the options checked before any task
     files = [str(f) for f in files]
     store = attribution.dataset.prepare(net, files, method, seed, out, batch_size=batch_size, resume=resume,
-                                        record=record, **_options(net, method, layer))
+                                        record=record, **method_options(net, method, layer))
     done = store.done
     todo = [k for k in range(store.batches) if not done[k * batch_size:(k + 1) * batch_size].all()]
     per_task = max(1, TASK_IMAGES // batch_size)

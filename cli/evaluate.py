@@ -11,7 +11,7 @@ from saliency import attribution, viz
 from saliency._write import write_text
 from saliency.attribution import store as stores
 
-from .mapping import MapError, gradcam_layer, named_layer
+from .mapping import MapError, method_options
 
 
 def find_store(path):
@@ -38,10 +38,7 @@ def model_of(store, model, weights, model_args):
 
 
 def evaluate(store, net, steps, sample, sign, progress):
-    options = {}
-    if store.attrs.get("method") == "gradcam":
-        layer = (store.attrs.get("record") or {}).get("layer")
-        options["layer"] = named_layer(net, layer) if layer else gradcam_layer(net)[1]
+    options = method_options(net, store.attrs.get("method"), (store.attrs.get("record") or {}).get("layer"))
     return attribution.evaluate_store(net, store, steps=steps, sample=sample, sign=sign, progress=progress, **options)
 
 

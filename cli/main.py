@@ -162,7 +162,7 @@ def batch(folder: str = typer.Argument(..., help="Folder of images (its files, n
     from saliency import attribution
 
     from .batch import Progress, batch_files, summary, zarr_note
-    from .mapping import _check_options, gradcam_layer, named_layer
+    from .mapping import _check_options, method_options
 
     record = {"model": model, "weights": weights, "model_args": model_args, "sign": sign, "reduce": reduce,
               "overlay": overlay, "layer": layer, "png": png}
@@ -171,9 +171,7 @@ def batch(folder: str = typer.Argument(..., help="Folder of images (its files, n
         seed_obj = attribution.seeds.parse(seed) if seed else None
         files = batch_files(folder)
         net = resolve(model, weights, model_args)
-        options = {}
-        if method == "gradcam":
-            options["layer"] = named_layer(net, layer) if layer else gradcam_layer(net)[1]
+        options = method_options(net, method, layer)
         note = zarr_note(out)
         if note:
             typer.echo(note, err=True)

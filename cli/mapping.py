@@ -35,6 +35,14 @@ def gradcam_layer(model):
     return convs[-1]
 
 
+def method_options(model, method, layer=None):
+    """The options a method needs from the command line: Grad-CAM's layer (named, or the last
+    convolution's)."""
+    if method != "gradcam":
+        return {}
+    return {"layer": named_layer(model, layer) if layer else gradcam_layer(model)[1]}
+
+
 def named_layer(model, name):
     """The module called `name` in model.named_modules() (as print(model) shows it), or MapError."""
     modules = dict(getattr(model, "named_modules", list)())
@@ -92,10 +100,7 @@ def compute(model, image_path, method="gradient", seed=None, layer=None):
         raise MapError(f"seed {seed} makes {seed_obj.count} maps and saliency map draws one; for K maps per image "
                        f"use saliency batch")
     x, note = model_input(model, image_path)
-    options = {}
-    if method == "gradcam":
-        options["layer"] = named_layer(model, layer) if layer else gradcam_layer(model)[1]
-    attr = fn(model, x, seed_obj, **options)
+    attr = fn(model, x, seed_obj, **method_options(model, method, layer))
     _check_output(model, attr, image_path)
     return x, attr, [note] if note else []
 

@@ -21,9 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from PIL import Image
 
-from .. import viz
 from .._write import atomic_path
 from . import seeds as seeds_module
 from ._core import InputError
@@ -107,6 +105,8 @@ class _Source:
         self.shape = tuple(int(s) for s in shape)
 
     def _first_shape(self):
+        from .. import viz  # images and heatmaps only: `import saliency.attribution` stays without matplotlib
+
         for p in self.paths:
             try:
                 return viz.load_image(p)[0].shape
@@ -121,6 +121,8 @@ class _Source:
         """(float32 (b - a, C, H, W), [error or "" per image]); an image that fails reads as zeros."""
         if self.array is not None:
             return np.ascontiguousarray(self.array[a:b], np.float32), [""] * (b - a)
+        from .. import viz
+
         x = np.zeros((b - a,) + self.shape, np.float32)
         errors = []
         for i, p in enumerate(self.paths[a:b]):
@@ -192,6 +194,10 @@ def _compute(fn, model, x, read_errors, seed, options, map_shape, first=False):
 def _render(png, names, x, maps, errors, sign, reduce, clip_percentile, overlay):
     """Heatmap PNGs of one batch (one per map; none for a failed image), colours as viz.heatmap.
     A PNG that cannot be written is that image's error (its map is kept); the others go on."""
+    from PIL import Image
+
+    from .. import viz
+
     for i, name in enumerate(names):
         if errors[i]:
             continue
@@ -509,10 +515,9 @@ def evaluate(model, store, *, images=None, steps=16, sample=8, sign="abs", seed=
     finally:
         reader.stop.set()
     rows = np.concatenate([r for r, _ in curves]) if curves else np.zeros(0, np.int64)
-    joined = {f: np.concatenate([getattr(c, f) for _, c in curves]) if curves else np.zeros((0, steps + 1))
-              for f in ("deletion", "insertion")}
-    areas = {f: np.concatenate([getattr(c, f) for _, c in curves]) if curves else np.zeros(0)
-             for f in ("deletion_auc", "insertion_auc")}
+    empty = {"deletion": np.zeros((0, steps + 1)), "insertion": np.zeros((0, steps + 1)),
+             "deletion_auc": np.zeros(0), "insertion_auc": np.zeros(0)}
+    got = {f: np.concatenate([getattr(c, f) for _, c in curves]) if curves else e for f, e in empty.items()}
     layers, correlations = [], None
     name = store.attrs.get("method")
     if usable.any() and not curves:
@@ -524,5 +529,5 @@ def evaluate(model, store, *, images=None, steps=16, sample=8, sign="abs", seed=
         layers, correlations = check.layers, check.correlations
     fractions = curves[0][1].fractions if curves else np.linspace(0, 1, steps + 1)
     return StoreEvaluation(name, store.attrs.get("seed"), [store.files[i] for i in rows], fractions,
-                           joined["deletion"], joined["insertion"], areas["deletion_auc"], areas["insertion_auc"],
-                           layers, correlations)
+                           got["deletion"], got["insertion"], got["deletion_auc"], got["insertion_auc"], layers,
+                           correlations)

@@ -143,7 +143,7 @@ class _NpyChunks:
             where = flat // B == k
             out[where] = chunk[flat[where] - k * B]
         out = out if np.ndim(rows) else out[0]
-        return out[(slice(None),) + rest] if rest and np.ndim(rows) else out[rest] if rest else out
+        return out[(slice(None),) * np.ndim(rows) + tuple(rest)]
 
     def __array__(self, dtype=None, copy=None):
         arr = self[:]

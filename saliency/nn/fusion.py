@@ -33,6 +33,7 @@ from collections import namedtuple
 
 import numpy as np
 
+from ..kernels import conv_output_size
 from . import functional as F
 from .batchnorm import BatchNorm2d
 from .conv import Conv2d
@@ -90,11 +91,10 @@ def _fold_pays(conv, x):
     shape = np.shape(x)
     if len(shape) != 4:
         return False
-    kh, kw = conv.kernel_size
     positions = shape[0]
     for size, k, s, p, d in zip(shape[2:], conv.kernel_size, conv.stride, conv.padding, conv.dilation):
-        positions *= max(0, (size + 2 * p - d * (k - 1) - 1) // s + 1)
-    return positions >= conv.in_channels // conv.groups * kh * kw
+        positions *= max(0, conv_output_size(size, k, s, p, d))
+    return positions >= conv.in_channels // conv.groups * conv.kernel_size[0] * conv.kernel_size[1]
 
 
 def _conv_bn(conv, bn, x):
