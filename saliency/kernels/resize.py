@@ -6,7 +6,9 @@ PyTorch's conventions: nearest takes source index floor(i / s); bilinear takes s
 coordinate (i + 0.5) / s - 0.5, clamped at 0, between rows y0 = floor and y1 = min(y0 + 1,
 H - 1) with weight l1 = coordinate - y0 on y1 and l0 = 1 - l1 on y0 (likewise for columns).
 The wrappers build these per-row/per-column tables; kernels loop over (n, c)
-planes, each task owning its plane (the VJPs scatter-add within it).
+planes, each call owning its planes (the VJPs scatter-add within them). Bilinear resampling runs
+in two separable passes (columns of every input row read, then rows), and large calls split their
+planes over two threads.
 """
 import math
 
@@ -15,6 +17,7 @@ from numba import prange
 
 from ._jit import njit
 
+from . import threads
 from .conv2d import _fold_seeds, _float_array
 from .window import _planes, _separable_grad
 
@@ -48,43 +51,90 @@ def _nearest_grad(g, dx, s):
                 dst[ox // s] += src[ox]
 
 
-@njit(cache=True, fastmath={"contract"})
-def _bilinear(x, out, y0, y1, ly0, ly1, x0, x1, lx0, lx1):
-    N, C = x.shape[0], x.shape[1]
+def _rows_read(i0, i1, size):
+    """Which of `size` input rows (or columns) a table's outputs read."""
+    used = np.zeros(size, np.bool_)
+    used[i0] = True
+    used[i1] = True
+    return used
+
+
+@njit(cache=True, nogil=True, fastmath={"contract"})
+def _bilinear(x, out, y0, y1, ly0, ly1, x0, x1, lx0, lx1, used, p0, p1):
+    """Planes [p0, p1) of the flattened (N*C) planes, in two separable passes: every input row that
+    an output row reads, resampled along the columns once (H x OW scratch), then each output row as
+    the weighted sum of its two resampled rows (a contiguous pass)."""
+    C, H = x.shape[1], x.shape[2]
     OH, OW = out.shape[2], out.shape[3]
-    for t in prange(N * C):
+    rows = np.empty((H, OW), x.dtype)
+    for t in range(p0, p1):
         n = t // C
         c = t % C
         plane = x[n, c]
+        for iy in range(H):
+            if used[iy]:
+                src = plane[iy]
+                dst = rows[iy]
+                for ox in range(OW):
+                    dst[ox] = lx0[ox] * src[x0[ox]] + lx1[ox] * src[x1[ox]]
         for oy in range(OH):
-            r0 = plane[y0[oy]]
-            r1 = plane[y1[oy]]
+            r0 = rows[y0[oy]]
+            r1 = rows[y1[oy]]
+            w0, w1 = ly0[oy], ly1[oy]
+            dst = out[n, c, oy]
             for ox in range(OW):
-                a, b = x0[ox], x1[ox]
-                out[n, c, oy, ox] = (ly0[oy] * (lx0[ox] * r0[a] + lx1[ox] * r0[b])
-                                     + ly1[oy] * (lx0[ox] * r1[a] + lx1[ox] * r1[b]))
+                dst[ox] = w0 * r0[ox] + w1 * r1[ox]
 
 
-@njit(cache=True, fastmath={"contract"})
-def _bilinear_grad(g, dx, y0, y1, ly0, ly1, x0, x1, lx0, lx1):
-    """Adjoint of _bilinear: each g entry goes back to its four source pixels with their weights."""
-    M, C = dx.shape[0], dx.shape[1]
+@njit(cache=True, nogil=True, fastmath={"contract"})
+def _bilinear_grad(g, dx, y0, y1, ly0, ly1, x0, x1, lx0, lx1, used, p0, p1):
+    """Adjoint of _bilinear, its two passes in reverse: each g row added into the two resampled rows
+    it was made from (contiguous), then each of those rows sent back to its source columns."""
+    C, H, W = dx.shape[1], dx.shape[2], dx.shape[3]
     OH, OW = g.shape[2], g.shape[3]
-    for t in prange(M * C):
+    rows = np.empty((H, OW), g.dtype)
+    for t in range(p0, p1):
         m = t // C
         c = t % C
-        plane = dx[m, c]
-        plane[:] = 0
+        for iy in range(H):
+            if used[iy]:
+                rows[iy, :] = 0
         for oy in range(OH):
-            r0 = plane[y0[oy]]
-            r1 = plane[y1[oy]]
+            src = g[m, c, oy]
+            r0 = rows[y0[oy]]
+            w0 = ly0[oy]
             for ox in range(OW):
-                v = g[m, c, oy, ox]
-                a, b = x0[ox], x1[ox]
-                r0[a] += ly0[oy] * lx0[ox] * v
-                r0[b] += ly0[oy] * lx1[ox] * v
-                r1[a] += ly1[oy] * lx0[ox] * v
-                r1[b] += ly1[oy] * lx1[ox] * v
+                r0[ox] += w0 * src[ox]
+            r1 = rows[y1[oy]]
+            w1 = ly1[oy]
+            for ox in range(OW):
+                r1[ox] += w1 * src[ox]
+        plane = dx[m, c]
+        for iy in range(H):
+            dst = plane[iy]
+            dst[:] = 0
+            if used[iy]:
+                src = rows[iy]
+                for ox in range(OW):
+                    dst[x0[ox]] += lx0[ox] * src[ox]
+                    dst[x1[ox]] += lx1[ox] * src[ox]
+
+
+def _resample(x, out, tables):
+    """out = the separable resampling of x by `tables` (_tables' eight arrays), planes in two halves
+    on two threads when the output is large (threads.split_batch)."""
+    used = _rows_read(tables[0], tables[1], x.shape[2])
+    planes = x.shape[0] * x.shape[1]
+    threads.split_batch(planes, out.size, lambda p0, p1: _bilinear(x, out, *tables, used, p0, p1))
+    return out
+
+
+def _resample_grad(g, dx, tables):
+    """dx = the adjoint of _resample applied to g (both folded to planes as in the forward)."""
+    used = _rows_read(tables[0], tables[1], dx.shape[2])
+    planes = dx.shape[0] * dx.shape[1]
+    threads.split_batch(planes, g.size, lambda p0, p1: _bilinear_grad(g, dx, *tables, used, p0, p1))
+    return dx
 
 
 def _scale(scale_factor):
@@ -149,8 +199,8 @@ def upsample_bilinear2d_forward(x, scale_factor):
     """(N, C, H, W) -> (N, C, H*s, W*s), bilinear with align_corners=False (PyTorch's default)."""
     x, s = _check_x(x), _scale(scale_factor)
     out = np.empty(x.shape[:2] + (x.shape[2] * s, x.shape[3] * s), x.dtype)
-    _bilinear(x, out, *_linear_table(x.shape[2], s, x.dtype), *_linear_table(x.shape[3], s, x.dtype))
-    return out
+    return _resample(x, out, _tables(_linear_table(x.shape[2], s, x.dtype), _linear_table(x.shape[3], s, x.dtype),
+                                      x.dtype))
 
 
 def upsample_bilinear2d_grad_input(g, x_shape, scale_factor):
@@ -158,8 +208,8 @@ def upsample_bilinear2d_grad_input(g, x_shape, scale_factor):
     s = _scale(scale_factor)
     g2, seeds, x_shape = _check_g(g, x_shape, s)
     dx = np.empty((g2.shape[0],) + x_shape[1:], g2.dtype)
-    _bilinear_grad(g2, dx, *_linear_table(x_shape[2], s, g2.dtype), *_linear_table(x_shape[3], s, g2.dtype))
-    return dx.reshape(seeds + x_shape)
+    tables = _tables(_linear_table(x_shape[2], s, g2.dtype), _linear_table(x_shape[3], s, g2.dtype), g2.dtype)
+    return _resample_grad(g2, dx, tables).reshape(seeds + x_shape)
 
 
 # ---- any output size: per-axis tables computed as PyTorch's CPU kernels compute them -------------
@@ -215,9 +265,7 @@ def resample2d_forward(x, rows, cols):
     times input."""
     x = _check_x(x)
     out = np.empty(x.shape[:2] + (len(rows[0]), len(cols[0])), x.dtype)
-    y0, y1, ly0, ly1, x0, x1, lx0, lx1 = _tables(rows, cols, x.dtype)
-    _bilinear(x, out, y0, y1, ly0, ly1, x0, x1, lx0, lx1)
-    return out
+    return _resample(x, out, _tables(rows, cols, x.dtype))
 
 
 def resample2d_grad_input(g, x_shape, rows, cols):
@@ -229,8 +277,7 @@ def resample2d_grad_input(g, x_shape, rows, cols):
     if g2.shape[1:] != want[1:] or g2.shape[0] != x_shape[0] * math.prod(seeds):
         raise ValueError(f"g must have shape (*seeds, {', '.join(map(str, want))}), got {np.shape(g)!r}")
     dx = np.empty((g2.shape[0],) + x_shape[1:], g2.dtype)
-    _bilinear_grad(g2, dx, *_tables(rows, cols, g2.dtype))
-    return dx.reshape(seeds + x_shape)
+    return _resample_grad(g2, dx, _tables(rows, cols, g2.dtype)).reshape(seeds + x_shape)
 
 
 def gather_grad_axis(g, index, n, axis):

@@ -78,3 +78,37 @@ def test_matches_torch(mode, s):
 def test_bad_scale_factor_raises():
     with pytest.raises(ValueError, match="integer >= 1"):
         R.upsample_bilinear2d_forward(np.zeros((1, 1, 2, 2)), 1.5)
+
+
+def table_matrix(table, size):
+    """The (outputs, size) matrix of a resampling table: row r holds l0[r] at i0[r] and l1[r] at i1[r]."""
+    i0, i1, l0, l1 = table
+    A = np.zeros((len(i0), size))
+    np.add.at(A, (np.arange(len(i0)), i0), l0)
+    np.add.at(A, (np.arange(len(i1)), i1), l1)
+    return A
+
+
+@pytest.mark.parametrize("size_in, size_out", [((64, 48), (128, 96)), ((97, 80), (31, 45)), ((9, 12), (40, 7))])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_resample_any_size_and_its_vjp_match_dense_matrices(size_in, size_out, dtype):
+    # The first case has outputs large enough to run in halves of the planes on two threads; the
+    # others shrink an axis, so some input rows are never read.
+    x = data((2, 5) + size_in, dtype, 7)
+    rows = R.resize_table(size_in[0], size_out[0], "bilinear", dtype=dtype)
+    cols = R.resize_table(size_in[1], size_out[1], "bilinear", dtype=dtype)
+    Ah, Aw = table_matrix(rows, size_in[0]), table_matrix(cols, size_in[1])
+    y = R.resample2d_forward(x, rows, cols)
+    np.testing.assert_allclose(y, np.einsum("hi,ncij,wj->nchw", Ah, x, Aw), **TOL[dtype])
+    g = data((3, 2, 5) + size_out, dtype, 8)
+    np.testing.assert_allclose(R.resample2d_grad_input(g, x.shape, rows, cols),
+                               np.einsum("hi,sncij,jw->snchw", Ah.T, g, Aw), **TOL[dtype])
+
+
+def test_large_upsampling_split_over_two_threads_matches_reference():
+    x = data((2, 8, 64, 64), np.float32, 9)
+    g = data((2, 8, 128, 128), np.float32, 10)
+    np.testing.assert_allclose(R.upsample_bilinear2d_forward(x, 2), ref.upsample_bilinear(x, 2), **TOL[np.float32])
+    A = ref.bilinear_matrix(64, 2)
+    np.testing.assert_allclose(R.upsample_bilinear2d_grad_input(g, x.shape, 2), np.einsum("ih,ncij,jw->nchw", A, g, A),
+                               rtol=1e-5, atol=1e-5)
