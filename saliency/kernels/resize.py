@@ -90,7 +90,7 @@ def _bilinear(x, out, y0, y1, ly0, ly1, x0, x1, lx0, lx1, used, p0, p1):
 def _bilinear_grad(g, dx, y0, y1, ly0, ly1, x0, x1, lx0, lx1, used, p0, p1):
     """Adjoint of _bilinear, its two passes in reverse: each g row added into the two resampled rows
     it was made from (contiguous), then each of those rows sent back to its source columns."""
-    C, H, W = dx.shape[1], dx.shape[2], dx.shape[3]
+    C, H = dx.shape[1], dx.shape[2]
     OH, OW = g.shape[2], g.shape[3]
     rows = np.empty((H, OW), g.dtype)
     for t in range(p0, p1):
@@ -199,8 +199,8 @@ def upsample_bilinear2d_forward(x, scale_factor):
     """(N, C, H, W) -> (N, C, H*s, W*s), bilinear with align_corners=False (PyTorch's default)."""
     x, s = _check_x(x), _scale(scale_factor)
     out = np.empty(x.shape[:2] + (x.shape[2] * s, x.shape[3] * s), x.dtype)
-    return _resample(x, out, _tables(_linear_table(x.shape[2], s, x.dtype), _linear_table(x.shape[3], s, x.dtype),
-                                      x.dtype))
+    tables = _tables(_linear_table(x.shape[2], s, x.dtype), _linear_table(x.shape[3], s, x.dtype), x.dtype)
+    return _resample(x, out, tables)
 
 
 def upsample_bilinear2d_grad_input(g, x_shape, scale_factor):
