@@ -12,7 +12,8 @@ reading (decode and resize), the method on batches already in memory, writing th
 rendering the PNGs. With `--memory N`, also the peak resident memory (VmHWM) of a fresh
 `saliency batch` process over N images of the classifier (raw maps). With `--workers`, the
 classifier job also on local Dask clusters of that many worker processes (`saliency batch
---workers`; the cluster's start-up is timed apart).
+--workers`; the cluster's start-up is timed apart). Freed memory is kept for reuse
+(`kernels.memory.keep_freed_memory`), as the command line does.
 """
 import argparse
 import os
@@ -29,6 +30,7 @@ from PIL import Image
 from saliency import attribution, models, viz
 from saliency.attribution import dataset
 from saliency.attribution import store as stores
+from saliency.kernels.memory import keep_freed_memory
 
 BATCH = 32
 
@@ -133,6 +135,7 @@ def main():
     parser.add_argument("--memory", type=int, default=0, help="images for the peak-memory run (0: skip)")
     parser.add_argument("--workers", default="", help="comma-separated Dask worker counts (default: none)")
     args = parser.parse_args()
+    keep_freed_memory()
     formats = [True, False] if stores.zarr_available() else [False]
     print(f"{os.cpu_count()} cores, {args.images} images per job, batches of {BATCH}, medians of {args.repeats}; "
           f"zarr {'installed' if formats[0] else 'not installed'}")

@@ -298,6 +298,9 @@ def _one_line_warning(message, category, filename, lineno, file=None, line=None)
 def main(argv=None):
     """Console entry point: every failure is one clear line and a non-zero exit, never a traceback."""
     warnings.showwarning = _one_line_warning
+    from saliency.kernels.memory import keep_freed_memory
+
+    keep_freed_memory()  # a batch's arrays reuse the last batch's memory instead of fresh zeroed pages
     try:
         app(args=argv, prog_name="saliency")  # usage errors: typer prints them and exits with 2
     except UserError as exc:
