@@ -8,8 +8,8 @@ heatmaps), the zoo depth model on 128x128 PNGs (all-ones maps). Each job runs th
 pipeline on a folder of `--images` distinct images (drawn by the zoo's data generators, written
 as PNG) into a fresh store, both stores formats where Zarr is installed. Printed per job: the
 median maps per second of `--repeats` runs, and the parts measured alone on the same images:
-reading (decode and resize), the method on batches already in memory, writing the store, and
-rendering the PNGs. With `--memory N`, also the peak resident memory (VmHWM) of a fresh
+reading (decode and resize), the method on batches already in memory (as the pipeline calls it:
+two half batches at once), writing the store, and rendering the PNGs. With `--memory N`, also the peak resident memory (VmHWM) of a fresh
 `saliency batch` process over N images of the classifier (raw maps). With `--workers`, the
 classifier job also on local Dask clusters of that many worker processes (`saliency batch
 --workers`; the cluster's start-up is timed apart). Freed memory is kept for reuse
@@ -65,7 +65,9 @@ def parts(model, paths, seed, png_dir, use_zarr, tmp):
     batches = []
     read = seconds(lambda: batches.extend(source.read(a, b)[0] for a, b in spans))
     maps = []
-    compute = seconds(lambda: maps.extend(np.asarray(attribution.gradient(model, x, seed).map) for x in batches))
+    seed = dataset._seed(seed)
+    compute = seconds(lambda: maps.extend(dataset._halves(attribution.gradient, model, x, seed, {})[0]
+                                          for x in batches))
     store = stores.create_store(stores.store_path(tmp / "alone", use_zarr), [str(p) for p in paths],
                                 maps[0].shape[1:], BATCH, {})
     write = seconds(lambda: [store.write_batch(k, m, np.zeros(len(m)), [""] * len(m)) for k, m in enumerate(maps)])

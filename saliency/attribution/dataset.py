@@ -1,8 +1,9 @@
 """Maps for a whole dataset: images streamed in batches through a model, raw maps into a store.
 
 `batch(model, images, method, seed, out=FOLDER)` reads the images (paths, decoded and resized on
-a reader thread while the model works), computes one method call per batch of `batch_size`
-images (forward and backward of the whole batch at once), and writes each batch's maps into the
+a reader thread while the model works), computes each batch of `batch_size` images as two
+method calls at once, one per half batch on each of two threads (one call for Grad-CAM and for a
+method of your own), and writes each batch's maps into the
 store of `out` (`store.py`: maps.zarr, or a folder of .npy chunks without Zarr) on a writer
 thread, with heatmap PNGs if asked. At most two batches wait on each side, so memory stays
 bounded whatever the number of images.
@@ -23,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from .._write import atomic_path
+from ..kernels.threads import split_work
 from . import seeds as seeds_module
 from ._core import InputError
 from .evaluation import deletion_insertion, randomisation_check
@@ -155,6 +157,29 @@ def _maps_of(fn, model, x, seed, options):
     return maps, predicted, np.where(bad, "the model's output holds NaN or infinite values", "")
 
 
+# The methods whose calls share no state (Grad-CAM hooks the model's layer, which a call on another
+# thread would also trigger): a batch of theirs runs as two half batches at once (`_halves`).
+_OWN_STATE_ONLY = frozenset({gradient, input_x_gradient, smoothgrad, integrated_gradients, guided_backprop,
+                             occlusion})
+
+
+def _halves(fn, model, x, seed, options):
+    """_maps_of on the whole batch, for a method of _OWN_STATE_ONLY as two halves of it on two
+    threads (`kernels.threads.split_work`): each half's kernels on one thread, so the batch pays
+    one hand-over between threads instead of one per large kernel call, and each half's Python
+    runs while the other computes. The maps are those of the two half batches."""
+    if fn not in _OWN_STATE_ONLY or len(x) < 2:
+        return _maps_of(fn, model, x, seed, options)
+    parts = {}
+
+    def half(a, b):
+        parts[a] = _maps_of(fn, model, x[a:b], seed, options)
+
+    split_work(len(x), half)
+    first, second = (parts[a] for a in sorted(parts))
+    return tuple(np.concatenate([p, q]) for p, q in zip(first, second))
+
+
 def _compute(fn, model, x, read_errors, seed, options, map_shape, first=False):
     """The maps of one batch: one method call; if it fails, one call per image (so that only the
     images that fail lose their maps). Images that could not be read keep NaN maps. In the `first`
@@ -168,7 +193,7 @@ def _compute(fn, model, x, read_errors, seed, options, map_shape, first=False):
     if not ok:
         return maps, predicted, errors
     try:
-        m, p, e = _maps_of(fn, model, x, seed, options)
+        m, p, e = _halves(fn, model, x, seed, options)
         for i in ok:
             maps[i], predicted[i], errors[i] = m[i], p[i], str(e[i])
         return maps, predicted, errors

@@ -21,6 +21,7 @@ whichever the call has; `matmul`: rows or columns of any product), so that every
 package runs on one BLAS thread: a product left to OpenBLAS's threads wakes its workers, which
 then spin for about a tenth of a second and slow every split kernel that follows.
 """
+import contextvars
 import math
 import os
 import threading
@@ -105,13 +106,24 @@ def split_batch(n, elements, body):
     _split(n, elements >= SPLIT_ELEMENTS, body)
 
 
-def _split(n, large, body):
+def split_work(n, body):
+    """body(n0, n1) over [0, n) as two halves on two threads whenever n >= 2 (unless called from
+    inside a half), for work large enough to pay for one hand-over whatever its size: a model's
+    forward and backward pass on half a batch, say. Every kernel call inside a half runs unsplit
+    on that half's thread, so the hand-over is paid once instead of at every kernel call, and the
+    Python between one half's kernels runs while the other half computes. The helper's half runs
+    in a copy of the caller's context (grad mode, backward rules); exceptions as split_batch."""
+    _split(n, True, body, contextvars.copy_context())
+
+
+def _split(n, large, body, context=None):
     if n < 2 or not large or getattr(_local, "inside", False):
         body(0, n)
         return
     half = n // 2
     with blas.one_thread():                 # open until both halves are done
-        other = _helper().submit(body, half, n)
+        other = (_helper().submit(body, half, n) if context is None
+                 else _helper().submit(context.run, body, half, n))
         _local.inside = True
         try:
             body(0, half)

@@ -99,3 +99,24 @@ def test_single_images_split_by_rows_channels_and_phases_equal_unsplit(n, monkey
     for a, b in zip(results(), whole):
         np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
     assert calls and min(calls) >= 2, "every call above should have had two halves to split"
+
+
+def test_split_work_runs_halves_in_the_callers_context_with_their_kernels_unsplit():
+    import saliency as sl
+
+    seen = []
+
+    def body(a, b):
+        inner = []
+        threads.split_batch(10, threads.SPLIT_ELEMENTS, lambda c, d: inner.append((c, d)))
+        seen.append((a, b, threading.get_ident(), sl.is_grad_enabled(), inner))
+
+    with sl.no_grad():
+        threads.split_work(3, body)
+    assert sorted(s[:2] for s in seen) == [(0, 1), (1, 3)]
+    assert len({s[2] for s in seen}) == 2
+    assert [s[3] for s in seen] == [False, False]           # the helper's half sees no_grad too
+    assert [s[4] for s in seen] == [[(0, 10)], [(0, 10)]]   # a kernel call inside a half is not split again
+    seen.clear()
+    threads.split_work(1, body)
+    assert [s[:2] for s in seen] == [(0, 1)]
