@@ -8,12 +8,12 @@ heatmaps), the zoo depth model on 128x128 PNGs (all-ones maps). Each job runs th
 pipeline on a folder of `--images` distinct images (drawn by the zoo's data generators, written
 as PNG) into a fresh store, both stores formats where Zarr is installed. Printed per job: the
 median maps per second of `--repeats` runs, and the parts measured alone on the same images:
-reading (decode and resize), the method on batches already in memory (as the pipeline calls it:
-two half batches at once), writing the store, and rendering the PNGs. With `--memory N`, also the peak resident memory (VmHWM) of a fresh
-`saliency batch` process over N images of the classifier (raw maps). With `--workers`, the
-classifier job also on local Dask clusters of that many worker processes (`saliency batch
---workers`; the cluster's start-up is timed apart). Freed memory is kept for reuse
-(`kernels.memory.keep_freed_memory`), as the command line does.
+reading (decode and resize), the method on batches already in memory (as the pipeline calls it: two
+half batches at once), writing the store, and rendering the PNGs. With `--memory N`, also the peak
+resident memory (VmHWM) of a fresh `saliency batch` process over N images of the classifier (raw
+maps). With `--workers`, the classifier job also on local Dask clusters of that many worker
+processes (`saliency batch --workers`; the cluster's start-up is timed apart). Freed memory is kept
+for reuse (`kernels.memory.keep_freed_memory`), as the command line does.
 """
 import argparse
 import os
