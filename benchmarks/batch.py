@@ -4,16 +4,18 @@ second, and where the time goes.
     python benchmarks/batch.py [--images 1024] [--repeats 3] [--memory 10000] [--workers 1,2]
 
 Jobs: the shapes classifier on 64x64 PNGs (gradient maps into the store; the same with --png
-heatmaps), the zoo depth model on 128x128 PNGs (all-ones maps). Each job runs the whole
-pipeline on a folder of `--images` distinct images (drawn by the zoo's data generators, written
-as PNG) into a fresh store, both stores formats where Zarr is installed. Printed per job: the
-median maps per second of `--repeats` runs, and the parts measured alone on the same images:
-reading (decode and resize), the method on batches already in memory (as the pipeline calls it: two
-half batches at once), writing the store, and rendering the PNGs. With `--memory N`, also the peak
-resident memory (VmHWM) of a fresh `saliency batch` process over N images of the classifier (raw
-maps). With `--workers`, the classifier job also on local Dask clusters of that many worker
-processes (`saliency batch --workers`; the cluster's start-up is timed apart). Freed memory is kept
-for reuse (`kernels.memory.keep_freed_memory`), as the command line does.
+heatmaps), the zoo depth model on 128x128 PNGs (all-ones maps). Each job runs the whole pipeline on
+a folder of `--images` distinct images (drawn by the zoo's data generators, written as PNG) into a
+fresh store, both stores formats where Zarr is installed. Printed per job: the median maps per
+second of `--repeats` runs, and the parts measured alone on the same images: reading (decode and
+resize), the method on batches already in memory (as the pipeline calls it: two half batches at
+once), writing the store, and rendering the PNGs, and where torch is installed, PyTorch's rate for
+the method alone on the same decoded batches (the same architecture file built by torch, the zoo's
+weights, 2 threads). With `--memory N`, also the peak resident memory (VmHWM) of a fresh `saliency
+batch` process over N images of the classifier (raw maps). With `--workers`, the classifier job
+also on local Dask clusters of that many worker processes (`saliency batch --workers`; the
+cluster's start-up is timed apart). Freed memory is kept for reuse
+(`kernels.memory.keep_freed_memory`), as the command line does.
 """
 import argparse
 import os
@@ -92,7 +94,51 @@ def run_job(label, model, paths, seed, png, use_zarr, repeats, tmp):
     stage = f"read {n / read:.0f}/s, method {n / compute:.0f}/s, store {n / write:.0f}/s"
     if render is not None:
         stage += f", PNGs {n / render:.0f}/s"
+    reference = None if png else torch_rate(model, paths, seed is not None, repeats)
+    if reference is not None:
+        stage += f"; PyTorch, the method alone: {reference:.0f}/s"
     print(f"{label:<44} {statistics.median(rates):8.0f} maps/s   alone: {stage}", flush=True)
+
+
+def torch_twin(model):
+    """The zoo model's architecture built by PyTorch from the same file (models/architectures.py with
+    its two saliency import lines pointing at torch), the zoo's weights loaded, in eval mode."""
+    import torch
+
+    source = Path(models.__file__).with_name("architectures.py").read_text()
+    ours = "import saliency as sl\nfrom saliency import nn\n"
+    if ours not in source:
+        raise RuntimeError("models/architectures.py no longer starts with the two import lines this benchmark swaps")
+    source = source.replace(ours, "import torch as sl\nfrom torch import nn\n")
+    namespace = {"__name__": "architectures_torch"}
+    exec(compile(source, "architectures_torch", "exec"), namespace)
+    twin = namespace["DepthNet"]() if type(model).__name__ == "DepthNet" else namespace["shapes_net"]()
+    twin.load_state_dict({k: torch.tensor(np.asarray(v)) for k, v in model.state_dict().items()})
+    return twin.eval().requires_grad_(False)
+
+
+def torch_rate(model, paths, dense, repeats):
+    """PyTorch's maps per second (2 threads) for the method alone (gradient of the top class, or of
+    the all-ones seed for the depth model) on the same images in batches of BATCH, already decoded;
+    None without torch."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    torch.set_num_threads(2)
+    twin = torch_twin(model)
+    source = dataset._Source(model, paths)
+    batches = [torch.tensor(source.read(a, min(len(paths), a + BATCH))[0]) for a in range(0, len(paths), BATCH)]
+
+    def maps():
+        for x in batches:
+            x = x.clone().requires_grad_(True)
+            y = twin(x)
+            v = torch.ones_like(y) if dense else torch.nn.functional.one_hot(y.argmax(1), y.shape[1]).to(y.dtype)
+            torch.autograd.grad(y, x, v)
+
+    maps()
+    return len(paths) / statistics.median(seconds(maps) for _ in range(repeats))
 
 
 def peak_memory(n, tmp):
