@@ -26,9 +26,10 @@ from .receptive import receptive_field
 from .result import Attribution
 from .seeds import SeedError
 from .smoothgrad import smoothgrad
-from .dataset import METHODS, BatchMaps, StoreEvaluation, batch, output_names  # noqa: I100 (after the methods)
-from .dataset import evaluate as evaluate_store
+from .dataset import METHODS, BatchMaps, batch, output_names  # noqa: I100 (after the methods)
 from .store import MapStore, StoreError, open_store
+from .store_evaluation import StoreEvaluation
+from .store_evaluation import evaluate as evaluate_store
 
 __all__ = ["Attribution", "InputError", "SeedError", "gradcam", "gradient", "guided_backprop", "input_x_gradient",
            "integrated_gradients", "occlusion", "seeds", "smoothgrad"]

@@ -18,7 +18,6 @@ import json
 import queue
 import threading
 from collections import Counter, namedtuple
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -27,7 +26,6 @@ from .._write import atomic_path
 from ..kernels.threads import split_work
 from . import seeds as seeds_module
 from ._core import InputError
-from .evaluation import deletion_insertion, randomisation_check
 from .gradcam import gradcam
 from .gradient import gradient, guided_backprop, input_x_gradient
 from .integrated_gradients import integrated_gradients
@@ -468,91 +466,3 @@ def _difference(key, then, now):
 def json_round_trip(value):
     """`value` as it reads back from a store's JSON attributes (tuples become lists)."""
     return json.loads(json.dumps(value))
-
-
-@dataclass(repr=False)
-class StoreEvaluation:
-    """Deletion and insertion curves of every map of a store, and the randomisation check on a sample.
-
-    files: the images evaluated (the store's done images without an error), in the store's order.
-    fractions: (steps + 1,); deletion, insertion: (images, steps + 1) seed-weighted outputs;
-    deletion_auc, insertion_auc: (images,). layers, correlations: the cascading randomisation
-    check on the first `sample` of those images (correlations: (layers, sample)), or [] and None.
-    """
-
-    method: str
-    seed: str
-    files: list
-    fractions: np.ndarray
-    deletion: np.ndarray
-    insertion: np.ndarray
-    deletion_auc: np.ndarray
-    insertion_auc: np.ndarray
-    layers: list
-    correlations: object
-
-    def __repr__(self):
-        return (f"StoreEvaluation({self.method}, {len(self.files)} images: deletion AUC "
-                f"{np.mean(self.deletion_auc):.4f}, insertion AUC {np.mean(self.insertion_auc):.4f})")
-
-
-def evaluate(model, store, *, images=None, steps=16, sample=8, sign="abs", seed=None, progress=None, **options):
-    """Deletion and insertion curves (`evaluation.deletion_insertion`, pixels ordered by |map| with
-    sign="abs", by the signed map with "all") of every map of `store` (a MapStore or its path),
-    its images read again a batch at a time as `batch` read them; and the cascading randomisation
-    check (`evaluation.randomisation_check`) of its method on the first `sample` images. `seed`:
-    the seed the maps were made with (default: the store's, from its command-line form; needed
-    for a store made with a seed object). `images`: the images themselves (files or an array),
-    for a store made from an array (default: its files). Method options (gradcam's `layer=`) go
-    to the check. `progress(done, total)` is called after each batch."""
-    store = open_store(store) if not isinstance(store, MapStore) else store
-    if len(store.map_shape) != 3:
-        raise InputError(f"evaluate takes one map per image; the maps of {store.path} are "
-                         f"{store.map_shape} per image (K seeds at once)")
-    if sign not in ("abs", "all"):
-        raise InputError(f"sign must be 'abs' or 'all', got {sign!r}")
-    if seed is None and store.attrs.get("seed") != "default":
-        if not store.attrs.get("seed_spec"):
-            raise InputError(f"the maps of {store.path} were made with seed {store.attrs.get('seed')!r}; "
-                             f"pass the seed they were made with (seed=)")
-        seed = store.attrs["seed_spec"]
-    seed = _seed(seed)
-    source = _Source(model, store.files if images is None else images)
-    if len(source) != len(store):
-        raise InputError(f"{len(source)} images given for the {len(store)} maps of {store.path}")
-    usable = store.done & np.array([not e for e in store.errors], bool)
-    batch_size, n = store.batch_size, len(store)
-    todo = [k for k in range(store.batches) if usable[k * batch_size:(k + 1) * batch_size].any()]
-    curves = []
-    reader = _Reader(source, todo, batch_size)
-    reader.start()
-    try:
-        for k, x, read_errors in reader.batches():
-            a = k * batch_size
-            keep = usable[a:a + len(x)] & np.array([not e for e in read_errors], bool)
-            if not keep.any():
-                continue
-            maps = np.asarray(store.maps[a:a + len(x)], np.float64)[keep]
-            maps = np.abs(maps) if sign == "abs" else maps
-            curves.append((np.flatnonzero(keep) + a, deletion_insertion(model, x[keep], maps, seed, steps=steps)))
-            if progress is not None:
-                progress(min(n, a + len(x)), n)
-    finally:
-        reader.stop.set()
-    rows = np.concatenate([r for r, _ in curves]) if curves else np.zeros(0, np.int64)
-    empty = {"deletion": np.zeros((0, steps + 1)), "insertion": np.zeros((0, steps + 1)),
-             "deletion_auc": np.zeros(0), "insertion_auc": np.zeros(0)}
-    got = {f: np.concatenate([getattr(c, f) for _, c in curves]) if curves else e for f, e in empty.items()}
-    layers, correlations = [], None
-    name = store.attrs.get("method")
-    if usable.any() and not curves:
-        raise InputError(f"none of the images of {store.path} can be read again ({source.names[0]}, ...); "
-                         f"pass them (images=)")
-    if sample and len(rows) and name in METHODS:
-        x = np.stack([source.read(i, i + 1)[0][0] for i in rows[:sample]])
-        check = randomisation_check(model, x, lambda m, xs, s: METHODS[name](m, xs, s, **options), seed)
-        layers, correlations = check.layers, check.correlations
-    fractions = curves[0][1].fractions if curves else np.linspace(0, 1, steps + 1)
-    return StoreEvaluation(name, store.attrs.get("seed"), [store.files[i] for i in rows], fractions,
-                           got["deletion"], got["insertion"], got["deletion_auc"], got["insertion_auc"], layers,
-                           correlations)

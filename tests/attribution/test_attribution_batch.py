@@ -165,38 +165,3 @@ def test_a_store_that_is_not_one_is_one_sentence(tmp_path):
     (tmp_path / "maps" / "index.json").write_text(json.dumps({"files": []}))
     with pytest.raises(attribution.StoreError, match="cannot read the map store"):
         attribution.open_store(tmp_path / "maps")
-
-
-def test_evaluating_a_store_gives_the_curves_of_each_maps_own_check(shapes, images, tmp_path):
-    from PIL import Image
-
-    paths = []
-    for i, chw in enumerate(images):
-        paths.append(tmp_path / f"{i}.png")
-        Image.fromarray((np.moveaxis(chw, 0, -1) * 255).round().astype(np.uint8)).save(paths[-1])
-    (tmp_path / "bad.png").write_text("no")
-    store = attribution.batch(shapes, paths[:3] + [tmp_path / "bad.png"] + paths[3:], "gradient", "class:2",
-                              out=tmp_path / "out", batch_size=3)
-    ev = attribution.evaluate_store(shapes, store.path, steps=4, sample=2)
-    assert ev.files == [str(p) for p in paths]                       # the failed image is left out
-    x = np.stack([attribution.dataset._Source(shapes, [p]).read(0, 1)[0][0] for p in paths])
-    maps = np.abs(np.asarray(store.maps)[[0, 1, 2, 4, 5, 6, 7]].astype(np.float64))
-    want = attribution.deletion_insertion(shapes, x, maps, seeds.one_hot(2), steps=4)
-    np.testing.assert_allclose(ev.deletion, want.deletion, rtol=1e-5, atol=1e-5)
-    np.testing.assert_allclose(ev.insertion_auc, want.insertion_auc, rtol=1e-5, atol=1e-5)
-    check = attribution.randomisation_check(shapes, x[:2], attribution.gradient, seeds.one_hot(2))
-    assert ev.layers == check.layers
-    np.testing.assert_allclose(ev.correlations, check.correlations)
-
-
-def test_evaluate_refuses_stores_it_cannot_check(shapes, images, tmp_path):
-    many = attribution.batch(shapes, images, "gradient", "classes:0,1", out=tmp_path / "a", use_zarr=False)
-    with pytest.raises(attribution.InputError, match="evaluate takes one map per image"):
-        attribution.evaluate_store(shapes, many)
-    made = attribution.batch(shapes, images, "gradient", seeds.one_hot(1), out=tmp_path / "b", use_zarr=False)
-    with pytest.raises(attribution.InputError, match="pass the seed they were made with"):
-        attribution.evaluate_store(shapes, made)
-    with pytest.raises(attribution.InputError, match=r"none of the images .* can be read again \(image0, ...\)"):
-        attribution.evaluate_store(shapes, made, seed=seeds.one_hot(1), steps=2)
-    ev = attribution.evaluate_store(shapes, made, images=images, seed=seeds.one_hot(1), steps=2, sample=0)
-    assert ev.files == [f"image{i}" for i in range(7)] and ev.correlations is None

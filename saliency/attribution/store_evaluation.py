@@ -1,0 +1,148 @@
+"""Deletion and insertion curves of every map of a store, and the randomisation check on a sample
+(`evaluate`, exported as `attribution.evaluate_store`).
+
+The curves of one batch of the store depend on that batch alone: its images, read again as
+`dataset.batch` read them, and its maps. `batch_curves` computes them for some of the store's
+batches (the images read ahead on a thread, as in `dataset.batch`); `evaluate` runs it on every
+batch, or takes the curves that ran elsewhere (`curves=`, e.g. on Dask workers), and puts them
+in the store's order. Both ways give the same numbers.
+"""
+from collections import namedtuple
+from dataclasses import dataclass
+
+import numpy as np
+
+from ._core import InputError
+from .dataset import METHODS, _Reader, _seed, _Source
+from .evaluation import deletion_insertion, randomisation_check
+from .store import MapStore, open_store
+
+# The curves of the maps to evaluate in batch `batch` of a store: `rows`, their images' indices in
+# the store; fractions (steps + 1,); deletion, insertion (len(rows), steps + 1); the areas (len(rows),).
+BatchCurves = namedtuple("BatchCurves", "batch rows fractions deletion insertion deletion_auc insertion_auc")
+
+
+@dataclass(repr=False)
+class StoreEvaluation:
+    """Deletion and insertion curves of every map of a store, and the randomisation check on a sample.
+
+    files: the images evaluated (the store's done images without an error), in the store's order.
+    fractions: (steps + 1,); deletion, insertion: (images, steps + 1) seed-weighted outputs;
+    deletion_auc, insertion_auc: (images,). layers, correlations: the cascading randomisation
+    check on the first `sample` of those images (correlations: (layers, sample)), or [] and None.
+    """
+
+    method: str
+    seed: str
+    files: list
+    fractions: np.ndarray
+    deletion: np.ndarray
+    insertion: np.ndarray
+    deletion_auc: np.ndarray
+    insertion_auc: np.ndarray
+    layers: list
+    correlations: object
+
+    def __repr__(self):
+        return (f"StoreEvaluation({self.method}, {len(self.files)} images: deletion AUC "
+                f"{np.mean(self.deletion_auc):.4f}, insertion AUC {np.mean(self.insertion_auc):.4f})")
+
+
+def _checked(model, store, images, sign, seed):
+    """(store, seed, images, usable): the store opened, the seed its maps were made with, its images
+    (`dataset._Source`) and which of its maps can be evaluated (done, without an error)."""
+    store = open_store(store) if not isinstance(store, MapStore) else store
+    if len(store.map_shape) != 3:
+        raise InputError(f"evaluate takes one map per image; the maps of {store.path} are "
+                         f"{store.map_shape} per image (K seeds at once)")
+    if sign not in ("abs", "all"):
+        raise InputError(f"sign must be 'abs' or 'all', got {sign!r}")
+    if seed is None and store.attrs.get("seed") != "default":
+        if not store.attrs.get("seed_spec"):
+            raise InputError(f"the maps of {store.path} were made with seed {store.attrs.get('seed')!r}; "
+                             f"pass the seed they were made with (seed=)")
+        seed = store.attrs["seed_spec"]
+    source = _Source(model, store.files if images is None else images)
+    if len(source) != len(store):
+        raise InputError(f"{len(source)} images given for the {len(store)} maps of {store.path}")
+    return store, _seed(seed), source, store.done & np.array([not e for e in store.errors], bool)
+
+
+def check(model, store, *, images=None, sign="abs", seed=None):
+    """Raise the InputError `evaluate` would raise for these arguments before computing any curve
+    (for a caller that computes them elsewhere: the error here, not on every worker)."""
+    _checked(model, store, images, sign, seed)
+
+
+def batch_curves(model, store, batches, *, images=None, steps=16, sign="abs", seed=None, progress=None):
+    """The deletion and insertion curves of the maps of `store`'s batches `batches` (indices), as
+    `evaluate` computes them: a BatchCurves per batch holding a map to evaluate whose image reads
+    again, in the order of `batches`. The other arguments are evaluate's; `progress(done, total)`
+    is called after each batch."""
+    store, seed, source, usable = _checked(model, store, images, sign, seed)
+    return _curves(model, store, source, usable, batches, seed, steps, sign, progress)
+
+
+def _curves(model, store, source, usable, batches, seed, steps, sign, progress):
+    """`batch_curves` on the arguments `_checked` returned."""
+    batch_size, n = store.batch_size, len(store)
+    todo = [k for k in batches if usable[k * batch_size:(k + 1) * batch_size].any()]
+    out = []
+    reader = _Reader(source, todo, batch_size)
+    reader.start()
+    try:
+        for k, x, read_errors in reader.batches():
+            a = k * batch_size
+            keep = usable[a:a + len(x)] & np.array([not e for e in read_errors], bool)
+            if keep.any():
+                maps = np.asarray(store.maps[a:a + len(x)], np.float64)[keep]
+                c = deletion_insertion(model, x[keep], np.abs(maps) if sign == "abs" else maps, seed, steps=steps)
+                out.append(BatchCurves(k, np.flatnonzero(keep) + a, c.fractions, c.deletion, c.insertion,
+                                       c.deletion_auc, c.insertion_auc))
+            if progress is not None:
+                progress(min(n, a + len(x)), n)
+    finally:
+        reader.stop.set()
+    return out
+
+
+def evaluate(model, store, *, images=None, steps=16, sample=8, sign="abs", seed=None, progress=None, curves=None,
+             **options):
+    """Deletion and insertion curves (`evaluation.deletion_insertion`, pixels ordered by |map| with
+    sign="abs", by the signed map with "all") of every map of `store` (a MapStore or its path),
+    its images read again a batch at a time as `batch` read them; and the cascading randomisation
+    check (`evaluation.randomisation_check`) of its method on the first `sample` images. `seed`:
+    the seed the maps were made with (default: the store's, from its command-line form; needed
+    for a store made with a seed object). `images`: the images themselves (files or an array),
+    for a store made from an array (default: its files). Method options (gradcam's `layer=`) go
+    to the check. `progress(done, total)` is called after each batch. `curves`: the
+    `batch_curves` of every batch of the store, computed elsewhere, in any order (default:
+    computed here)."""
+    store, seed, source, usable = _checked(model, store, images, sign, seed)
+    if curves is None:
+        curves = _curves(model, store, source, usable, range(store.batches), seed, steps, sign, progress)
+    curves = sorted(curves, key=lambda c: c.batch)
+    for c, before in zip(curves[1:], curves):
+        if c.batch == before.batch:
+            raise InputError(f"curves holds batch {c.batch} twice; pass each batch's curves once")
+    for c in curves:
+        if len(c.fractions) != steps + 1:
+            raise InputError(f"curves of batch {c.batch} have {len(c.fractions)} points, not steps + 1 = "
+                             f"{steps + 1}; compute them with the same steps")
+    rows = np.concatenate([c.rows for c in curves]) if curves else np.zeros(0, np.int64)
+    empty = {"deletion": np.zeros((0, steps + 1)), "insertion": np.zeros((0, steps + 1)),
+             "deletion_auc": np.zeros(0), "insertion_auc": np.zeros(0)}
+    got = {f: np.concatenate([getattr(c, f) for c in curves]) if curves else e for f, e in empty.items()}
+    layers, correlations = [], None
+    name = store.attrs.get("method")
+    if usable.any() and not curves:
+        raise InputError(f"none of the images of {store.path} can be read again ({source.names[0]}, ...); "
+                         f"pass them (images=)")
+    if sample and len(rows) and name in METHODS:
+        x = np.stack([source.read(i, i + 1)[0][0] for i in rows[:sample]])
+        check = randomisation_check(model, x, lambda m, xs, s: METHODS[name](m, xs, s, **options), seed)
+        layers, correlations = check.layers, check.correlations
+    fractions = curves[0].fractions if curves else np.linspace(0, 1, steps + 1)
+    return StoreEvaluation(name, store.attrs.get("seed"), [store.files[i] for i in rows], fractions,
+                           got["deletion"], got["insertion"], got["deletion_auc"], got["insertion_auc"], layers,
+                           correlations)
