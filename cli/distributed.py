@@ -1,14 +1,20 @@
-"""`saliency batch --workers N` or `--scheduler ADDRESS`: the same run on a Dask cluster.
+"""`saliency batch` and `saliency evaluate` with `--workers N` or `--scheduler ADDRESS`: the same
+runs on a Dask cluster.
 
-The client makes the store (`attribution.prepare`), splits the batches still to compute into
-tasks of about TASK_IMAGES images, and sends each task the model's description (name or file,
-weights, arguments), never the model or any map. A worker loads the model once per process and
-keeps it (`_models`), computes its task's batches with `attribution.fill` and writes them into
-the store itself: maps never pass through the scheduler. A batch is marked done only after its
-maps are written and a task skips the batches already done, so a task that Dask runs again after
-its worker died rewrites only the batches that worker had not finished. The store's folder must
-be one path that every worker can read and write (on one machine: any folder).
+The client splits the store's batches into tasks of about TASK_IMAGES images and sends each task
+the model's description (name or file, weights, arguments) and the store's path, never the model
+or any map. A worker loads the model once per process and keeps it (`_models`), then reads its
+task's images and works on them: for `batch`, it computes their maps with `attribution.fill`
+and writes them into the store itself (the client made the store, `attribution.prepare`); for
+`evaluate`, it reads their maps from the store and returns only the deletion and insertion
+curves (`attribution.store_evaluation.batch_curves`). Maps never pass through the scheduler.
+
+A batch is marked done only after its maps are written and a task skips the batches already
+done, so a task that Dask runs again after its worker died rewrites only the batches that worker
+had not finished. The store's folder must be one path that every worker can read and write (on
+one machine: any folder).
 """
+import contextlib
 import json
 
 from saliency import attribution
@@ -24,6 +30,8 @@ _models = {}  # in each worker process: {model description: model}
 def client(workers=None, scheduler=None):
     """(Dask client, local cluster or None): a cluster of `workers` local processes, or the running
     scheduler at `scheduler`."""
+    if workers and scheduler:
+        raise MapError("give --workers (a local cluster) or --scheduler (a running one), not both")
     try:
         from distributed import Client, LocalCluster
     except ImportError:
@@ -45,6 +53,22 @@ def client(workers=None, scheduler=None):
     return Client(cluster), cluster
 
 
+@contextlib.contextmanager
+def connected(workers=None, scheduler=None):
+    """The Dask client of `client(workers, scheduler)`, closed with its local cluster at the end;
+    None when neither is given (the work runs in this process)."""
+    if not (workers or scheduler):
+        yield None
+        return
+    dask_client, cluster = client(workers, scheduler)
+    try:
+        yield dask_client
+    finally:
+        dask_client.close()
+        if cluster is not None:
+            cluster.close()
+
+
 def _model(spec):
     from saliency.models.zoo import resolve
 
@@ -63,28 +87,64 @@ def _task(spec, files, method, seed, store_path, batches, png, look, layer):
                                     overlay=overlay, **method_options(net, method, layer))
 
 
+def _tasks(batches, batch_size):
+    """`batches` in groups of about TASK_IMAGES images, one group per task."""
+    per_task = max(1, TASK_IMAGES // batch_size)
+    return [batches[i:i + per_task] for i in range(0, len(batches), per_task)]
+
+
+def _gather(dask_client, store, futures, progress):
+    """The results of `futures` ({future: the batches of `store` it works on}) as they finish,
+    calling progress(images done, images) after each: a task counts its batches' images (also when
+    Dask ran it again after its worker died and it skipped the batches already done), the images
+    of no task count as done. On any failure (or Ctrl-C) the other tasks are cancelled."""
+    from distributed import as_completed
+
+    results = []
+    finished = len(store) - sum(_images(store, batches) for batches in futures.values())
+    try:
+        for future in as_completed(futures):
+            results.append(future.result())
+            finished += _images(store, futures[future])
+            if progress is not None:
+                progress(finished, len(store))
+    except BaseException:
+        dask_client.cancel(list(futures))
+        raise
+    return results
+
+
+def _images(store, batches):
+    return sum(b - a for a, b in map(store.span, batches))
+
+
 def run(dask_client, spec, files, method, seed, out, *, batch_size, png=None, look=("abs", "sum", False),
         layer=None, resume=False, record=None, progress=None):
     """The run of `saliency batch` on `dask_client`'s workers; returns the store."""
-    from distributed import as_completed
-
     net = _model(spec)  # here too: the store's shape, and the options checked before any task
     files = [str(f) for f in files]
     store = attribution.dataset.prepare(net, files, method, seed, out, batch_size=batch_size, resume=resume,
                                         record=record, **method_options(net, method, layer))
     done = store.done
     todo = [k for k in range(store.batches) if not done[k * batch_size:(k + 1) * batch_size].all()]
-    per_task = max(1, TASK_IMAGES // batch_size)
-    groups = [todo[i:i + per_task] for i in range(0, len(todo), per_task)]
-    finished = int(done.sum())
-    futures = [dask_client.submit(_task, spec, files, method, seed, str(store.path), group, png, look, layer,
-                                  pure=False) for group in groups]
-    try:
-        for future in as_completed(futures):
-            finished += future.result()
-            if progress is not None:
-                progress(finished, len(files))
-    except BaseException:
-        dask_client.cancel(futures)
-        raise
+    futures = {dask_client.submit(_task, spec, files, method, seed, str(store.path), group, png, look, layer,
+                                  pure=False): group for group in _tasks(todo, batch_size)}
+    _gather(dask_client, store, futures, progress)
     return attribution.open_store(store.path)
+
+
+def _curves_task(spec, store_path, batches, steps, sign):
+    """One task, on a worker: the deletion and insertion curves of the batches `batches` of the
+    store at `store_path`."""
+    return attribution.store_evaluation.batch_curves(_model(spec), store_path, batches, steps=steps, sign=sign)
+
+
+def curves(dask_client, spec, store, *, steps, sign, progress=None):
+    """The deletion and insertion curves of every map of `store` (made by the model of `spec`),
+    computed on `dask_client`'s workers: the BatchCurves of its batches, for `evaluate_store`'s
+    `curves=`."""
+    done = store.done
+    todo = [k for k in range(store.batches) if done[k * store.batch_size:(k + 1) * store.batch_size].any()]
+    futures = {dask_client.submit(_curves_task, spec, str(store.path), group, steps, sign, pure=False): group
+               for group in _tasks(todo, store.batch_size)}
+    return [c for result in _gather(dask_client, store, futures, progress) for c in result]

@@ -25,21 +25,37 @@ def find_store(path):
     raise MapError(f"{path} holds no map store; make one with: saliency batch FOLDER --out {path}")
 
 
-def model_of(store, model, weights, model_args):
-    """The model that made the store's maps: as given, or as the store's record says."""
-    from saliency.models.zoo import resolve
-
+def model_spec(store, model, weights, model_args):
+    """The description of the model that made the store's maps ({"model", "weights",
+    "model_args"}): as given, or as the store's record says."""
     if model is None:
         record = store.attrs.get("record") or {}
         if not record.get("model"):
             raise MapError(f"the store {store.path} does not say which model made its maps; give --model")
         model, weights, model_args = record["model"], record.get("weights"), record.get("model_args")
-    return resolve(model, weights, model_args)
+    return {"model": model, "weights": weights, "model_args": model_args}
 
 
-def evaluate(store, net, steps, sample, sign, progress):
+def model_of(spec):
+    """The model of a `model_spec`."""
+    from saliency.models.zoo import resolve
+
+    return resolve(spec["model"], spec["weights"], spec["model_args"])
+
+
+def evaluate(store, net, steps, sample, sign, progress, dask_client=None, spec=None):
+    """`attribution.evaluate_store` of `store` with its run's method options; with `dask_client`,
+    the curves computed on its workers (each loading the model of `spec`), the randomisation
+    check here."""
     options = method_options(net, store.attrs.get("method"), (store.attrs.get("record") or {}).get("layer"))
-    return attribution.evaluate_store(net, store, steps=steps, sample=sample, sign=sign, progress=progress, **options)
+    curves = None
+    if dask_client is not None:
+        from .distributed import curves as dask_curves
+
+        attribution.store_evaluation.check(net, store, sign=sign)  # a store it cannot evaluate: one line, no task
+        curves = dask_curves(dask_client, spec, store, steps=steps, sign=sign, progress=progress)
+    return attribution.evaluate_store(net, store, steps=steps, sample=sample, sign=sign, progress=progress,
+                                      curves=curves, **options)
 
 
 def _mean_std(values):

@@ -67,10 +67,8 @@ def map_(image: str = typer.Argument(..., help="Image file (PNG, JPEG, ...; grey
          overlay: bool = typer.Option(False, "--overlay", help="Draw the map over the image."),
          layer: str = typer.Option(None, "--layer", help="Grad-CAM layer, by name as print(model) shows it."),
          out: str = typer.Option(None, "--out", "-o", help="PNG to write (default: IMAGE-STEM_METHOD.png here); "
-                                "an existing file is overwritten, missing folders are created.")):
+                                 "an existing file is overwritten, missing folders are created.")):
     """An attention map dy/dx of IMAGE as a heatmap PNG; prints the prediction, seed, method and time."""
-
-
     from .mapping import run
 
     try:
@@ -88,11 +86,9 @@ def receptive_field(image: str = typer.Argument(..., help="Image file."),
                     model_args: str = typer.Option(None, "--model-args", help="JSON arguments for Name of a model "
                                                    "file, as for saliency map."),
                     out: str = typer.Option(None, "--out", "-o", help="PNG to write (default: "
-                                        "IMAGE-STEM_rf_ROW_COL.png); an existing file is overwritten, missing folders "
-                                        "are created.")):
+                                            "IMAGE-STEM_rf_ROW_COL.png); an existing file is overwritten, missing "
+                                            "folders are created.")):
     """Which input pixels one output pixel depends on: its gradient map, 50%/90% radii, theoretical box."""
-
-
     from .mapping import run_receptive_field
 
     try:
@@ -205,19 +201,12 @@ def _batch_on_dask(workers, scheduler, record, files, method, seed, out, batch_s
     from . import distributed
     from .batch import Progress
 
-    if workers and scheduler:
-        raise UserError("give --workers (a local cluster) or --scheduler (a running one), not both")
-    dask_client, cluster = distributed.client(workers, scheduler)
-    try:
+    with distributed.connected(workers, scheduler) as dask_client:
         spec = {k: record[k] for k in ("model", "weights", "model_args")}
         with Progress(len(files), f"{method} maps on {len(dask_client.scheduler_info()['workers'])} workers") as bar:
             return distributed.run(dask_client, spec, files, method, seed, out, batch_size=batch_size,
                                    png=out if png else None, look=(sign, reduce, overlay), layer=layer,
                                    resume=resume, record=record, progress=bar)
-    finally:
-        dask_client.close()
-        if cluster is not None:
-            cluster.close()
 
 
 @app.command()
@@ -230,23 +219,32 @@ def evaluate(stores: list[str] = typer.Argument(..., help="Map stores made by sa
              sign: str = typer.Option("abs", "--sign", help="Order pixels by |map| (abs) or the signed map (all)."),
              model: str = typer.Option(None, "--model", "-m", help="The model (default: the one the store records)."),
              weights: str = typer.Option(None, "--weights", "-w", help="Its weights, with --model."),
-             model_args: str = typer.Option(None, "--model-args", help="JSON arguments for Name of a model file.")):
+             model_args: str = typer.Option(None, "--model-args", help="JSON arguments for Name of a model file."),
+             workers: int = typer.Option(None, "--workers", min=1, help="Compute the curves on a local Dask "
+                                         "cluster of N worker processes (needs the scale extra)."),
+             scheduler: str = typer.Option(None, "--scheduler", help="Compute the curves on the Dask cluster of "
+                                           "this running scheduler, e.g. tcp://10.0.0.5:8786 (the stores and "
+                                           "their images must be at the same paths on every worker).")):
     """Deletion and insertion curves of every map of each store, and the randomisation check on a
     sample: a table per store (printed, and in OUT/evaluation.md), the mean curves
-    (OUT/evaluation.png) and every number (OUT/evaluation.json)."""
+    (OUT/evaluation.png) and every number (OUT/evaluation.json). With --workers or --scheduler
+    the curves are computed on Dask, as saliency batch computes maps; the numbers are the same."""
+    from . import distributed
     from .batch import Progress
-    from .evaluate import evaluate as run, find_store, model_of, report
+    from .evaluate import evaluate as run, find_store, model_of, model_spec, report
 
     try:
         if sign not in ("abs", "all"):
             raise UserError(f"--sign must be abs or all, got {sign!r}")
         found = [find_store(path) for path in stores]
-        results = {}
-        for path, store in zip(stores, found):
-            net = model_of(store, model, weights, model_args)
-            label = path if path not in results else f"{path} ({len(results)})"
-            with Progress(len(store), f"evaluating {path}") as bar:
-                results[label] = run(store, net, steps, sample, sign, bar)
+        specs = [model_spec(store, model, weights, model_args) for store in found]
+        with distributed.connected(workers, scheduler) as dask_client:
+            results = {}
+            for path, store, spec in zip(stores, found, specs):
+                label = path if path not in results else f"{path} ({len(results)})"
+                where = f" on {len(dask_client.scheduler_info()['workers'])} workers" if dask_client else ""
+                with Progress(len(store), f"evaluating {path}{where}") as bar:
+                    results[label] = run(store, model_of(spec), steps, sample, sign, bar, dask_client, spec)
         lines = report(results, out, steps, sign)
     except _input_errors() as exc:
         raise UserError(str(exc)) from None

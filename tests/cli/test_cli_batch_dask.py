@@ -1,5 +1,7 @@
 """`saliency batch --workers`: the run on a local Dask cluster of worker processes stores the maps of
-the single-process run, bit for bit, also when a worker is killed in the middle of it."""
+the single-process run, bit for bit, also when a worker is killed in the middle of it; `saliency
+evaluate --workers` reports the numbers of the single-process run."""
+import json
 import os
 import signal
 
@@ -75,7 +77,25 @@ def test_a_worker_killed_mid_run_loses_nothing(folder, single, tmp_path, monkeyp
     _same(store, single)
 
 
-def test_without_dask_the_options_say_how_to_get_it(folder, tmp_path, capsys, monkeypatch):
+def test_evaluate_on_two_worker_processes_reports_the_numbers_of_one_process(single, tmp_path, capsys, monkeypatch):
+    from saliency.cli import distributed as runner
+
+    monkeypatch.setattr(runner, "TASK_IMAGES", 16)  # 4 tasks of up to four batches
+    args = ["evaluate", str(single.path), "--steps", "4", "--sample", "2"]
+    for out, more in (("one", []), ("dask", ["--workers", "2"])):
+        with pytest.raises(SystemExit) as info:
+            main(args + ["--out", str(tmp_path / out)] + more)
+            raise SystemExit(0)
+        assert info.value.code == 0
+    assert "on 2 workers" in capsys.readouterr().err
+    one, dask = (json.loads((tmp_path / out / "evaluation.json").read_text()) for out in ("one", "dask"))
+    assert len(one[str(single.path)]["deletion_auc"]) == 48           # broken.png has no map
+    assert dask == one                                                # every number, to the last bit
+    assert (tmp_path / "dask" / "evaluation.md").read_text() == (tmp_path / "one" / "evaluation.md").read_text()
+    assert (tmp_path / "dask" / "evaluation.png").stat().st_size > 0
+
+
+def test_without_dask_the_options_say_how_to_get_it(folder, single, tmp_path, capsys, monkeypatch):
     import builtins
 
     real = builtins.__import__
@@ -90,3 +110,8 @@ def test_without_dask_the_options_say_how_to_get_it(folder, tmp_path, capsys, mo
         main(["batch", str(folder), "--out", str(tmp_path), "--workers", "2"])
     assert info.value.code == 2
     assert "Dask, which is not installed: pip install 'saliency-maps[scale]'" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as info:
+        main(["evaluate", str(single.path), "--out", str(tmp_path / "report"), "--workers", "2"])
+    assert info.value.code == 2
+    assert capsys.readouterr().err == ("error: --workers and --scheduler run on Dask, which is not installed: "
+                                       "pip install 'saliency-maps[scale]'\n")
