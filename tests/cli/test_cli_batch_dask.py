@@ -1,9 +1,11 @@
 """`saliency batch --workers`: the run on a local Dask cluster of worker processes stores the maps of
-the single-process run, bit for bit, also when a worker is killed in the middle of it; `saliency
-evaluate --workers` reports the numbers of the single-process run."""
+the single-process run, bit for bit, also when a worker is killed in the middle of it, and no batch
+is written whole twice; `saliency evaluate --workers` reports the numbers of the single-process run."""
 import json
 import os
 import signal
+import sys
+from collections import Counter
 
 import numpy as np
 import pytest
@@ -75,6 +77,88 @@ def test_a_worker_killed_mid_run_loses_nothing(folder, single, tmp_path, monkeyp
         client.close()
         cluster.close()
     _same(store, single)
+
+
+def _mark_first(marker, text):
+    """Whether this call is the first of all processes to claim `marker` (then it holds `text`)."""
+    try:
+        fd = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+    except FileExistsError:
+        return False
+    os.write(fd, text.encode())
+    os.close(fd)
+    return True
+
+
+class _LogWritesKillOnce(distributed.WorkerPlugin):
+    """In every worker process, also one Dask starts again: a line "PID BATCH" appended to `log`
+    after each batch written whole into a Zarr store. The first process to reach the `done` chunk
+    of its second batch is killed (SIGKILL) before writing it: the batch's maps, predictions and
+    errors are written, it is not marked done, and `marker` says "PID BATCH" of it."""
+
+    name = "log-writes-kill-once"
+
+    def __init__(self, log, marker):
+        self.log, self.marker = str(log), str(marker)
+
+    def setup(self, worker):
+        import zarr.storage
+
+        log, marker, written = self.log, self.marker, []
+        write_batch, put = stores._ZarrStore.write_batch, zarr.storage.LocalStore.set
+
+        def logged(store, k, *args):
+            write_batch(store, k, *args)
+            written.append(k)
+            fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+            os.write(fd, f"{os.getpid()} {k}\n".encode())  # one write of a few bytes: lines never mix
+            os.close(fd)
+
+        async def put_or_die(local, key, value, *args, **kwargs):
+            if key.startswith("done/") and len(written) == 1:  # key: done/c/BATCH
+                if _mark_first(marker, f"{os.getpid()} {key.rsplit('/', 1)[1]}"):
+                    os.kill(os.getpid(), signal.SIGKILL)
+            return await put(local, key, value, *args, **kwargs)
+
+        stores._ZarrStore.write_batch = logged
+        zarr.storage.LocalStore.set = put_or_die
+
+
+@pytest.mark.skipif(not stores.zarr_available(), reason="zarr is not installed")
+def test_a_worker_killed_mid_write_leaves_every_batch_written_whole_once(folder, single, tmp_path, monkeypatch):
+    import cloudpickle
+
+    from saliency.cli import distributed as runner
+
+    # the worker is killed from inside, at the one moment that leaves a batch half-written: a kill
+    # from outside could also land between a batch's last write and its line in the log
+    monkeypatch.setattr(runner, "TASK_IMAGES", 8)  # 7 tasks of two batches (the last of one)
+    log, marker, out = tmp_path / "writes.log", tmp_path / "killed", tmp_path / "out"
+    client, cluster = runner.client(workers=2)
+    calls = []
+    try:
+        cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the workers cannot import this file
+        try:
+            client.register_plugin(_LogWritesKillOnce(log, marker))
+        finally:
+            cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
+        spec = {"model": "shapes", "weights": None, "model_args": None}
+        store = runner.run(client, spec, sorted(folder.iterdir()), "gradient", None, out, batch_size=4,
+                           progress=lambda done, total: calls.append((done, total)))
+        alive = client.run(os.getpid).values()
+    finally:
+        client.close()
+        cluster.close()
+    victim, half_written = map(int, marker.read_text().split())
+    assert victim not in alive                                      # the nanny started a new process
+    writes = [tuple(map(int, line.split())) for line in log.read_text().splitlines()]
+    assert Counter(k for _, k in writes) == Counter(range(store.batches))  # each batch written whole once
+    assert sum(pid == victim for pid, _ in writes) == 1                      # the victim finished one batch,
+    assert next(pid for pid, k in writes if k == half_written) != victim      # another process its second
+    assert calls[-1] == (len(store), len(store))
+    _same(store, single)
+    files = {p.relative_to(store.path) for p in store.path.rglob("*") if p.is_file()}
+    assert files == {p.relative_to(single.path) for p in single.path.rglob("*") if p.is_file()}  # nothing left over
 
 
 def test_evaluate_on_two_worker_processes_reports_the_numbers_of_one_process(single, tmp_path, capsys, monkeypatch):
