@@ -18,6 +18,7 @@ import contextlib
 import json
 
 from saliency import attribution
+from saliency.kernels.memory import KEEP_BYTES
 
 from .mapping import MapError, method_options
 
@@ -43,11 +44,12 @@ def client(workers=None, scheduler=None):
             raise MapError(f"cannot reach the Dask scheduler at {scheduler}: {exc}") from None
     # Dask's nanny sets MALLOC_TRIM_THRESHOLD_=65536 in its workers, so that freed memory goes back
     # to the system at once; then every large array of every batch comes back as fresh pages whose
-    # faults cost as much as computing the maps. The workers keep glibc's own setting.
+    # faults cost as much as computing the maps. The local workers keep freed memory instead, as
+    # the command line does (kernels.memory.keep_freed_memory, here through glibc's variables).
     import dask
 
     environ = dict(dask.config.get("distributed.nanny.pre-spawn-environ", {}))
-    environ.pop("MALLOC_TRIM_THRESHOLD_", None)
+    environ.update({"MALLOC_TRIM_THRESHOLD_": str(KEEP_BYTES), "MALLOC_MMAP_THRESHOLD_": str(KEEP_BYTES)})
     with dask.config.set({"distributed.nanny.pre-spawn-environ": environ}):
         cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None)
     return Client(cluster), cluster
