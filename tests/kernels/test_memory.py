@@ -1,5 +1,6 @@
 """keep_freed_memory: a freed large array stays in the process's heap for the next one."""
 import ctypes
+import os
 import subprocess
 import sys
 
@@ -25,7 +26,10 @@ print(kept, libc.mallinfo2().fordblks)
 
 
 def free_bytes_after_a_large_array(mode):
-    out = subprocess.run([sys.executable, "-c", PROBE, mode], capture_output=True, text=True, check=True).stdout
+    # glibc's own defaults: without the MALLOC_* variables (Dask's nanny sets one in os.environ)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
+    out = subprocess.run([sys.executable, "-c", PROBE, mode], capture_output=True, text=True, check=True,
+                         env=env).stdout
     kept, free = out.split()
     return kept, int(free)
 
