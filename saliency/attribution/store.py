@@ -16,12 +16,15 @@ Two formats, one interface (`MapStore`):
 
 Every array is chunked by batch (the chunk of batch k holds images k*B .. k*B + B - 1), so a
 batch writes only its own chunks, and whoever writes batch k (a thread, another process) never
-touches another's. A batch is marked done last: its `done` chunk (`batch.k.json`, written whole
-then renamed into place, in the folder format) appears only after its maps are written, so an
-interrupted run leaves no batch that reads as done and is not.
+touches another's. A batch is marked done last: its `done` chunk (`batch.k.json` in the folder
+format) appears only after its maps are written, so an interrupted run leaves no batch that
+reads as done and is not. Every chunk file is written whole, then renamed into place; in a Zarr
+store made here (plain encodings: little-endian bytes, vlen-utf8 strings, no compression) the
+store writes the chunk files itself, in the encoding zarr would give them.
 """
 import json
 import shutil
+import struct
 from pathlib import Path
 
 import numpy as np
@@ -85,6 +88,10 @@ class _ZarrStore(MapStore):
         # the arrays opened once (opening one reads its metadata: about 0.6 ms); their data is
         # read from the store at every access
         self._arrays = {name: group[name] for name in ("maps", "predicted", "error", "done")}
+        # batches are written as chunk files by this class, each whole or not at all, where the
+        # arrays' encodings are the plain ones create_store makes (zarr itself costs about 4 ms
+        # a batch, most of it holding the interpreter that the model's threads need)
+        self._plain = _writes_plain_chunks(self._arrays, self.batch_size)
 
     @property
     def maps(self):
@@ -105,11 +112,62 @@ class _ZarrStore(MapStore):
 
     def write_batch(self, k, maps, predicted, errors):
         a, b = self.span(k)
-        arrays = self._arrays
-        arrays["maps"][a:b] = np.asarray(maps, np.float32)
-        arrays["predicted"][a:b] = np.asarray(predicted, np.int64)
-        arrays["error"][a:b] = np.array(errors, dtype=str)
-        arrays["done"][a:b] = True
+        maps, predicted = np.asarray(maps, np.float32), np.asarray(predicted, np.int64)
+        errors = [str(e) for e in errors]
+        if not self._plain:  # a store of other encodings (made elsewhere): zarr encodes the chunks
+            arrays = self._arrays
+            arrays["maps"][a:b], arrays["predicted"][a:b] = maps, predicted
+            arrays["error"][a:b] = np.array(errors, dtype=str)
+            arrays["done"][a:b] = True
+            return
+        n = self.batch_size
+        self._put("maps", k, _plain_chunk(maps, n, np.nan, "<f4"))
+        self._put("predicted", k, _plain_chunk(predicted, n, -1, "<i8"))
+        self._put("error", k, _vlen_utf8_chunk(errors, n))
+        self._put("done", k, _plain_chunk(np.ones(b - a, bool), n, False, "|b1"))  # last: the batch is whole
+
+    def _put(self, name, k, data):
+        """The chunk of batch k of array `name`, as one file written whole then renamed into place
+        (Zarr's default chunk keys: c/k/0/... below the array's folder)."""
+        ndim = len(self._arrays[name].shape)
+        target = self.path.joinpath(name, "c", str(k), *["0"] * (ndim - 1))
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_path(target) as part:
+            part.write_bytes(data)
+
+
+# The encodings whose chunks _ZarrStore writes itself (those create_store makes): little-endian
+# C-order bytes, and for strings vlen-utf8 alone; chunks keyed c/k/0/... ("default", "/").
+_CHUNK_CODECS = {"maps": ["bytes"], "predicted": ["bytes"], "done": ["bytes"], "error": ["vlen-utf8"]}
+
+
+def _writes_plain_chunks(arrays, batch_size):
+    """Whether the arrays are encoded as create_store makes them, so that write_batch may write
+    their chunk files itself."""
+    for name, codecs in _CHUNK_CODECS.items():
+        meta = arrays[name].metadata.to_dict()
+        if ([c["name"] for c in meta.get("codecs", [])] != codecs
+                or any(c.get("configuration", {}).get("endian", "little") != "little" for c in meta["codecs"])
+                or meta.get("chunk_key_encoding") != {"name": "default", "configuration": {"separator": "/"}}
+                or meta["chunk_grid"]["configuration"]["chunk_shape"][0] != batch_size
+                or list(meta["chunk_grid"]["configuration"]["chunk_shape"][1:]) != list(meta["shape"][1:])):
+            return False
+    return True
+
+
+def _plain_chunk(values, size, fill, dtype):
+    """A chunk of `size` rows in the `bytes` encoding: `values` (its first rows) and `fill` after."""
+    out = np.full((size,) + values.shape[1:], fill, np.dtype(dtype))
+    out[:len(values)] = values
+    return out.tobytes()
+
+
+def _vlen_utf8_chunk(strings, size):
+    """A chunk of `size` strings in the `vlen-utf8` encoding: the item count, then per item its
+    length in bytes and its UTF-8 bytes (counts and lengths little-endian uint32), "" after
+    `strings`."""
+    items = [s.encode("utf-8") for s in strings] + [b""] * (size - len(strings))
+    return b"".join([struct.pack("<I", len(items))] + [struct.pack("<I", len(i)) + i for i in items])
 
 
 class _NpyChunks:
@@ -214,12 +272,14 @@ def create_store(path, files, map_shape, batch_size, attrs):
         n = len(files)
         group = zarr.open_group(str(path), mode="w")
         chunk = (batch_size,)
-        # uncompressed: float maps hardly compress, and compressing them cost more than computing them
+        # uncompressed: float maps hardly compress, and compressing them cost more than computing
+        # them; the per-image arrays are small. Chunks in these plain encodings are what
+        # _ZarrStore writes itself (`_CHUNK_CODECS`).
         group.create_array("maps", shape=(n,) + tuple(map_shape), chunks=chunk + tuple(map_shape), dtype="float32",
                            fill_value=np.nan, compressors=None)
-        group.create_array("predicted", shape=(n,), chunks=chunk, dtype="int64", fill_value=-1)
-        group.create_array("error", shape=(n,), chunks=chunk, dtype=str)
-        group.create_array("done", shape=(n,), chunks=chunk, dtype="bool", fill_value=False)
+        group.create_array("predicted", shape=(n,), chunks=chunk, dtype="int64", fill_value=-1, compressors=None)
+        group.create_array("error", shape=(n,), chunks=chunk, dtype=str, compressors=None)
+        group.create_array("done", shape=(n,), chunks=chunk, dtype="bool", fill_value=False, compressors=None)
         group.create_array("files", shape=(n,), chunks=(max(1, n),), dtype=str)
         group["files"][:] = np.array(files, dtype=str)
         group.attrs.update(attrs)

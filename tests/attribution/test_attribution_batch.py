@@ -165,3 +165,47 @@ def test_a_store_that_is_not_one_is_one_sentence(tmp_path):
     (tmp_path / "maps" / "index.json").write_text(json.dumps({"files": []}))
     with pytest.raises(attribution.StoreError, match="cannot read the map store"):
         attribution.open_store(tmp_path / "maps")
+
+
+@needs_zarr
+@pytest.mark.parametrize("map_shape", [(3, 5, 4), (2, 1, 5, 4)])
+def test_zarr_chunks_written_by_the_store_are_zarrs_own_encoding(tmp_path, map_shape):
+    import zarr
+
+    files = [f"f{i}.png" for i in range(11)]  # batches of 4: the last one partial
+    rng = np.random.default_rng(0)
+    batches = [(rng.standard_normal((n,) + map_shape).astype(np.float32), rng.integers(-1, 8, n),
+                ["", "cannot read image 'é.png'", "x" * 300, ""][:n]) for n in (4, 4, 3)]
+    ours = stores.create_store(tmp_path / "ours" / "maps.zarr", files, map_shape, 4, {})
+    by_zarr = stores.create_store(tmp_path / "zarr" / "maps.zarr", files, map_shape, 4, {})
+    by_zarr._plain = False  # zarr encodes the chunks
+    assert ours._plain
+    for k, batch in enumerate(batches):
+        ours.write_batch(k, *batch)
+        by_zarr.write_batch(k, *batch)
+
+    def chunk_files(root):
+        return {p.relative_to(root): p.read_bytes() for p in root.rglob("*") if p.is_file() and "c" in p.parts}
+
+    assert chunk_files(ours.path) == chunk_files(by_zarr.path)   # the same files, byte for byte
+    group = zarr.open_group(str(ours.path), mode="r")
+    np.testing.assert_array_equal(group["maps"][:], np.concatenate([b[0] for b in batches]))
+    np.testing.assert_array_equal(group["predicted"][:], np.concatenate([b[1] for b in batches]))
+    assert group["error"][:].tolist() == sum((b[2] for b in batches), [])
+    assert group["done"][:].all()
+
+
+@needs_zarr
+def test_a_zarr_store_of_other_encodings_is_written_through_zarr(tmp_path):
+    import zarr
+
+    path = tmp_path / "maps.zarr"
+    stores.create_store(path, ["a.png", "b.png", "c.png"], (1, 2, 2), 2, {})
+    group = zarr.open_group(str(path), mode="r+")  # predictions compressed, as a store made elsewhere may be
+    group.create_array("predicted", shape=(3,), chunks=(2,), dtype="int64", fill_value=-1, overwrite=True)
+    store = stores.open_store(path)
+    assert not store._plain
+    store.write_batch(1, np.ones((1, 1, 2, 2), np.float32), [5], ["x"])
+    again = stores.open_store(path)
+    assert again.predicted.tolist() == [-1, -1, 5] and again.errors == ["", "", "x"]
+    assert again.done.tolist() == [False, False, True]
