@@ -15,16 +15,6 @@ FORMATS = [pytest.param(True, marks=needs_zarr, id="zarr"), pytest.param(False, 
 
 
 @pytest.fixture(scope="module")
-def shapes():
-    return models.load("shapes")
-
-
-@pytest.fixture(scope="module")
-def images():
-    return models.data.shapes(7, seed=5)[0]
-
-
-@pytest.fixture(scope="module")
 def depth():
     return models.load("depth")
 

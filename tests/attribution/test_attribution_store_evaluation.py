@@ -3,18 +3,8 @@ check, the same whether a store's batches are evaluated here or elsewhere (`batc
 import numpy as np
 import pytest
 
-from saliency import attribution, models
+from saliency import attribution
 from saliency.attribution import seeds, store_evaluation
-
-
-@pytest.fixture(scope="module")
-def shapes():
-    return models.load("shapes")
-
-
-@pytest.fixture(scope="module")
-def images():
-    return models.data.shapes(7, seed=5)[0]
 
 
 def test_evaluating_a_store_gives_the_curves_of_each_maps_own_check(shapes, images, tmp_path):
