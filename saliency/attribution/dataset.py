@@ -1,17 +1,16 @@
 """Maps for a whole dataset: images streamed in batches through a model, raw maps into a store.
 
 `batch(model, images, method, seed, out=FOLDER)` reads the images (paths, decoded and resized on
-a reader thread while the model works), computes each batch of `batch_size` images as two
-method calls at once, one per half batch on each of two threads (one call for Grad-CAM and for a
-method of your own), and writes each batch's maps into the
-store of `out` (`store.py`: maps.zarr, or a folder of .npy chunks without Zarr) on a writer
-thread, with heatmap PNGs if asked. At most two batches wait on each side, so memory stays
-bounded whatever the number of images.
+a reader thread while the model works), computes each batch of `batch_size` images as two method
+calls at once, one per half batch on each of two threads (one call for Grad-CAM and for a method
+of your own), and writes each batch's maps into the store of `out` (`store.py`: maps.zarr, or a
+folder of .npy chunks without Zarr) on a writer thread, with heatmap PNGs if asked. At most two
+batches wait on each side, so memory stays bounded whatever the number of images.
 
 Batch k is always images k*B .. k*B + B - 1, computed together: a run that is interrupted and
 continued (`resume=True`) computes every batch exactly as an uninterrupted run does, so the
 stored maps are bit for bit the same. An image that cannot be read is recorded with its error
-(its map is NaN) and the others go on; a batch whose method call fails is computed again one
+(its map is NaN) and the others go on; a batch whose method calls fail is computed again one
 image at a time, so that only the images that fail are lost.
 """
 import json
@@ -179,10 +178,10 @@ def _halves(fn, model, x, seed, options):
 
 
 def _compute(fn, model, x, read_errors, seed, options, map_shape, first=False):
-    """The maps of one batch: one method call; if it fails, one call per image (so that only the
-    images that fail lose their maps). Images that could not be read keep NaN maps. In the `first`
-    batch computed, a failure of every image that was read is raised: the run itself cannot work
-    (a method option, a seed that does not fit the model)."""
+    """The maps of one batch: its method calls (`_halves`); if they fail, one call per image (so
+    that only the images that fail lose their maps). Images that could not be read keep NaN maps.
+    In the `first` batch computed, a failure of every image that was read is raised: the run
+    itself cannot work (a method option, a seed that does not fit the model)."""
     n = len(x)
     maps = np.full((n,) + map_shape, np.nan, np.float32)
     predicted = np.full(n, -1, np.int64)
