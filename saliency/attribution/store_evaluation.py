@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..kernels.threads import split_work
 from ._core import InputError
 from .dataset import METHODS, _Reader, _seed, _Source
 from .evaluation import deletion_insertion, randomisation_check
@@ -96,14 +97,29 @@ def _curves(model, store, source, usable, batches, seed, steps, sign, progress):
             keep = usable[a:a + len(x)] & np.array([not e for e in read_errors], bool)
             if keep.any():
                 maps = np.asarray(store.maps[a:a + len(x)], np.float64)[keep]
-                c = deletion_insertion(model, x[keep], np.abs(maps) if sign == "abs" else maps, seed, steps=steps)
-                out.append(BatchCurves(k, np.flatnonzero(keep) + a, c.fractions, c.deletion, c.insertion,
-                                       c.deletion_auc, c.insertion_auc))
+                out.append(_batch_curves(k, np.flatnonzero(keep) + a, model, x[keep],
+                                         np.abs(maps) if sign == "abs" else maps, seed, steps))
             if progress is not None:
                 progress(min(n, a + len(x)), n)
     finally:
         reader.stop.set()
     return out
+
+
+def _batch_curves(k, rows, model, x, maps, seed, steps):
+    """The BatchCurves of batch k (its images x and maps at the store's `rows`): deletion_insertion
+    of each half of the batch at once, one per thread, each half's forward passes on its own
+    thread (`kernels.threads.split_work`), as `dataset.batch` computes the maps."""
+    parts = {}
+
+    def half(a, b):
+        parts[a] = deletion_insertion(model, x[a:b], maps[a:b], seed, steps=steps)
+
+    split_work(len(x), half)
+    got = [parts[a] for a in sorted(parts)]
+    return BatchCurves(k, rows, got[0].fractions,
+                       *(np.concatenate([getattr(c, f) for c in got])
+                         for f in ("deletion", "insertion", "deletion_auc", "insertion_auc")))
 
 
 def evaluate(model, store, *, images=None, steps=16, sample=8, sign="abs", seed=None, progress=None, curves=None,
