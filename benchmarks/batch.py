@@ -11,10 +11,11 @@ second of `--repeats` runs, and the parts measured alone on the same images: rea
 resize), the method on batches already in memory (as the pipeline calls it: two half batches at
 once), writing the store, and rendering the PNGs, and where torch is installed, PyTorch's rate for
 the method alone on the same decoded batches (the same architecture file built by torch, the zoo's
-weights, 2 threads). With `--memory N`, also the peak resident memory (VmHWM) of a fresh `saliency
-batch` process over N images of the classifier (raw maps). With `--workers`, the classifier job
-also on local Dask clusters of that many worker processes (`saliency batch --workers`; the
-cluster's start-up is timed apart). Freed memory is kept for reuse
+weights, 2 threads). Then `saliency evaluate`'s curves (16 steps) of the classifier's maps of 256
+of the images, in images per second. With `--memory N`, also the peak resident memory (VmHWM) of a
+fresh `saliency batch` process over N images of the classifier (raw maps). With `--workers`, the
+classifier job also on local Dask clusters of that many worker processes (`saliency batch
+--workers`; the cluster's start-up is timed apart). Freed memory is kept for reuse
 (`kernels.memory.keep_freed_memory`), as the command line does.
 """
 import argparse
@@ -141,6 +142,16 @@ def torch_rate(model, paths, dense, repeats):
     return len(paths) / statistics.median(seconds(maps) for _ in range(repeats))
 
 
+def evaluation_rate(model, paths, repeats, tmp):
+    """`saliency evaluate`'s curves (deletion and insertion, 16 steps, no randomisation check) of
+    the classifier's gradient maps of `paths`, in images per second."""
+    store = attribution.batch(model, paths, "gradient", out=tmp / "evaluated", batch_size=BATCH, use_zarr=False)
+    attribution.evaluate_store(model, store, steps=16, sample=0)
+    rate = len(paths) / statistics.median(seconds(lambda: attribution.evaluate_store(model, store, steps=16, sample=0))
+                                          for _ in range(repeats))
+    print(f"{'evaluate: classifier maps, 16 steps':<44} {rate:8.0f} images/s", flush=True)
+
+
 def peak_memory(n, tmp):
     folder = tmp / "many"
     write_pngs(folder, images_for("shapes", n))
@@ -201,6 +212,7 @@ def main():
                     args.repeats, tmp)
             run_job(f"depth 128x128, all ones ({kind})", depth, scenes, attribution.seeds.ones(), False, use_zarr,
                     args.repeats, tmp)
+        evaluation_rate(classifier, shapes[:256], args.repeats, tmp)
         for workers in [int(w) for w in args.workers.split(",") if w]:
             on_dask(shapes, workers, args.repeats, tmp)
         if args.memory:
