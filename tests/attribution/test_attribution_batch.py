@@ -199,3 +199,15 @@ def test_a_zarr_store_of_other_encodings_is_written_through_zarr(tmp_path):
     again = stores.open_store(path)
     assert again.predicted.tolist() == [-1, -1, 5] and again.errors == ["", "", "x"]
     assert again.done.tolist() == [False, False, True]
+
+
+def test_a_model_with_a_hook_runs_each_batch_in_one_call(shapes, images):
+    seen = []  # the batch sizes the hooked layer sees: a hook may keep state, so no two calls at once
+    handle = shapes.features.block1.register_forward_hook(lambda module, args, out: seen.append(out.shape[0]))
+    try:
+        got = attribution.batch(shapes, images, "gradient", batch_size=4)
+    finally:
+        handle.remove()
+    assert seen == [4, 3]
+    want = np.concatenate([np.asarray(attribution.gradient(shapes, images[a:a + 4]).map) for a in (0, 4)])
+    np.testing.assert_array_equal(got.maps, want)
