@@ -121,8 +121,7 @@ def _pixels(img):
         return np.asarray(img, dtype=np.float32)[..., None], None
     if mode != _working_mode(img):
         img = img.convert(_working_mode(img))
-    arr = np.asarray(img, dtype=np.float32)
-    arr *= np.float32(1 / 255)
+    arr = np.multiply(np.asarray(img), np.float32(1 / 255), dtype=np.float32)
     if arr.ndim == 2:
         arr = arr[..., None]
     if img.mode in ("La", "RGBa"):
@@ -179,7 +178,7 @@ def _decoded(img, factor):
     rows = max(factor, _STRIP_BYTES // (4 * bands * max(width, 1)) // factor * factor)
     out, found = None, {"transparent": False, "outside": 0, "bad": 0}
     for top in range(0, height, rows):
-        strip = img.crop((0, top, width, min(height, top + rows)))
+        strip = img if top == 0 and rows >= height else img.crop((0, top, width, min(height, top + rows)))
         shrunk = _shrunk(strip, factor) if factor > 1 else None
         arr, alpha = _pixels(shrunk[0] if shrunk else strip)
         if img.mode == "F":
@@ -267,7 +266,8 @@ def load_image(path, size=None, channels=3):
                                    .resize((size[1], size[0]), Image.Resampling.BILINEAR, box=box))
                         for c in range(channels)], -1)
         notes.append(f"resized {width}x{height} -> {size[1]}x{size[0]}")
-    chw = np.ascontiguousarray(np.clip(np.moveaxis(arr, -1, 0), 0.0, 1.0), dtype=np.float32)
+    arr = np.clip(arr, 0.0, 1.0, dtype=np.float32)  # one pass over (H, W, C), then the layout
+    chw = np.ascontiguousarray(arr.transpose(2, 0, 1))
     return chw, ("; ".join(notes) or None)
 
 
