@@ -3,10 +3,10 @@
 `batch(model, images, method, seed, out=FOLDER)` reads the images (paths, decoded and resized on
 a reader thread while the model works), computes each batch of `batch_size` images as two method
 calls at once, one per half batch on each of two threads (one call for Grad-CAM, for a method of
-your own and for a model with hooks), and writes each batch's maps into the store of `out`
-(`store.py`: maps.zarr, or a folder of .npy chunks without Zarr) on a writer thread, with
-heatmap PNGs if asked. At most two batches wait on each side, so memory stays bounded whatever
-the number of images.
+your own and for a model with hooks or in training mode), and writes each batch's maps into the
+store of `out` (`store.py`: maps.zarr, or a folder of .npy chunks without Zarr) on a writer
+thread, with heatmap PNGs if asked. At most two batches wait on each side, so memory stays
+bounded whatever the number of images.
 
 Batch k is always images k*B .. k*B + B - 1, computed together: a run that is interrupted and
 continued (`resume=True`) computes every batch exactly as an uninterrupted run does, so the
@@ -162,14 +162,17 @@ _OWN_STATE_ONLY = frozenset({gradient, input_x_gradient, smoothgrad, integrated_
 
 
 def _stateless(model):
-    """Whether two calls of `model` may run at once: a Module none of whose modules has a hook
-    (a hook may keep what it sees between calls); a plain function is not known to be."""
+    """Whether two calls of `model` may run at once: a Module in eval mode none of whose modules
+    has a hook (a hook may keep what it sees between calls; in training mode, batch norm updates
+    its running statistics and dropout draws from the shared generator, in whatever order the
+    calls reach them); a plain function is not known to be."""
     modules = getattr(model, "modules", None)
-    return modules is not None and not any(getattr(m, "_has_hooks", lambda: True)() for m in modules())
+    return modules is not None and not any(getattr(m, "_has_hooks", lambda: True)() or getattr(m, "training", False)
+                                           for m in modules())
 
 
 def _halves(fn, model, x, seed, options):
-    """_maps_of on the whole batch; for a method of _OWN_STATE_ONLY on a model without hooks, as two
+    """_maps_of on the whole batch; for a method of _OWN_STATE_ONLY on a `_stateless` model, as two
     halves of it on two threads (`kernels.threads.split_work`): each half's kernels on one thread,
     so the batch pays one hand-over between threads instead of one per large kernel call, and
     each half's Python runs while the other computes. The maps are those of the two half batches."""

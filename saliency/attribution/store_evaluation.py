@@ -110,7 +110,7 @@ def _batch_curves(k, rows, model, x, maps, seed, steps):
     """The BatchCurves of batch k (its images x and maps at the store's `rows`): deletion_insertion
     of each half of the batch at once, one per thread, each half's forward passes on its own
     thread (`kernels.threads.split_work`), as `dataset.batch` computes the maps (in one call for
-    a model with hooks)."""
+    a model that is not `dataset._stateless`)."""
     parts = {}
 
     def half(a, b):

@@ -201,13 +201,19 @@ def test_a_zarr_store_of_other_encodings_is_written_through_zarr(tmp_path):
     assert again.done.tolist() == [False, False, True]
 
 
-def test_a_model_with_a_hook_runs_each_batch_in_one_call(shapes, images):
-    seen = []  # the batch sizes the hooked layer sees: a hook may keep state, so no two calls at once
-    handle = shapes.features.block1.register_forward_hook(lambda module, args, out: seen.append(out.shape[0]))
-    try:
-        got = attribution.batch(shapes, images, "gradient", batch_size=4)
-    finally:
-        handle.remove()
+@pytest.mark.parametrize("state", ["hook", "training"])
+def test_a_model_with_a_hook_or_in_training_mode_runs_each_batch_in_one_call(images, state):
+    # a hook may keep what it sees, and in training mode batch norm updates its statistics: no two
+    # calls of such a model at once, so each batch is one call
+    model = models.load("shapes")
+    block, seen = model.features.block1, []
+    forward = block.forward
+    block.forward = lambda x: seen.append(x.shape[0]) or forward(x)
+    if state == "hook":
+        block.register_forward_hook(lambda *args: None)
+    else:
+        model.features.block4.bn.train()
+    got = attribution.batch(model, images, "gradient", batch_size=4)
     assert seen == [4, 3]
-    want = np.concatenate([np.asarray(attribution.gradient(shapes, images[a:a + 4]).map) for a in (0, 4)])
+    want = np.concatenate([np.asarray(attribution.gradient(model, images[a:a + 4]).map) for a in (0, 4)])
     np.testing.assert_array_equal(got.maps, want)
