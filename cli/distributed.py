@@ -121,9 +121,10 @@ def _images(store, batches):
 
 
 def run(dask_client, spec, files, method, seed, out, *, batch_size, png=None, look=("abs", "sum", False),
-        layer=None, resume=False, record=None, progress=None):
-    """The run of `saliency batch` on `dask_client`'s workers; returns the store."""
-    net = _model(spec)  # here too: the store's shape, and the options checked before any task
+        layer=None, resume=False, record=None, progress=None, net=None):
+    """The run of `saliency batch` on `dask_client`'s workers; returns the store. `net`: the model
+    of `spec`, where the caller has it already."""
+    net = _model(spec) if net is None else net  # here too: the store's shape, the options checked before any task
     files = [str(f) for f in files]
     store = attribution.dataset.prepare(net, files, method, seed, out, batch_size=batch_size, resume=resume,
                                         record=record, **method_options(net, method, layer))

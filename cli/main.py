@@ -172,8 +172,8 @@ def batch(folder: str = typer.Argument(..., help="Folder of images (its files, n
         if note:
             typer.echo(note, err=True)
         if workers or scheduler:
-            store = _batch_on_dask(workers, scheduler, record, files, method, seed, out, batch_size, png, sign, reduce,
-                                   overlay, layer, resume)
+            store = _batch_on_dask(workers, scheduler, record, net, files, method, seed, out, batch_size, png, sign,
+                                   reduce, overlay, layer, resume)
         else:
             with Progress(len(files), f"{method} maps") as progress:
                 store = attribution.batch(net, files, method, seed_obj, out, batch_size=batch_size,
@@ -195,7 +195,7 @@ def batch(folder: str = typer.Argument(..., help="Folder of images (its files, n
         sys.exit(2)
 
 
-def _batch_on_dask(workers, scheduler, record, files, method, seed, out, batch_size, png, sign, reduce, overlay,
+def _batch_on_dask(workers, scheduler, record, net, files, method, seed, out, batch_size, png, sign, reduce, overlay,
                    layer, resume):
     """`saliency batch` on a Dask cluster (cli/distributed.py); returns the store."""
     from . import distributed
@@ -206,7 +206,7 @@ def _batch_on_dask(workers, scheduler, record, files, method, seed, out, batch_s
         with Progress(len(files), f"{method} maps on {len(dask_client.scheduler_info()['workers'])} workers") as bar:
             return distributed.run(dask_client, spec, files, method, seed, out, batch_size=batch_size,
                                    png=out if png else None, look=(sign, reduce, overlay), layer=layer,
-                                   resume=resume, record=record, progress=bar)
+                                   resume=resume, record=record, progress=bar, net=net)
 
 
 @app.command()

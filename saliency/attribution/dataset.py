@@ -171,21 +171,31 @@ def _stateless(model):
                                            for m in modules())
 
 
-def _halves(fn, model, x, seed, options):
-    """_maps_of on the whole batch; for a method of _OWN_STATE_ONLY on a `_stateless` model, as two
-    halves of it on two threads (`kernels.threads.split_work`): each half's kernels on one thread,
-    so the batch pays one hand-over between threads instead of one per large kernel call, and
-    each half's Python runs while the other computes. The maps are those of the two half batches."""
-    if fn not in _OWN_STATE_ONLY or len(x) < 2 or not _stateless(model):
-        return _maps_of(fn, model, x, seed, options)
+def _by_halves(model, n, call):
+    """[call(a, b) for the two halves (a, b) of [0, n)], run at once on two threads
+    (`kernels.threads.split_work`: each half's kernels on its own thread) for a `_stateless`
+    model; [call(0, n)] for any other."""
     parts = {}
 
     def half(a, b):
-        parts[a] = _maps_of(fn, model, x[a:b], seed, options)
+        parts[a] = call(a, b)
 
-    split_work(len(x), half)
-    first, second = (parts[a] for a in sorted(parts))
-    return tuple(np.concatenate([p, q]) for p, q in zip(first, second))
+    if _stateless(model):
+        split_work(n, half)
+    else:
+        half(0, n)
+    return [parts[a] for a in sorted(parts)]
+
+
+def _halves(fn, model, x, seed, options):
+    """_maps_of on the whole batch; for a method of _OWN_STATE_ONLY, as two halves of it at once
+    (`_by_halves`), so the batch pays one hand-over between threads instead of one per large
+    kernel call, and each half's Python runs while the other computes. The maps are those of the
+    two half batches."""
+    if fn not in _OWN_STATE_ONLY:
+        return _maps_of(fn, model, x, seed, options)
+    got = _by_halves(model, len(x), lambda a, b: _maps_of(fn, model, x[a:b], seed, options))
+    return tuple(np.concatenate(parts) for parts in zip(*got))
 
 
 def _compute(fn, model, x, read_errors, seed, options, map_shape, first=False):

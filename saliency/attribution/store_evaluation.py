@@ -12,9 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..kernels.threads import split_work
 from ._core import InputError
-from .dataset import METHODS, _Reader, _seed, _Source, _stateless
+from .dataset import METHODS, _by_halves, _Reader, _seed, _Source
 from .evaluation import deletion_insertion, randomisation_check
 from .store import MapStore, open_store
 
@@ -108,19 +107,8 @@ def _curves(model, store, source, usable, batches, seed, steps, sign, progress):
 
 def _batch_curves(k, rows, model, x, maps, seed, steps):
     """The BatchCurves of batch k (its images x and maps at the store's `rows`): deletion_insertion
-    of each half of the batch at once, one per thread, each half's forward passes on its own
-    thread (`kernels.threads.split_work`), as `dataset.batch` computes the maps (in one call for
-    a model that is not `dataset._stateless`)."""
-    parts = {}
-
-    def half(a, b):
-        parts[a] = deletion_insertion(model, x[a:b], maps[a:b], seed, steps=steps)
-
-    if _stateless(model):
-        split_work(len(x), half)
-    else:
-        half(0, len(x))
-    got = [parts[a] for a in sorted(parts)]
+    of each half of the batch at once, as `dataset.batch` computes the maps (`dataset._by_halves`)."""
+    got = _by_halves(model, len(x), lambda a, b: deletion_insertion(model, x[a:b], maps[a:b], seed, steps=steps))
     return BatchCurves(k, rows, got[0].fractions,
                        *(np.concatenate([getattr(c, f) for c in got])
                          for f in ("deletion", "insertion", "deletion_auc", "insertion_auc")))
