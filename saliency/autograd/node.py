@@ -23,6 +23,11 @@ _NO_EDGE = (None, 0)
 _grad_enabled = enabled_var.get  # the grad mode of the calling thread or task
 _frozen = frozen_var.get          # leaves that record no graph in the calling thread or task
 
+# `backward_window = DENSE` declares an op without a cropped VJP: a Patch reaching it is made dense
+# and goes through `backward`. It is None, the engine's one test; an op declares it in its class (or
+# its family's base class) with the reason, so that the choice is visible where the op is written.
+DENSE = None
+
 
 class Function:
     """Base class of every op; an instance is the node the op leaves on the graph."""
@@ -31,10 +36,12 @@ class Function:
                  "pre_hooks", "retain_ref", "__weakref__")
     # True for elementwise ops whose inputs broadcast: a shape error names both shapes.
     broadcasts = False
-    # Ops with a spatial window rule define `backward_window(self, patch)`: the VJP of a gradient
-    # that is zero outside windows (a `saliency.autograd.patch.Patch`), returning one Patch, dense
-    # array or None per input, or None as a whole to get the dense gradient through `backward`.
-    backward_window = None
+    # Every op with a spatial window rule declares `backward_window` in its class: its cropped VJP
+    # `backward_window(self, patch)`, the VJP of a gradient that is zero outside windows (a
+    # `saliency.autograd.patch.Patch`), returning one Patch, dense array or None per input, or None as
+    # a whole to get the dense gradient through `backward`; or DENSE. The default here is for a user's
+    # Function, which declares nothing (tests/autograd/test_op_registry.py checks the package's ops).
+    backward_window = DENSE
     # Every op also declares `window_rule(self, box, shapes)`, where in each input its VJP can be
     # non-zero for a box of its output (a method, or a shared rule of saliency.autograd.geometry:
     # `elementwise_window`, `whole_window` for an op that mixes positions). The base class declares

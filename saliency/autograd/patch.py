@@ -3,14 +3,16 @@
 A one-hot pixel seed on a dense output has a gradient that is zero outside a small window
 at every layer until it reaches the input (its receptive field). A `Patch` stores K such
 gradients as K windows of one size, each at its own origin in the map, instead of K full
-maps; ops with a spatial window rule compute their VJP on the windows only (`backward_window`
-next to their `backward`), and everything else sees `patch.dense()`, the same full array a
+maps. Every op with a spatial window rule declares, next to its `backward`, either its cropped
+VJP `backward_window`, which computes the VJP on the windows only, or `backward_window = DENSE`
+(saliency.autograd.node); an op without a cropped VJP sees `patch.dense()`, the same full array a
 plain backward would have produced. The results are the same numbers, computed on less.
 
 The engine makes a Patch from a seed gradient when every seed's non-zero cells fit a window
 of at most a quarter of the map (`from_seed`), and turns a Patch back into a dense array as
-soon as its windows cover half the map (`Patch.like`), at a node without a window rule, at a
-leaf, and wherever a hook, `retain_grad` or a trace must see the gradient.
+soon as its windows cover half the map (`Patch.like`), at a node without a cropped VJP (or whose
+cropped VJP declines the case), at a leaf, and wherever a hook, `retain_grad` or a trace must see
+the gradient.
 """
 import math
 

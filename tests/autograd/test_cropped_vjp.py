@@ -114,6 +114,15 @@ CASES = {
     "skip connection (add)": (elementwise.Add, lambda x: F.relu(first(x)) + F.conv2d(
         first(x), weight(RNG, 4, 4, 3), padding=1)),
     "sub and mul": (elementwise.Mul, lambda x: (first(x) - F.relu(first(x))) * sl.tanh(first(x))),
+    "div, pow, maximum": (elementwise.Div, lambda x: first(x) / (1 + sl.maximum(first(x), 0.0) ** 2)),
+    "squeeze-excitation (mul by a gate per channel)": (elementwise.Mul, lambda x: (
+        lambda h: h * sl.sigmoid(h.mean(dim=(2, 3), keepdim=True)))(first(x))),
+    "where": (elementwise.Where, lambda x: F.conv2d(sl.where(first(x) > 0, first(x), 0.1 * sl.tanh(first(x))),
+                                                    weight(RNG, 5, 4, 3), padding=1)),
+    "expand one channel to all": (shape.Expand, lambda x: F.conv2d(
+        first(x)[:, :1].expand(2, 4, H, W) * first(x), weight(RNG, 5, 4, 3), padding=1)),
+    "channel shuffle (reshape, transpose)": (shape.Transpose, lambda x: F.conv2d(
+        first(x).reshape(2, 2, 2, H, W).transpose(1, 2).reshape(2, 4, H, W), weight(RNG, 5, 4, 3), padding=1)),
     "U-Net cat of a skip": (shape.Cat, lambda x: F.conv2d(sl.cat([
         F.interpolate(F.conv2d(first(x), weight(RNG, 4, 4, 3), stride=2, padding=1), scale_factor=2)[..., :H, :W],
         F.relu(first(x))], dim=1), weight(RNG, 3, 8, 3), padding=1)),
@@ -144,8 +153,8 @@ def test_windowed_equals_full_on_every_layer_type(name, monkeypatch):
 
 
 def test_ops_without_a_window_rule_fall_back_to_the_dense_vjp(monkeypatch):
-    def fn(x):  # a strided slice, a broadcast factor that takes a gradient, a cat along the width
-        scale = sl.tensor(np.linspace(1, 2, 4).reshape(4, 1, 1), requires_grad=True)
+    def fn(x):  # a strided slice, a factor broadcast along the rows, a cat along the width
+        scale = sl.tensor(np.linspace(1, 2, 4 * 18).reshape(4, 1, 18), requires_grad=True)
         y = first(x)[:, :, ::2, 1:] * scale
         return sl.cat([y, y[..., :3]], dim=3)
 

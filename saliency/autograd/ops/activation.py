@@ -31,8 +31,8 @@ def _softplus(x):
 
 
 class _Pointwise(Function):
-    """A unary elementwise op whose `values(x)` gives (z, dz/dx); the VJP is g * dz/dx (its cropped
-    form, `_derivative_window`, is given to each op at the bottom of this module)."""
+    """A unary elementwise op whose `values(x)` gives (z, dz/dx); the VJP is g * dz/dx, on the dense
+    gradient or on the windows of a Patch (the same for every op of the family)."""
 
     __slots__ = ()
     window_rule = elementwise_window
@@ -53,6 +53,10 @@ class _Pointwise(Function):
 
     def backward(self, g):
         return (g * self.saved[0],)
+
+    def backward_window(self, p):
+        """The windows of g times the same windows of dz/dx."""
+        return (p.times(self.saved[0]),)
 
 
 def _as(x, a):
@@ -247,12 +251,3 @@ class Prelu(Function):
 
     def name(self):
         return "PreluKernelBackward0"
-
-
-def _derivative_window(self, p):
-    """The cropped VJP of a `_Pointwise` op: the windows of g times the same windows of dz/dx."""
-    return (p.times(self.saved[0]),)
-
-
-for _op in (Hardtanh, LeakyRelu, Elu, Silu, Hardswish, Hardsigmoid, Gelu, Softplus, Mish):
-    _op.backward_window = _derivative_window

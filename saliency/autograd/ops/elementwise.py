@@ -4,7 +4,7 @@ import numpy as np
 from ...kernels.activation import relu_forward, relu_grad, sigmoid
 from .. import rules
 from ..node import Function, shape_of, unbroadcast
-from ..geometry import elementwise_window
+from ..geometry import elementwise_window, spatial
 
 
 def promote(x, y):
@@ -30,12 +30,76 @@ def promote(x, y):
     return tuple(a.astype(dtype, copy=False) if type(a) is np.ndarray and a.dtype != dtype else a for a in (x, y))
 
 
+# ---- cropped VJPs (`backward_window`, see saliency.autograd.patch) shared by the classes below ----
+
+def unary_window(self, p):
+    """The cropped VJP of a unary elementwise op: its own `backward` on the windows of g and of the
+    arrays it saved (cropped to the same windows). Cells outside the map (zeros in both) may come out
+    as 0/0; they are zeroed afterwards."""
+    saved = self.saved
+    try:
+        self.saved = tuple(p.window(a) if type(a) is np.ndarray and a.shape == self.out_shape else a for a in saved)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            (dx,) = self.backward(p.data)
+    finally:
+        self.saved = saved
+    return (p.moved(np.asarray(dx), p.origins, p.map_size),)
+
+
+def on_windows(p, a, out_ndim):
+    """An operand `a` of an elementwise op (a number, or an array that broadcasts to its output of
+    out_ndim dimensions) as it meets the windows of `p`: a number or an array without a map (its last
+    two dimensions 1) as it is, an array with the output's map cropped to the windows (K, ..., h, w).
+    None for an array broadcast along the rows or the columns of the map only."""
+    if type(a) is not np.ndarray or spatial(a.shape) == (1, 1):
+        return a
+    if a.ndim >= 2 and a.shape[-2:] == p.map_size:
+        return p.window(a.reshape((1,) * (out_ndim - a.ndim) + a.shape))
+    return None
+
+
+def pass_window(p, grads, needs, shapes, out_shape):
+    """Per input, from its windowed gradient of the output's shape (a Patch, or the dense array once the
+    windows grew): the gradient itself for an input of the output's shape; for a broadcast one (a bias,
+    a 0-d tensor), the dense array summed down as `backward` sums it."""
+    out = []
+    for needed, shape, gi in zip(needs, shapes, grads):
+        if not needed or gi is None:
+            out.append(None)
+        elif shape == out_shape:
+            out.append(gi)
+        else:
+            gi = gi.dense() if hasattr(gi, "dense") else gi
+            out.append(unbroadcast(gi, shape, len(p.seed_shape)))
+    return tuple(out)
+
+
 class _Binary(Function):
-    """Shared by the broadcasting binary ops: remembers both input shapes."""
+    """Shared by the broadcasting binary ops: each writes `grads`, its VJP cell by cell, which `backward`
+    sums down to the inputs' shapes and `backward_window` runs on the windows of a Patch."""
 
     __slots__ = ("shapes",)
     window_rule = elementwise_window
     broadcasts = True
+
+    def grads(self, g, *saved):
+        """(gx, gy) of g's shape for the saved operands `saved` (or their windows), None for an input
+        that takes no gradient."""
+        raise NotImplementedError
+
+    def backward(self, g):
+        return self.reduce(g, *self.grads(g, *self.saved))
+
+    def backward_window(self, p):
+        """`grads` on the windows of g and of the saved operands; cells outside the map (zeros in both)
+        may come out as 0/0 and are zeroed. Dense for an operand broadcast along one axis of the map."""
+        saved = tuple(on_windows(p, a, len(self.out_shape)) for a in self.saved)
+        if any(a is None for a in saved):
+            return None
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            grads = self.grads(p.data, *saved)
+        return self.pass_window(p, *(None if gi is None else p.moved(np.asarray(gi), p.origins, p.map_size)
+                                     for gi in grads))
 
     def reduce(self, g, gx, gy):
         seed_ndim = g.ndim - len(self.out_shape)
@@ -45,18 +109,8 @@ class _Binary(Function):
                 unbroadcast(gy, sy, seed_ndim) if ny else None)
 
     def pass_window(self, p, gx, gy):
-        """Windowed gradients gx, gy (already the VJPs) for inputs of the output's shape; an input of
-        another (broadcast) shape gets its gradient from the dense array, summed down."""
-        out = []
-        for needed, shape, gi in zip(self.needs_input_grad, self.shapes, (gx, gy)):
-            if not needed or gi is None:
-                out.append(None)
-            elif shape == self.out_shape:
-                out.append(gi)
-            else:
-                gi = gi.dense() if hasattr(gi, "dense") else gi
-                out.append(unbroadcast(gi, shape, len(p.seed_shape)))
-        return tuple(out)
+        """`pass_window` of the windowed gradients gx, gy (already the VJPs) to the two inputs."""
+        return pass_window(p, (gx, gy), self.needs_input_grad, self.shapes, self.out_shape)
 
 
 class Add(_Binary):
@@ -69,8 +123,8 @@ class Add(_Binary):
         self.shapes = (shape_of(x), shape_of(y))
         return x + y
 
-    def backward(self, g):
-        return self.reduce(g, g, g)
+    def grads(self, g):
+        return g, g
 
     def backward_window(self, p):
         return self.pass_window(p, p, p)
@@ -87,8 +141,8 @@ class Sub(_Binary):
         self.number_first = type(x) is not np.ndarray
         return x - y
 
-    def backward(self, g):
-        return self.reduce(g, g, -g if self.needs_input_grad[1] else None)
+    def grads(self, g):
+        return g, (-g if self.needs_input_grad[1] else None)
 
     def backward_window(self, p):
         return self.pass_window(p, p, -p if self.needs_input_grad[1] else None)
@@ -108,15 +162,14 @@ class Mul(_Binary):
         self.save_for_backward(x, y)
         return x * y
 
-    def backward(self, g):
-        x, y = self.saved
+    def grads(self, g, x, y):
         nx, ny = self.needs_input_grad
-        return self.reduce(g, g * y if nx else None, g * x if ny else None)
+        return (g * y if nx else None), (g * x if ny else None)
 
     def backward_window(self, p):
         x, y = self.saved
         if any(n and np.shape(o) not in (self.out_shape, ()) for n, o in zip(self.needs_input_grad, (y, x))):
-            return None  # a broadcast factor of another shape: the dense VJP
+            return super().backward_window(p)  # a broadcast factor of another shape: crop both operands
 
         def times(o):
             return p.like(p.data * o) if np.ndim(o) == 0 else p.times(o)
@@ -138,10 +191,9 @@ class Div(_Binary):
         self.save_for_backward(x, y)
         return x / y
 
-    def backward(self, g):
-        x, y = self.saved
+    def grads(self, g, x, y):
         nx, ny = self.needs_input_grad
-        return self.reduce(g, g / y if nx else None, -g * x / (y * y) if ny else None)
+        return (g / y if nx else None), (-g * x / (y * y) if ny else None)
 
 
 class Pow(_Binary):
@@ -158,8 +210,7 @@ class Pow(_Binary):
         self.save_for_backward(x, y, out)
         return out
 
-    def backward(self, g):
-        x, y, out = self.saved
+    def grads(self, g, x, y, out):
         nx, ny = self.needs_input_grad
         gx = gy = None
         if nx:
@@ -172,7 +223,7 @@ class Pow(_Binary):
             # x**y * log(x), defined as 0 where x == 0 and y >= 0, as in PyTorch
             with np.errstate(divide="ignore", invalid="ignore"):
                 gy = np.where((x == 0) & (y >= 0), 0, g * (out * np.log(x))).astype(g.dtype, copy=False)
-        return self.reduce(g, gx, gy)
+        return gx, gy
 
     def name(self):
         return f"PowBackward{self.variant}"
@@ -191,13 +242,12 @@ class Maximum(_Binary):
         self.save_for_backward(x, y)
         return self.pick(x, y)
 
-    def backward(self, g):
-        x, y = self.saved
+    def grads(self, g, x, y):
         nx, ny = self.needs_input_grad
         shared = np.where(x == y, g * 0.5, g)
         gx = np.where(self.x_loses(x, y), 0, shared).astype(g.dtype, copy=False) if nx else None
         gy = np.where(self.x_loses(y, x), 0, shared).astype(g.dtype, copy=False) if ny else None
-        return self.reduce(g, gx, gy)
+        return gx, gy
 
 
 class Minimum(Maximum):
@@ -235,12 +285,25 @@ class Where(Function):
         gy = unbroadcast(np.where(cond, 0, g).astype(g.dtype, copy=False), sy, seed_ndim) if ny else None
         return None, gx, gy
 
+    def backward_window(self, p):
+        """As the binary ops': the condition cropped to the windows (dense for one broadcast along the
+        rows or the columns of the map only); an operand of the output's shape gets windows, a
+        broadcast one the dense array summed down."""
+        cond = on_windows(p, self.saved[0], len(self.out_shape))
+        if cond is None:
+            return None
+        _, nx, ny = self.needs_input_grad
+        gx = p.like(np.where(cond, p.data, 0).astype(p.dtype, copy=False)) if nx else None
+        gy = p.like(np.where(cond, 0, p.data).astype(p.dtype, copy=False)) if ny else None
+        return (None,) + pass_window(p, (gx, gy), (nx, ny), self.shapes, self.out_shape)
+
 
 class Neg(Function):
     """z = -x"""
 
     __slots__ = ()
     window_rule = elementwise_window
+    backward_window = unary_window
 
     def forward(self, x):
         return -x
@@ -272,6 +335,7 @@ class Log(Function):
 
     __slots__ = ()
     window_rule = elementwise_window
+    backward_window = unary_window
 
     def forward(self, x):
         self.save_for_backward(x)
@@ -286,6 +350,7 @@ class Sqrt(Function):
 
     __slots__ = ()
     window_rule = elementwise_window
+    backward_window = unary_window
 
     def forward(self, x):
         out = np.sqrt(x)
@@ -301,6 +366,7 @@ class Abs(Function):
 
     __slots__ = ()
     window_rule = elementwise_window
+    backward_window = unary_window
 
     def forward(self, x):
         self.save_for_backward(x)
@@ -339,6 +405,7 @@ class Sigmoid(Function):
 
     __slots__ = ()
     window_rule = elementwise_window
+    backward_window = unary_window
 
     def forward(self, x):
         out = sigmoid(x)  # exp of -|x| only: never overflows
@@ -355,6 +422,7 @@ class Tanh(Function):
 
     __slots__ = ()
     window_rule = elementwise_window
+    backward_window = unary_window
 
     def forward(self, x):
         out = np.tanh(x)
@@ -371,6 +439,7 @@ class Clamp(Function):
 
     __slots__ = ()
     window_rule = elementwise_window
+    backward_window = unary_window
 
     def forward(self, x, *, lo=None, hi=None):
         if lo is None and hi is None:
@@ -395,6 +464,7 @@ class Cast(Function):
 
     __slots__ = ("in_dtype",)
     window_rule = elementwise_window
+    backward_window = unary_window
 
     def forward(self, x, *, dtype):
         self.in_dtype = x.dtype
@@ -412,27 +482,10 @@ class Clone(Function):
 
     __slots__ = ()
     window_rule = elementwise_window
+    backward_window = unary_window
 
     def forward(self, x):
         return x.copy()
 
     def backward(self, g):
         return (g,)
-
-
-def _unary_window(self, p):
-    """The windowed VJP of a unary elementwise op: its own `backward` on the windows of g and of the
-    arrays it saved (cropped to the same windows). Cells outside the map (zeros in both) may come out
-    as 0/0; they are zeroed afterwards."""
-    saved = self.saved
-    try:
-        self.saved = tuple(p.window(a) if type(a) is np.ndarray and a.shape == self.out_shape else a for a in saved)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            (dx,) = self.backward(p.data)
-    finally:
-        self.saved = saved
-    return (p.moved(np.asarray(dx), p.origins, p.map_size),)
-
-
-for _op in (Neg, Log, Sqrt, Abs, Sigmoid, Tanh, Clamp, Cast, Clone):
-    _op.backward_window = _unary_window

@@ -1,7 +1,7 @@
 """Softmax heads and losses: softmax, log_softmax, nll_loss (cross-entropy's second half), mse_loss."""
 import numpy as np
 
-from ..node import Function
+from ..node import DENSE, Function
 from ..geometry import along_axes_window, whole_window
 from .reduce import normalize_dims
 
@@ -17,6 +17,9 @@ class Softmax(Function):
     """z = exp(x) / sum(exp(x), dim)"""
 
     __slots__ = ("axis",)
+    # mixes cells along dim: over the map, all of it; over channels the map is kept, and a cropped VJP
+    # could run on the windows, but there is none yet
+    backward_window = DENSE
 
     def forward(self, x, *, dim):
         (self.axis,) = normalize_dims(dim, x.ndim) or (0,)
@@ -40,6 +43,7 @@ class LogSoftmax(Function):
     """z = x - log(sum(exp(x), dim))"""
 
     __slots__ = ("axis",)
+    backward_window = DENSE  # as Softmax's
 
     def forward(self, x, *, dim):
         (self.axis,) = normalize_dims(dim, x.ndim) or (0,)

@@ -1,7 +1,7 @@
 """Reductions over one, several or all dimensions: sum, mean, amax/amin, max/min, norm, logsumexp."""
 import numpy as np
 
-from ..node import Function
+from ..node import DENSE, Function
 from ..geometry import along_axes_window
 
 
@@ -41,6 +41,9 @@ def expand_reduced(g, in_shape, axes, keepdim, seed_ndim):
 
 class _Reduction(Function):
     __slots__ = ("axes", "keepdim", "in_shape", "full")
+    # a reduction over the map mixes its cells; one over lead dimensions only could run on the windows
+    # (the map kept), but has no cropped VJP yet
+    backward_window = DENSE
 
     def setup(self, x, dim, keepdim):
         # as in PyTorch, an empty list of dims reduces over all of them (dim=None)
@@ -142,6 +145,7 @@ class MaxDim(Function):
     """values of x.max(dim) / x.min(dim), picked at the given indices; the gradient goes to them."""
 
     __slots__ = ("axis", "keepdim", "in_shape", "kind")
+    backward_window = DENSE  # as the reductions'
 
     def forward(self, x, *, index, dim, keepdim=False, kind="Max"):
         # index: the picked positions along `dim`, with that axis kept (size 1)

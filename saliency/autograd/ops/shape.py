@@ -18,6 +18,15 @@ def regroup_window(node, box, shapes):
     return elementwise_window(node, box, shapes) if same else whole_window(node, box, shapes)
 
 
+def reshaped_window(node, p):
+    """The cropped VJP of reshape/view/flatten/squeeze/unsqueeze where `regroup_window` keeps the map:
+    the windows' lead dimensions take the input's shape. Dense where the map is regrouped."""
+    in_shape = node.in_shape
+    if spatial(in_shape) != spatial(node.out_shape) or len(in_shape) < 2:
+        return None
+    return (p.like(p.data.reshape((len(p.origins),) + in_shape[:-2] + p.size)),)
+
+
 def _reorder_window(node, box, shapes, order):
     """Transpose/permute, output dimension j being input dimension order[j]: the map kept, its rows
     and columns swapped, or mixed with other dimensions."""
@@ -29,11 +38,27 @@ def _reorder_window(node, box, shapes, order):
     return whole_window(node, box, shapes)
 
 
+def _reordered_window(p, inverse):
+    """The cropped VJP of transpose/permute, `inverse` taking the output's dimensions back to the
+    input's (as in `backward`): the windows' lead dimensions reordered, and the windows, their
+    origins and the map transposed when rows and columns swap. Dense where the map mixes with the
+    lead dimensions."""
+    nd = len(inverse)
+    tail = tuple(inverse[-2:])
+    if tail not in ((nd - 2, nd - 1), (nd - 1, nd - 2)):
+        return None
+    data = np.ascontiguousarray(p.data.transpose((0,) + tuple(1 + i for i in inverse)))
+    if tail == (nd - 2, nd - 1):
+        return (p.like(data),)
+    return (p.like(data, np.ascontiguousarray(p.origins[:, ::-1]), p.map_size[::-1]),)
+
+
 class Reshape(Function):
     """z = x.reshape(shape) (also view and flatten); the node is ViewBackward0, as in PyTorch."""
 
     __slots__ = ("in_shape",)
     window_rule = regroup_window
+    backward_window = reshaped_window
 
     def forward(self, x, *, shape):
         self.in_shape = x.shape
@@ -66,12 +91,19 @@ class Transpose(Function):
         seed_ndim = self.seed_ndim(g)
         return (np.swapaxes(g, seed_ndim + self.dims[0], seed_ndim + self.dims[1]),)
 
+    def backward_window(self, p):
+        return _reordered_window(p, self._order())
+
     def window_rule(self, box, shapes):
-        order = list(range(len(shapes[0])))
+        return _reorder_window(self, box, shapes, self._order())
+
+    def _order(self):
+        """The input dimension of each output dimension (a swap is its own inverse)."""
+        order = list(range(len(self.out_shape)))
         if order:
             d0, d1 = self.dims
             order[d0], order[d1] = d1, d0
-        return _reorder_window(self, box, shapes, order)
+        return order
 
     def name(self):
         return "TBackward0" if self.short else "TransposeBackward0"
@@ -93,6 +125,9 @@ class Permute(Function):
         seed_ndim = self.seed_ndim(g)
         return (g.transpose(tuple(range(seed_ndim)) + tuple(seed_ndim + i for i in self.inverse)),)
 
+    def backward_window(self, p):
+        return _reordered_window(p, self.inverse)
+
     def window_rule(self, box, shapes):
         order = [0] * len(self.inverse)
         for i, j in enumerate(self.inverse):
@@ -105,6 +140,7 @@ class Squeeze(Function):
 
     __slots__ = ("in_shape", "variant")
     window_rule = regroup_window
+    backward_window = reshaped_window
 
     def forward(self, x, *, dim=None):
         # PyTorch's overloads: SqueezeBackward0 (all), 1 (one dim), 2 (a tuple of dims)
@@ -125,6 +161,7 @@ class Unsqueeze(Function):
 
     __slots__ = ("in_shape",)
     window_rule = regroup_window
+    backward_window = reshaped_window
 
     def forward(self, x, *, dim):
         self.in_shape = x.shape
@@ -154,6 +191,13 @@ class Expand(Function):
 
     def backward(self, g):
         return (unbroadcast(g, self.in_shape, self.seed_ndim(g)),)
+
+    def backward_window(self, p):
+        """The map not expanded: the windows summed over the expanded lead dimensions, as `backward`
+        sums. Dense when rows or columns are expanded: every one of them adds into row or column 0."""
+        if len(self.in_shape) < 2 or self.in_shape[-2:] != self.out_shape[-2:]:
+            return None
+        return (p.like(unbroadcast(p.data, self.in_shape[:-2] + p.size, 1)),)
 
 
 def _is_basic(item):
@@ -378,6 +422,13 @@ class Stack(Function):
     def backward(self, g):
         lead = _lead(g, self) + (slice(None),) * self.axis
         return tuple(g[lead + (i,)] for i in range(len(self.needs_input_grad)))
+
+    def backward_window(self, p):
+        """Along a dimension before the map: each input gets its slice of the windows."""
+        if self.axis > len(self.out_shape) - 3:
+            return None
+        lead = (slice(None),) * (1 + self.axis)
+        return tuple(p.like(np.ascontiguousarray(p.data[lead + (i,)])) for i in range(len(self.needs_input_grad)))
 
     def window_rule(self, box, shapes):
         if self.axis <= len(self.out_shape) - 3:
