@@ -18,33 +18,45 @@ SHOWN_FAILURES = 10
 
 
 def batch_files(folder):
-    """The image files (by suffix) directly inside `folder`, sorted."""
+    """The image files (by suffix) directly inside `folder`, sorted: regular files and symbolic links
+    to them. Anything else named like an image (a FIFO, a socket, a device, a folder, a symbolic link
+    loop or a link to nothing) is skipped, found by os.stat and never opened; a folder holding only
+    such entries is a MapError naming them."""
+    from saliency.viz.files import file_problem
+
     folder = Path(folder)
     if not folder.is_dir():
         raise MapError(f"{folder} is not a folder" if folder.exists() else f"folder {folder} does not exist")
-    files = sorted(p for p in folder.iterdir() if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES)
+    named = sorted(p for p in folder.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
+    files = [p for p in named if p.is_file()]
     if not files:
-        raise MapError(f"{folder} holds no image files ({', '.join(sorted(IMAGE_SUFFIXES))})")
+        skipped = [f"{p.name} {file_problem(p) or 'is not a regular file'}" for p in named[:3]]
+        more = f" and {len(named) - 3} more" if len(named) > 3 else ""
+        why = f"; skipped {', '.join(skipped)}{more}" if skipped else ""
+        raise MapError(f"{folder} holds no image files ({', '.join(sorted(IMAGE_SUFFIXES))}){why}")
     return files
 
 
 class Progress:
     """A progress bar on stderr for `attribution.batch`'s progress(done, total) calls, showing the
-    images per second of this run and the time left."""
+    images per second of this run and the time left. The bar appears at the first call: a run
+    refused before any batch (a store in use, a damaged one) prints its one line and no bar."""
 
     def __init__(self, total, label):
         self.bar = typer.progressbar(length=total, label=label, file=sys.stderr,
                                      item_show_func=lambda _: self.rate)
-        self.shown, self.first, self.started, self.rate = 0, None, time.perf_counter(), ""
+        self.shown, self.first, self.started, self.rate, self.open = 0, None, time.perf_counter(), "", False
 
     def __enter__(self):
-        self.bar.__enter__()
         return self
 
     def __exit__(self, *exc):
-        return self.bar.__exit__(*exc)
+        return self.bar.__exit__(*exc) if self.open else None
 
     def __call__(self, done, total):
+        if not self.open:
+            self.bar.__enter__()
+            self.open = True
         if self.first is None:  # images done before this run (--resume) do not count in the rate
             self.first = done - min(done, total)
             self.started = time.perf_counter()
@@ -70,6 +82,44 @@ def summary(store, interrupted=False):
         if len(failed) > SHOWN_FAILURES:
             lines.append(f"  ... and {len(failed) - SHOWN_FAILURES} more")
     return lines, bool(failed)
+
+
+def load_run_model(source, out, resume):
+    """(model, record, notes) for a run into the store of `out`: the model of `source` (a
+    `zoo.ModelSource`), built with the random seed the store recorded when a resumed run's model
+    file has no weights and no --random-seed is given; the record keeps the source and its
+    identity (`zoo.identity`). A resumed run whose model differs from the store's is a StoreError
+    saying what changed."""
+    from dataclasses import replace
+
+    from saliency.models import zoo
+
+    from .mapping import load_model
+
+    earlier = _earlier_record(out) if resume else None
+    if earlier is not None and source.random_init and source.random_seed is None:
+        source = replace(source, random_seed=earlier.get("random_seed"))
+    net, source, notes = load_model(source)
+    identity = zoo.identity(net, source)
+    if earlier is not None:
+        changes = zoo.identity_changes(earlier.get("identity"), identity)
+        if changes:
+            raise stores.StoreError(f"--resume: the model differs from the one that made the maps in {out}: "
+                                    f"{'; '.join(changes)}; resume with the same model, or run without --resume "
+                                    f"to start again")
+    return net, {**source.record(), "identity": identity}, notes
+
+
+def _earlier_record(out):
+    """The record of the store in `out`, or None when there is none to read (the run says why)."""
+    for use_zarr in (True, False):
+        path = stores.store_path(out, use_zarr)
+        if path.exists():
+            try:
+                return stores.open_store(path).attrs.get("record") or {}
+            except stores.StoreError:
+                return None
+    return None
 
 
 def zarr_note(out):

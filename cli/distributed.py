@@ -72,11 +72,23 @@ def connected(workers=None, scheduler=None):
 
 
 def _model(spec):
-    from saliency.models.zoo import resolve
+    """The model of `spec` (a `zoo.ModelSource`'s record, and the `identity` the client's model
+    has), loaded once per worker process; a model that differs from the client's (another weights
+    or model file at the same path on this machine, another random initialisation) is refused."""
+    from saliency.models import zoo
 
     key = json.dumps(spec, sort_keys=True)
     if key not in _models:
-        _models[key] = resolve(spec["model"], spec["weights"], spec["model_args"])
+        source = zoo.ModelSource(spec["model"], spec["weights"], spec["model_args"], spec.get("random_seed"))
+        model, source, identity = source.load()
+        changes = zoo.identity_changes(spec.get("identity"), identity)
+        if changes:
+            import socket
+
+            raise MapError(f"the model on the Dask worker on {socket.gethostname()} differs from the one the run "
+                           f"was started with: {'; '.join(changes)}; every worker must see the same model and "
+                           f"weights files")
+        _models[key] = model
     return _models[key]
 
 
@@ -99,14 +111,18 @@ def _gather(dask_client, store, futures, progress):
     """The results of `futures` ({future: the batches of `store` it works on}) as they finish,
     calling progress(images done, images) after each: a task counts its batches' images (also when
     Dask ran it again after its worker died and it skipped the batches already done), the images
-    of no task count as done. On any failure (or Ctrl-C) the other tasks are cancelled."""
+    of no task count as done. On any failure (or Ctrl-C) the other tasks are cancelled; a task's
+    `_Refused` is raised here as the error it stands for (one line, as in a run in one process)."""
     from distributed import as_completed
 
     results = []
     finished = len(store) - sum(_images(store, batches) for batches in futures.values())
     try:
         for future in as_completed(futures):
-            results.append(future.result())
+            result = future.result()
+            if isinstance(result, _Refused):
+                raise result.error
+            results.append(result)
             finished += _images(store, futures[future])
             if progress is not None:
                 progress(finished, len(store))
@@ -114,6 +130,23 @@ def _gather(dask_client, store, futures, progress):
         dask_client.cancel(list(futures))
         raise
     return results
+
+
+class _Refused:
+    """What a task returns instead of raising an error of the input (a damaged store, a full disk,
+    a model that differs): Dask would log a failed task's traceback on the worker; the client
+    raises `error` itself."""
+
+    def __init__(self, error):
+        self.error = error
+
+
+def _reporting(fn, *args):
+    """fn(*args) on a worker, its input errors returned as a `_Refused`."""
+    try:
+        return fn(*args)
+    except (attribution.StoreError, attribution.InputError, MapError) as exc:
+        return _Refused(type(exc)(str(exc)))
 
 
 def _images(store, batches):
@@ -128,12 +161,13 @@ def run(dask_client, spec, files, method, seed, out, *, batch_size, png=None, lo
     files = [str(f) for f in files]
     store = attribution.dataset.prepare(net, files, method, seed, out, batch_size=batch_size, resume=resume,
                                         record=record, **method_options(net, method, layer))
-    done = store.done
-    todo = [k for k in range(store.batches) if not done[k * batch_size:(k + 1) * batch_size].all()]
-    futures = {dask_client.submit(_task, spec, files, method, seed, str(store.path), group, png, look, layer,
-                                  pure=False): group for group in _tasks(todo, batch_size)}
-    _gather(dask_client, store, futures, progress)
-    return attribution.open_store(store.path)
+    with store:  # the client holds the store's lock for the run; the workers write inside it
+        done = store.done
+        todo = [k for k in range(store.batches) if not done[k * batch_size:(k + 1) * batch_size].all()]
+        futures = {dask_client.submit(_reporting, _task, spec, files, method, seed, str(store.path), group, png,
+                                      look, layer, pure=False): group for group in _tasks(todo, batch_size)}
+        _gather(dask_client, store, futures, progress)
+        return store.check_whole()  # read back: every batch done and whole, or a StoreError
 
 
 def _curves_task(spec, store_path, batches, steps, sign):
@@ -145,9 +179,11 @@ def _curves_task(spec, store_path, batches, steps, sign):
 def curves(dask_client, spec, store, *, steps, sign, progress=None):
     """The deletion and insertion curves of every map of `store` (made by the model of `spec`),
     computed on `dask_client`'s workers: the BatchCurves of its batches, for `evaluate_store`'s
-    `curves=`."""
+    `curves=`. The caller checks the store first (`store_evaluation.check`, in this process: a
+    damaged store is one line before any task is sent) and holds its lock for reading
+    (`evaluate.find_store`)."""
     done = store.done
     todo = [k for k in range(store.batches) if done[k * store.batch_size:(k + 1) * store.batch_size].any()]
-    futures = {dask_client.submit(_curves_task, spec, str(store.path), group, steps, sign, pure=False): group
-               for group in _tasks(todo, store.batch_size)}
+    futures = {dask_client.submit(_reporting, _curves_task, spec, str(store.path), group, steps, sign,
+                                  pure=False): group for group in _tasks(todo, store.batch_size)}
     return [c for result in _gather(dask_client, store, futures, progress) for c in result]

@@ -7,40 +7,92 @@ from pathlib import Path
 
 import numpy as np
 
+from saliency.models import zoo
+
 from saliency import attribution, viz
 from saliency._write import write_text
 from saliency.attribution import store as stores
+from saliency.attribution import store_lock
 
 from .mapping import MapError, method_options
 
 
 def find_store(path):
-    """The store at `path`: a maps.zarr or maps folder itself, or the output folder holding one."""
+    """The store at `path`: a maps.zarr or maps folder itself, or the output folder holding one,
+    opened with its lock for reading (refused while a run writes it; `store.close()` releases it)."""
     path = Path(path)
-    for candidate in (path, path / stores.ZARR_NAME, path / stores.FOLDER_NAME):
+    candidates = (path, path / stores.ZARR_NAME, path / stores.FOLDER_NAME)
+    for candidate in candidates:
         if (candidate / "zarr.json").is_file() or (candidate / "index.json").is_file():
-            return attribution.open_store(candidate)
+            return attribution.open_store(candidate, lock="read")
+    for candidate in candidates:  # a run that has just begun to write one: say so
+        if store_lock.lock_path(candidate).exists():
+            store_lock.acquire(candidate, shared=True).release()
     if not path.exists():
         raise MapError(f"{path} does not exist")
     raise MapError(f"{path} holds no map store; make one with: saliency batch FOLDER --out {path}")
 
 
-def model_spec(store, model, weights, model_args):
-    """The description of the model that made the store's maps ({"model", "weights",
-    "model_args"}): as given, or as the store's record says."""
+def model_spec(store, model, weights, model_args, random_seed=None):
+    """The description of the model to evaluate the store's maps with ({"model", "weights",
+    "model_args", "random_seed", "identity"}: a `zoo.ModelSource`'s record, and the identity of
+    the model that made the maps, which the model loaded must have). `model` None: the store's
+    zoo model; a store made with a model file names it, and the file is imported only when the
+    user names it (--model): a store shared by someone else cannot make this command run code. A
+    model file given no weights is built with the random seed the store recorded, unless given."""
+    record = store.attrs.get("record") or {}
     if model is None:
-        record = store.attrs.get("record") or {}
         if not record.get("model"):
             raise MapError(f"the store {store.path} does not say which model made its maps; give --model")
+        if record["model"] not in zoo.SPECS:
+            args = f" --model-args '{record['model_args']}'" if record.get("model_args") else ""
+            weights_hint = f" --weights {record['weights']}" if record.get("weights") else ""
+            raise MapError(f"the maps of {store.path} were made with the model file {record['model']}; evaluating "
+                           f"them runs that file, so name it yourself: --model {record['model']}{weights_hint}{args}")
         model, weights, model_args = record["model"], record.get("weights"), record.get("model_args")
-    return {"model": model, "weights": weights, "model_args": model_args}
+    if random_seed is None and weights is None and model == record.get("model"):
+        random_seed = record.get("random_seed")
+    return {**zoo.ModelSource(model, weights, model_args, random_seed).record(), "identity": record.get("identity")}
 
 
-def model_of(spec):
-    """The model of a `model_spec`."""
-    from saliency.models.zoo import resolve
+def model_of(spec, store=None):
+    """The model of a `model_spec`; a MapError when it is not the model that made the maps of
+    `store` (its identity differs from the one the store recorded)."""
+    source = zoo.ModelSource(spec["model"], spec["weights"], spec["model_args"], spec["random_seed"])
+    net, _, identity = source.load()
+    changes = zoo.identity_changes(spec.get("identity"), identity)
+    if changes:
+        where = f" of {store.path}" if store is not None else ""
+        raise MapError(f"the maps{where} were made by another model than {spec['model']}"
+                       f"{' with ' + spec['weights'] if spec['weights'] else ''}: {'; '.join(changes)}; evaluate "
+                       f"them with the model and weights that made them")
+    return net
 
-    return resolve(spec["model"], spec["weights"], spec["model_args"])
+
+def report_folder(out):
+    """The folder `out` for the report, created and checked writable before any work."""
+    from saliency._write import part_name
+
+    out = Path(out).absolute()
+    if not str(out).strip():
+        raise MapError("--out is empty; give a folder for evaluation.md, evaluation.png and evaluation.json")
+    probe = part_name(out / "evaluation.md")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise MapError(f"cannot write the report into --out {out}: {exc.strerror or exc}; nothing was "
+                       f"evaluated") from None
+    return out
+
+
+def check_steps(store, steps):
+    """A MapError when `steps` asks for more fractions than the store's maps have pixels."""
+    pixels = store.map_shape[-1] * store.map_shape[-2]
+    if steps > pixels:
+        raise MapError(f"--steps {steps} is more than the {pixels} pixels of the maps of {store.path}; at most one "
+                       f"step per pixel, e.g. --steps 16")
 
 
 def evaluate(store, net, steps, sample, sign, progress, dask_client=None, spec=None):

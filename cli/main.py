@@ -5,6 +5,10 @@ from pathlib import Path
 
 import typer
 
+from saliency.attribution import registry
+
+from .method_options import add_method_options
+
 app = typer.Typer(
     help="Input-attribution maps (dy/dx) from an autograd engine that shows its work.",
     add_completion=False,
@@ -26,7 +30,7 @@ def _input_errors():
     """The library's exceptions that mean bad input (a file, a seed, a model, an option), not a bug."""
     from saliency.models.zoo import ZooError
 
-    from saliency.attribution import InputError, SeedError, StoreError
+    from saliency.attribution import InputError, ModelError, SeedError, StoreError
     from saliency.autograd.errors import LayerInputError
     from saliency.nn import WeightsError
     from saliency.viz import VizError
@@ -34,8 +38,21 @@ def _input_errors():
     from .mapping import MapError
 
     # ImageError is a VizError; LayerInputError: a user's model whose layers do not fit each other;
-    # WeightsError: a --weights file that is malformed
-    return (MapError, SeedError, ZooError, VizError, InputError, LayerInputError, WeightsError, StoreError, OSError)
+    # WeightsError: a --weights file that is malformed; ModelError: the model failed on the input
+    return (MapError, SeedError, ZooError, VizError, InputError, LayerInputError, WeightsError, StoreError, ModelError,
+            OSError)
+
+
+METHOD_HELP = "One of: " + ", ".join(registry.METHODS) + "."
+RANDOM_SEED_HELP = ("Random seed of the initial weights of a model file given no --weights (default: a new "
+                    "one, printed), so that they are the same in every run and process.")
+
+
+def _source(model, weights, model_args, random_seed):
+    """The `zoo.ModelSource` of a command's model options."""
+    from saliency.models.zoo import ModelSource
+
+    return ModelSource(model, weights, model_args, random_seed)
 
 
 @app.command()
@@ -51,6 +68,7 @@ def explain(example: int = typer.Option(None, "--example", "-e", help="Show only
 
 
 @app.command("map")
+@add_method_options
 def map_(image: str = typer.Argument(..., help="Image file (PNG, JPEG, ...; grey, RGB or RGBA, any size)."),
          model: str = typer.Option("shapes", "--model", "-m", help="Zoo model name, or path/to/file.py:Name "
                                    "(a Module class or a function that builds the model)."),
@@ -58,21 +76,30 @@ def map_(image: str = typer.Argument(..., help="Image file (PNG, JPEG, ...; grey
                                      ".safetensors or a .pth state dict."),
          model_args: str = typer.Option(None, "--model-args", help="JSON arguments for Name of a model file: "
                                         "an object of keyword arguments, e.g. '{\"num_classes\": 10}', or an array."),
-         method: str = typer.Option("gradient", "--method", help="gradient, input_x_gradient, smoothgrad, "
-                                    "integrated_gradients, guided_backprop, gradcam or occlusion."),
+         method: str = typer.Option("gradient", "--method", help=METHOD_HELP),
          seed: str = typer.Option(None, "--seed", "-s", help="predicted, ones, class:K, pixel:ROW,COL or "
                                   "region:R0,C0,R1,C1 (default: predicted for a classifier, ones for a dense output)."),
          sign: str = typer.Option("abs", "--sign", help="abs, positive, negative or all."),
          reduce: str = typer.Option("sum", "--reduce", help="Channels to one map: sum, max_abs, or rgb (3 panels)."),
          overlay: bool = typer.Option(False, "--overlay", help="Draw the map over the image."),
-         layer: str = typer.Option(None, "--layer", help="Grad-CAM layer, by name as print(model) shows it."),
          out: str = typer.Option(None, "--out", "-o", help="PNG to write (default: IMAGE-STEM_METHOD.png here); "
-                                 "an existing file is overwritten, missing folders are created.")):
-    """An attention map dy/dx of IMAGE as a heatmap PNG; prints the prediction, seed, method and time."""
+                                 "an existing file is overwritten, missing folders are created."),
+         random_seed: int = typer.Option(None, "--random-seed", help=RANDOM_SEED_HELP),
+         **method_options):
+    """An attention map dy/dx of IMAGE as a heatmap PNG; prints the prediction, seed, method and time.
+    Each method's options are listed below under its name."""
+    from saliency import viz
+
+    from . import method_options as generated
+    from .look import progress_bar
     from .mapping import run
 
     try:
-        lines = run(image, model, weights, method, seed, sign, reduce, overlay, out, layer, model_args)
+        options = generated.parse(method, method_options)
+        style = viz.Style(sign, reduce, overlay=overlay)
+        with progress_bar(f"{method}", sys.stderr, delay=1.0) as bar:
+            lines = run(image, _source(model, weights, model_args, random_seed), method, seed, style, out, options,
+                        bar)
     except _input_errors() as exc:
         raise UserError(str(exc)) from None
     typer.echo("\n".join(lines))
@@ -87,12 +114,13 @@ def receptive_field(image: str = typer.Argument(..., help="Image file."),
                                                    "file, as for saliency map."),
                     out: str = typer.Option(None, "--out", "-o", help="PNG to write (default: "
                                             "IMAGE-STEM_rf_ROW_COL.png); an existing file is overwritten, missing "
-                                            "folders are created.")):
+                                            "folders are created."),
+                    random_seed: int = typer.Option(None, "--random-seed", help=RANDOM_SEED_HELP)):
     """Which input pixels one output pixel depends on: its gradient map, 50%/90% radii, theoretical box."""
     from .mapping import run_receptive_field
 
     try:
-        lines = run_receptive_field(image, pixel, model, weights, out, model_args)
+        lines = run_receptive_field(image, pixel, _source(model, weights, model_args, random_seed), out)
     except _input_errors() as exc:
         raise UserError(str(exc)) from None
     typer.echo("\n".join(lines))
@@ -110,13 +138,15 @@ def look_distance(image: str = typer.Argument(..., help="Image file."),
                                                  "radius holds: 0.5 or 0.9 (any value in (0, 1])."),
                   out: str = typer.Option(None, "--out", "-o", help="PNG to write (default: "
                                           "IMAGE-STEM_look_distance.png); an existing file is overwritten, "
-                                          "missing folders are created.")):
+                                          "missing folders are created."),
+                  random_seed: int = typer.Option(None, "--random-seed", help=RANDOM_SEED_HELP)):
     """How far from each output pixel the model looks: the radius holding 50% (or 90%) of its gradient."""
     from .look import progress_bar, run_look_distance
 
     try:
         with progress_bar("pixel seeds", sys.stderr) as bar:
-            lines = run_look_distance(image, model, weights, stride, fraction, out, bar, model_args)
+            lines = run_look_distance(image, _source(model, weights, model_args, random_seed), stride, fraction,
+                                      out, bar)
     except _input_errors() as exc:
         raise UserError(str(exc)) from None
     typer.echo("\n".join(lines))
@@ -148,25 +178,26 @@ def batch(folder: str = typer.Argument(..., help="Folder of images (its files, n
                                         "scheduler, e.g. tcp://10.0.0.5:8786 (OUT must be a folder every worker "
                                         "can write)."),
           resume: bool = typer.Option(False, "--resume", help="Continue a stopped run: compute only the batches "
-                                      "not in OUT's store (the images and options must be the same).")):
+                                      "not in OUT's store (the images, options and model must be the same)."),
+          random_seed: int = typer.Option(None, "--random-seed", help=RANDOM_SEED_HELP + " With --resume: the "
+                                          "store's.")):
     """The maps of every image in FOLDER, a batch at a time, into one array store (and PNGs with
     --png). An image that fails is recorded with its error and the rest still run; Ctrl-C keeps
     every batch already computed. Exit code 0 when every map was made, 2 when any image failed
     (listed at the end and in the store) or nothing could run."""
-    from saliency.models.zoo import resolve
-
     from saliency import attribution
 
-    from .batch import Progress, batch_files, summary, zarr_note
+    from .batch import Progress, batch_files, load_run_model, summary, zarr_note
     from .mapping import _check_options, method_options
 
-    record = {"model": model, "weights": weights, "model_args": model_args, "sign": sign, "reduce": reduce,
-              "overlay": overlay, "layer": layer, "png": png}
     try:
         _check_options(method, sign, reduce)
         seed_obj = attribution.seeds.parse(seed) if seed else None
         files = batch_files(folder)
-        net = resolve(model, weights, model_args)
+        net, record, notes = load_run_model(_source(model, weights, model_args, random_seed), out, resume)
+        record.update({"sign": sign, "reduce": reduce, "overlay": overlay, "layer": layer, "png": png})
+        for line in notes:
+            typer.echo(line, err=True)
         options = method_options(net, method, layer)
         note = zarr_note(out)
         if note:
@@ -202,7 +233,7 @@ def _batch_on_dask(workers, scheduler, record, net, files, method, seed, out, ba
     from .batch import Progress
 
     with distributed.connected(workers, scheduler) as dask_client:
-        spec = {k: record[k] for k in ("model", "weights", "model_args")}
+        spec = {k: record[k] for k in ("model", "weights", "model_args", "random_seed", "identity")}
         with Progress(len(files), f"{method} maps on {len(dask_client.scheduler_info()['workers'])} workers") as bar:
             return distributed.run(dask_client, spec, files, method, seed, out, batch_size=batch_size,
                                    png=out if png else None, look=(sign, reduce, overlay), layer=layer,
@@ -224,30 +255,40 @@ def evaluate(stores: list[str] = typer.Argument(..., help="Map stores made by sa
                                          "cluster of N worker processes (needs the scale extra)."),
              scheduler: str = typer.Option(None, "--scheduler", help="Compute the curves on the Dask cluster of "
                                            "this running scheduler, e.g. tcp://10.0.0.5:8786 (the stores and "
-                                           "their images must be at the same paths on every worker).")):
+                                           "their images must be at the same paths on every worker)."),
+             random_seed: int = typer.Option(None, "--random-seed", help="Random seed of the initial weights of a "
+                                             "--model file given no --weights (default: the store's).")):
     """Deletion and insertion curves of every map of each store, and the randomisation check on a
     sample: a table per store (printed, and in OUT/evaluation.md), the mean curves
     (OUT/evaluation.png) and every number (OUT/evaluation.json). With --workers or --scheduler
     the curves are computed on Dask, as saliency batch computes maps; the numbers are the same."""
     from . import distributed
     from .batch import Progress
-    from .evaluate import evaluate as run, find_store, model_of, model_spec, report
+    from .evaluate import check_steps, evaluate as run, find_store, model_of, model_spec, report, report_folder
 
+    found = []  # each store opened with its lock for reading, released at the end
     try:
         if sign not in ("abs", "all"):
             raise UserError(f"--sign must be abs or all, got {sign!r}")
-        found = [find_store(path) for path in stores]
-        specs = [model_spec(store, model, weights, model_args) for store in found]
+        folder = report_folder(out)  # a model that calls os.chdir cannot move it; unwritable: before any work
+        for path in stores:
+            found.append(find_store(path))
+        for store in found:
+            check_steps(store, steps)
+        specs = [model_spec(store, model, weights, model_args, random_seed) for store in found]
         with distributed.connected(workers, scheduler) as dask_client:
             results = {}
             for path, store, spec in zip(stores, found, specs):
                 label = path if path not in results else f"{path} ({len(results)})"
                 where = f" on {len(dask_client.scheduler_info()['workers'])} workers" if dask_client else ""
                 with Progress(len(store), f"evaluating {path}{where}") as bar:
-                    results[label] = run(store, model_of(spec), steps, sample, sign, bar, dask_client, spec)
-        lines = report(results, out, steps, sign)
+                    results[label] = run(store, model_of(spec, store), steps, sample, sign, bar, dask_client, spec)
+        lines = report(results, folder, steps, sign)
     except _input_errors() as exc:
         raise UserError(str(exc)) from None
+    finally:
+        for store in found:
+            store.close()
     typer.echo("\n".join(lines + [f"wrote {Path(out) / 'evaluation.md'}, evaluation.png and evaluation.json"]))
 
 
@@ -301,12 +342,21 @@ def main(argv=None):
     keep_freed_memory()  # a batch's arrays reuse the last batch's memory instead of fresh zeroed pages
     try:
         app(args=argv, prog_name="saliency")  # usage errors: typer prints them and exits with 2
+    except SystemExit as exc:
+        # typer turns Ctrl-C into a silent exit code 130 (raised from the KeyboardInterrupt)
+        if exc.code == 130 and isinstance(getattr(exc.__context__, "__cause__", None), KeyboardInterrupt):
+            typer.echo("interrupted", err=True)
+        raise
     except UserError as exc:
         typer.echo(f"error: {exc}", err=True)
         sys.exit(2)
     except KeyboardInterrupt:
         typer.echo("interrupted", err=True)
         sys.exit(130)
+    except MemoryError as exc:  # the machine's limit, not a bug: say so and what to make smaller
+        detail = f" ({' '.join(str(exc).split())})" if str(exc).strip() else ""
+        typer.echo(f"error: out of memory{detail}; try a smaller image, --batch-size or method option", err=True)
+        sys.exit(2)
     except Exception as exc:  # a bug, not a user error: still one line, with the exception type
         typer.echo(f"error: {type(exc).__name__}: {exc}", err=True)
         sys.exit(1)

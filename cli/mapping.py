@@ -11,7 +11,7 @@ from saliency.attribution import seeds
 METHODS = attribution.METHODS
 SIGNS = ("abs", "positive", "negative", "all")
 REDUCES = ("sum", "max_abs", "rgb")
-IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".ppm"}
+IMAGE_SUFFIXES = viz.files.IMAGE_SUFFIXES  # the suffixes of the formats load_image reads
 
 
 class MapError(ValueError):
@@ -76,31 +76,62 @@ def model_input(model, image_path):
 
 
 def _image_file(image):
-    """The image file given on the command line, or MapError saying what is there instead."""
+    """The image file given on the command line, or MapError saying what is there instead: nothing,
+    a folder, a FIFO, a socket, a device, a symbolic link loop, a file this process may not read.
+    Only os.stat looks at it, so a FIFO or a device is never opened."""
+    from os.path import isdir
+
     path = Path(image)
-    if path.is_dir():
+    problem = viz.files.file_problem(path)
+    if problem and isdir(path):
         raise MapError(f"{image} is a folder, not an image file (for every image in a folder: saliency batch)")
-    if not path.is_file():
-        raise MapError(f"image file {image} does not exist")
+    if problem:
+        raise MapError(f"image file {image} {problem}")
     return path
 
 
-def model_and_input(image, model, weights, model_args=None):
-    """(model, image array, note) for an image file given on the command line and a model name."""
-    path = _image_file(image)
-    net = zoo.resolve(model, weights, model_args)
-    return (net,) + tuple(model_input(net, path))
+def load_model(source):
+    """(model, source, notes) of a `zoo.ModelSource`: notes say the random seed of a model file's
+    random initial weights, with which --random-seed builds them again."""
+    net, source, _ = source.load()
+    return net, source, random_init_notes(source)
 
 
-def compute(model, image_path, method="gradient", seed=None, layer=None):
-    """(image array (C, H, W), Attribution, notes) for one image file."""
-    fn = METHODS[_choice(method, tuple(METHODS), "method")]
-    seed_obj = seeds.parse(seed) if seed else None
+def random_init_notes(source):
+    """The note for a model whose weights are its random initialisation (no --weights)."""
+    if not source.random_init:
+        return []
+    return [f"note: no --weights, so the model has its random initial weights (random seed {source.random_seed}; "
+            f"--random-seed {source.random_seed} builds the same weights again)"]
+
+
+def model_and_input(image, source):
+    """(model, image array, notes) for an image file given on the command line and a `zoo.ModelSource`."""
+    path = _image_file(image).absolute()  # a model that calls os.chdir cannot move it
+    net, _, notes = load_model(source)
+    x, note = model_input(net, path)
+    return net, x, notes + ([note] if note else [])
+
+
+def one_seed(seed):
+    """The seed of a map of one image: a Seed or its command-line form (parsed here), or None;
+    a MapError for K seeds at once, which make K maps."""
+    seed_obj = seeds.parse(seed) if isinstance(seed, str) else seed
     if seed_obj is not None and seed_obj.count is not None:
         raise MapError(f"seed {seed} makes {seed_obj.count} maps and saliency map draws one; for K maps per image "
                        f"use saliency batch")
+    return seed_obj
+
+
+def compute(model, image_path, method="gradient", seed=None, options=None, progress=None):
+    """(image array (C, H, W), Attribution, notes) for one image file: `method` a name or a
+    registry record, `seed` a Seed (or its command-line form), `options` the method's keyword
+    arguments; `progress(done, total)` for a method that reports it."""
+    record = attribution.registry.get(method)
+    seed = one_seed(seed)
     x, note = model_input(model, image_path)
-    attr = fn(model, x, seed_obj, **method_options(model, method, layer))
+    extra = {"progress": progress} if progress is not None and record.takes("progress") else {}
+    attr = record(model, x, seed, **(options or {}), **extra)
     _check_output(model, attr, image_path)
     return x, attr, [note] if note else []
 
@@ -120,43 +151,40 @@ def _check_output(model, attr, image_path):
                    f"or infinite values; {where}")
 
 
-def figure(model, x, attr, sign="abs", reduce="sum", overlay=False):
-    """image | [the model's dense output |] map, with colour bars; the map's title names method and seed."""
-    classes = getattr(model, "classes", None) or None
-    title = f"{getattr(attr.method, '__name__', attr.method)} · {attr.seed.describe(classes)}"
-    maps, titles = [attr.map], [title]
-    reduces = ["sum" if attr.map.shape[-3] == 1 and reduce == "rgb" else reduce]
-    if np.ndim(attr.output) >= 2:        # a dense output: show it beside its map (one channel: reduce is the map's)
-        maps.insert(0, np.asarray(attr.output).reshape(-1, *np.shape(attr.output)[-2:])[:1])
-        titles.insert(0, "model output")
-        reduces.insert(0, "sum")
-    return viz.panels(maps, image=x, titles=titles, sign=sign, reduce=reduces, alpha=0.5 if overlay else None)
-
-
-def render_one(net, path, method="gradient", seed=None, sign="abs", reduce="sum", overlay=False, out=None,
-               layer=None):
-    """Compute one image's map with a loaded model and write its PNG; returns the lines to print."""
+def render_one(net, path, method="gradient", seed=None, style=viz.Style(), out=None, options=None, progress=None):
+    """Compute one image's map with a loaded model and write its PNG (drawn in `style`); returns
+    the lines to print (but the last, which names the file written)."""
     started = time.perf_counter()
-    x, attr, notes = compute(net, path, method, seed, layer)
+    x, attr, notes = compute(net, path, method, seed, options, progress)
     seconds = time.perf_counter() - started
-    out = Path(out) if out is not None else Path(f"{Path(path).stem}_{method}.png")
-    viz.save(figure(net, x, attr, sign, reduce, overlay), out)
+    out = Path(out) if out is not None else Path(f"{Path(path).stem}_{attr.method}.png")
     classes = getattr(net, "classes", None) or None
+    viz.save(viz.attribution_figure(attr, x, classes=classes, style=style), out)
     return notes + [prediction_text(net, attr.output),
-                    f"seed: {attr.seed.describe(classes)}   method: {method}   time: {1000 * seconds:.0f} ms",
-                    f"wrote {out}"]
+                    f"seed: {attr.seed.describe(classes)}   method: {attr.method}   time: {1000 * seconds:.0f} ms"]
+
+
+def shown_path(path):
+    """A path to print: relative to the working folder when it lies inside it."""
+    try:
+        return Path(path).relative_to(Path.cwd())
+    except ValueError:
+        return path
 
 
 def output_file(out, default):
-    """The file to write: `out`, else `default` in the working folder. Checked before any work: an
-    existing folder or a suffix other than .png, .pdf or .svg is a MapError. An existing file is
+    """The file to write, as an absolute path (a model that calls os.chdir cannot move it): `out`,
+    else `default` in the working folder. Checked before any work: an empty name, an existing
+    folder or a suffix other than .png, .pdf or .svg is a MapError. An existing file is
     overwritten; missing parent folders are created when it is written."""
+    if out is not None and not str(out).strip():
+        raise MapError(f"--out is empty; give a file name ending in .png, e.g. {default}")
     path = Path(out) if out is not None else Path(default)
     if path.is_dir():
         raise MapError(f"--out {out} is a folder; give a file name ending in .png, e.g. {path / Path(default).name}")
     if path.suffix.lower() not in (".png", ".pdf", ".svg"):
         raise MapError(f"--out must be a file name ending in .png (or .pdf, .svg), got {out}")
-    return path
+    return path.absolute()
 
 
 def _check_options(method, sign, reduce):
@@ -165,15 +193,17 @@ def _check_options(method, sign, reduce):
     _choice(reduce, REDUCES, "reduce")
 
 
-def run(image, model="shapes", weights=None, method="gradient", seed=None, sign="abs", reduce="sum",
-        overlay=False, out=None, layer=None, model_args=None):
-    """Load the model, compute and write one heatmap; returns the lines to print."""
-    _check_options(method, sign, reduce)
-    if seed:
-        seeds.parse(seed)
-    path = _image_file(image)
-    out = output_file(out, f"{path.stem}_{method}.png")
-    return render_one(zoo.resolve(model, weights, model_args), path, method, seed, sign, reduce, overlay, out, layer)
+def run(image, source=zoo.ModelSource(), method="gradient", seed=None, style=viz.Style(), out=None, options=None,
+        progress=None):
+    """Load the model of `source` (a `zoo.ModelSource`), compute and write one heatmap; returns the
+    lines to print. Everything about the request is checked before the model is loaded."""
+    record = attribution.registry.get(method)
+    seed = one_seed(seed)
+    path = _image_file(image).absolute()  # a model that calls os.chdir cannot move it
+    out = output_file(out, f"{path.stem}_{record.name}.png")
+    shown = shown_path(out)
+    net, _, notes = load_model(source)
+    return notes + render_one(net, path, record, seed, style, out, options, progress) + [f"wrote {shown}"]
 
 
 def _pair(text, what):
@@ -184,14 +214,15 @@ def _pair(text, what):
     return a, b
 
 
-def run_receptive_field(image, pixel, model="depth", weights=None, out=None, model_args=None):
+def run_receptive_field(image, pixel, source=zoo.ModelSource("depth"), out=None):
     """The receptive field of one output pixel, drawn with its 50%/90% mass circles; the lines to print."""
     from matplotlib.patches import Circle, Rectangle
 
     row, col = _pair(pixel, "--pixel")
     path = _image_file(image)
     out = output_file(out, f"{path.stem}_rf_{row}_{col}.png")
-    net, x, note = model_and_input(image, model, weights, model_args)
+    shown = shown_path(out)
+    net, x, notes = model_and_input(image, source)
     started = time.perf_counter()
     attr = attribution.receptive_field(net, x, (row, col))
     seconds = time.perf_counter() - started
@@ -214,4 +245,4 @@ def run_receptive_field(image, pixel, model="depth", weights=None, out=None, mod
              f"90% within {ex['radius90']:.1f} px (circles)")
     theory = (f"theoretical receptive field: {rows}x{cols} px, rows {box.r0}..{box.r1 - 1}, "
               f"cols {box.c0}..{box.c1 - 1} (dotted box); time {1000 * seconds:.0f} ms")
-    return ([note] if note else []) + [radii, theory, f"wrote {out}"]
+    return notes + [radii, theory, f"wrote {shown}"]

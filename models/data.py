@@ -14,13 +14,19 @@
 * ``digits(split, seed=0)`` -> images float32 (N, 1, 32, 32) in [0, 1], labels int64: the 1,797
   handwritten 8x8 digits shipped with scikit-learn, bilinearly upsampled, split 80/20 per class.
 
+What a zoo model trains and is measured on is its `zoo.Spec`'s ``data``: ``Generated(draw)``, new
+images every epoch from a generator such as ``shapes`` or ``scene_depths``, or ``Split(load)``, the
+fixed split of a data set such as ``digits``, shifted a little every epoch.
+
 The same arguments always give the same arrays (a ``numpy.random.Generator`` seeded with
 ``seed``; no global random state). Arrays of n images are drawn as a whole: the first k images of
 ``shapes(n)`` are not those of ``shapes(k)``.
 """
 import gzip
 import importlib.util
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
@@ -29,8 +35,8 @@ from ._data_scenes import scenes as _scenes
 from ._data_shapes import SHAPE_CLASSES, _bilinear_matrix
 from ._data_shapes import shapes as _shapes
 
-__all__ = ["shapes", "scenes", "digits", "ground_depth", "SHAPE_CLASSES", "OBJECT_KINDS",
-           "FOCAL", "MAX_DEPTH", "MAX_OBJECTS", "TILE"]
+__all__ = ["shapes", "scenes", "scene_depths", "digits", "ground_depth", "shifted", "Generated", "Split",
+           "SHAPE_CLASSES", "OBJECT_KINDS", "FOCAL", "MAX_DEPTH", "MAX_OBJECTS", "TILE"]
 
 DIGITS_SIZE = 32
 _TEST_SHARE = 0.2
@@ -60,6 +66,12 @@ def scenes(n, seed=0, *, objects=(1, MAX_OBJECTS), return_params=False):
     half width), ``"albedo"`` (n, K, 3).
     """
     return _scenes(n, seed, objects=objects, return_params=return_params)
+
+
+def scene_depths(n, seed=0):
+    """n ray-cast scenes as (images, depths), the pairs the depth model learns from."""
+    images, depths, _ = scenes(n, seed)
+    return images, depths
 
 
 def _digits_file():
@@ -103,3 +115,54 @@ def digits(split, seed=0):
     up = _bilinear_matrix(DIGITS_SIZE, 8)  # half-pixel centres, edges clamped
     images = np.clip(up @ pixels[keep] @ up.T, 0, 1)[:, None].astype(np.float32)
     return images, labels[keep]
+
+
+def shifted(images, rng, most):
+    """Each image moved by a random whole number of pixels (up to `most`) along each axis, zero-filled."""
+    out = np.zeros_like(images)
+    n, _, h, w = images.shape
+    dy, dx = rng.integers(-most, most + 1, (2, n))
+    for i in range(n):
+        ys, yd = (slice(0, h - dy[i]), slice(dy[i], h)) if dy[i] >= 0 else (slice(-dy[i], h), slice(0, h + dy[i]))
+        xs, xd = (slice(0, w - dx[i]), slice(dx[i], w)) if dx[i] >= 0 else (slice(-dx[i], w), slice(0, w + dx[i]))
+        out[i, :, yd, xd] = images[i, :, ys, xs]
+    return out
+
+
+# ---------------------------------------------------------------- what a zoo model trains on
+
+@dataclass(frozen=True)
+class Generated:
+    """Images drawn by `draw(n, seed) -> (images, targets)`: every epoch trains on new ones (drawn with
+    the epoch's seed), and held-out ones come from a seed that training never draws."""
+
+    draw: Callable
+
+    def training(self, per_epoch):
+        """(images per epoch, epoch(seed, rng) -> that epoch's (images, targets))."""
+        return per_epoch, lambda seed, rng: self.draw(per_epoch, seed)
+
+    def held_out(self, n, seed):
+        """n images drawn with `seed`."""
+        return self.draw(n, seed)
+
+
+@dataclass(frozen=True)
+class Split:
+    """A fixed data set, `load(split) -> (images, targets)` with split "train" or "test": every epoch
+    trains on the whole train split (whatever the number of images per epoch), each image moved by up
+    to `shift` pixels; held-out data is the test split."""
+
+    load: Callable
+    shift: int = 3
+
+    def training(self, per_epoch):
+        """(images per epoch, epoch(seed, rng) -> that epoch's (images, targets)); the seed is unused,
+        the shifts are drawn from `rng`."""
+        images, targets = self.load("train")
+        return len(targets), lambda seed, rng: (shifted(images, rng, self.shift), targets)
+
+    def held_out(self, n, seed):
+        """The first n images of the test split (all of them for n None); the split has no seed to vary."""
+        images, targets = self.load("test")
+        return images[:n], targets[:n]

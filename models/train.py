@@ -5,6 +5,9 @@ learning-rate decay), shows a progress bar, measures the result on held-out data
 weights (``.npz``) and the card (``.json``). The same name, epochs and seed give the same weights:
 every random draw comes from generators seeded from `seed`, and the kernels are deterministic.
 
+Everything that differs between the models (their data, recipe, number of held-out images) is
+their `zoo.Spec`; a name the zoo does not have is a `zoo.ZooError` everywhere here.
+
 Held-out data never overlaps training data: shapes and scenes are drawn from generator seeds
 that training never uses (``EVAL_SEED``); digits use scikit-learn's images of the fixed 20% test
 split.
@@ -12,7 +15,7 @@ split.
 import json
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -23,22 +26,6 @@ from saliency._write import write_text
 from . import data, zoo
 
 EVAL_SEED = 2_000_000_007         # held-out shapes and scenes; training never draws this seed
-EVAL_COUNT = {"shapes": 2000, "digits": None, "depth": 300}
-
-
-@dataclass(frozen=True)
-class Recipe:
-    epochs: int
-    per_epoch: int          # training images drawn per epoch
-    batch: int
-    lr: float
-
-
-RECIPES = {
-    "shapes": Recipe(epochs=30, per_epoch=4000, batch=32, lr=3e-3),
-    "digits": Recipe(epochs=40, per_epoch=1438, batch=32, lr=3e-3),
-    "depth": Recipe(epochs=10, per_epoch=1600, batch=16, lr=2e-3),
-}
 
 
 class Progress:
@@ -80,32 +67,15 @@ def _clock(seconds):
     return f"{m // 60}:{m % 60:02d}:{s:02d}" if m >= 60 else f"{m}:{s:02d}"
 
 
-# ---------------------------------------------------------------- data per model
+# ---------------------------------------------------------------- data and loss
 
-def _train_data(name, rng, recipe, digits_train):
-    """The epoch's training images and targets (fresh draws for shapes and scenes, shifted digits)."""
+def _epoch_seed(rng):
+    """A generator seed for one epoch's training data, drawn from `rng` (every model draws one): any
+    seed but EVAL_SEED."""
     seed = EVAL_SEED
     while seed == EVAL_SEED:
         seed = int(rng.integers(0, 2**31 - 2**20))
-    if name == "shapes":
-        return data.shapes(recipe.per_epoch, seed=seed)
-    if name == "depth":
-        images, depths, _ = data.scenes(recipe.per_epoch, seed=seed)
-        return images, depths
-    images, labels = digits_train
-    return _shift(images, rng, 3), labels
-
-
-def _shift(images, rng, most):
-    """Each image moved by a random whole number of pixels (up to `most`) along each axis, zero-filled."""
-    out = np.zeros_like(images)
-    n, _, h, w = images.shape
-    dy, dx = rng.integers(-most, most + 1, (2, n))
-    for i in range(n):
-        ys, yd = (slice(0, h - dy[i]), slice(dy[i], h)) if dy[i] >= 0 else (slice(-dy[i], h), slice(0, h + dy[i]))
-        xs, xd = (slice(0, w - dx[i]), slice(dx[i], w)) if dx[i] >= 0 else (slice(-dx[i], w), slice(0, w + dx[i]))
-        out[i, :, yd, xd] = images[i, :, ys, xs]
-    return out
+    return seed
 
 
 def _loss(model, task, x, target):
@@ -123,23 +93,21 @@ def train(name, epochs=None, seed=0, out=None, stream=None, per_epoch=None):
     ``.npz``). `per_epoch` overrides the recipe's images per epoch (tests use a few).
     """
     spec = zoo.spec(name)
-    recipe = RECIPES[name]
-    epochs = recipe.epochs if epochs is None else epochs
-    per_epoch = recipe.per_epoch if per_epoch is None else per_epoch
+    epochs = spec.recipe.epochs if epochs is None else epochs
+    per_epoch = spec.recipe.per_epoch if per_epoch is None else per_epoch
     if epochs < 1 or per_epoch < 1:
         raise ValueError(f"epochs and images per epoch must be at least 1, got {epochs} and {per_epoch}")
-    recipe = Recipe(epochs, per_epoch, recipe.batch, recipe.lr)
+    recipe = replace(spec.recipe, epochs=epochs, per_epoch=per_epoch)
     rng = np.random.default_rng(seed)
     sl.manual_seed(seed)
     model = zoo.build(name).train()
     opt = sl.optim.Adam(model.parameters(), lr=recipe.lr)
-    digits_train = data.digits("train") if name == "digits" else None
-    n_train = per_epoch if digits_train is None else len(digits_train[1])
+    n_train, epoch_data = spec.data.training(per_epoch)
     steps_per_epoch = -(-n_train // recipe.batch)
     total_steps, step = epochs * steps_per_epoch, 0
     started = time.perf_counter()
     for epoch in range(epochs):
-        images, targets = _train_data(name, rng, recipe, digits_train)
+        images, targets = epoch_data(_epoch_seed(rng), rng)
         order = rng.permutation(len(images))
         bar = Progress(len(images), f"{name} epoch {epoch + 1}/{epochs}", stream)
         running = None
@@ -182,15 +150,10 @@ def save(model, card, out):
 # ---------------------------------------------------------------- measurement
 
 def held_out(name, n=None, seed=EVAL_SEED):
-    """Held-out (images, targets) for `name`: n fresh shapes or scenes, or the digits test split."""
-    n = EVAL_COUNT[name] if n is None else n
-    if name == "shapes":
-        return data.shapes(n, seed=seed)
-    if name == "depth":
-        images, depths, _ = data.scenes(n, seed=seed)
-        return images, depths
-    images, labels = data.digits("test")
-    return images[:n], labels[:n]
+    """Held-out (images, targets) for `name`: n (by default the spec's eval_count) images drawn with
+    `seed`, or the first n of a fixed test split."""
+    spec = zoo.spec(name)
+    return spec.data.held_out(spec.eval_count if n is None else n, seed)
 
 
 def predict(model, images, batch=64):
@@ -219,9 +182,10 @@ def row_mean_baseline(n=1000, seed=1):
 
 def evaluate(model, name, n=None, seed=EVAL_SEED):
     """The model's quality on held-out data: {"accuracy"} or {"abs_rel", "delta1", "rmse", "baseline_abs_rel"}."""
+    spec = zoo.spec(name)
     images, targets = held_out(name, n, seed)
-    pred = predict(model, images, batch=64 if name != "depth" else 16)
-    if zoo.spec(name).task == "classification":
+    pred = predict(model, images, batch=spec.eval_batch)
+    if spec.task == "classification":
         return {"accuracy": float(np.mean(pred.argmax(axis=1) == targets)), "n": int(len(targets))}
     baseline = np.broadcast_to(row_mean_baseline(), targets.shape)
     return {**depth_metrics(pred, targets, baseline), "n": int(len(targets))}

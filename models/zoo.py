@@ -3,11 +3,15 @@
 A model's weights are ``weights/<name>.npz`` (its state dict) beside a ``weights/<name>.json``
 card: the metrics measured on held-out data, the command that trained it, its training time.
 """
+import hashlib
 import json
-from dataclasses import dataclass
+import secrets
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from saliency import nn
+import numpy as np
+
+from saliency import manual_seed, nn
 
 from . import architectures, data
 
@@ -19,22 +23,44 @@ class ZooError(LookupError):
 
 
 @dataclass(frozen=True)
+class Recipe:
+    """How `saliency train` trains a model (models/train.py: Adam, cosine learning-rate decay)."""
+
+    epochs: int
+    per_epoch: int          # training images drawn per epoch (a fixed split trains on all of it)
+    batch: int
+    lr: float
+
+
+@dataclass(frozen=True)
 class Spec:
+    """A zoo model: what it is, and how it is trained and measured. The last four are keywords."""
+
     name: str
     task: str                   # "classification" or "depth"
     input_shape: tuple          # (C, H, W)
     build: object               # () -> nn.Module, freshly initialised
     classes: tuple = ()
     summary: str = ""
+    data: object = field(kw_only=True)          # data.Generated or data.Split: training epochs, held-out data
+    recipe: Recipe = field(kw_only=True)
+    eval_count: int | None = field(kw_only=True)  # held-out images measured; None: all of a fixed test split
+    eval_batch: int = field(default=64, kw_only=True)   # images per forward pass when measuring
 
 
 SPECS = {
     "shapes": Spec("shapes", "classification", (3, 64, 64), architectures.shapes_net, tuple(data.SHAPE_CLASSES),
-                   "8 shape classes on textured, cluttered backgrounds (RGB 64x64)"),
+                   "8 shape classes on textured, cluttered backgrounds (RGB 64x64)",
+                   data=data.Generated(data.shapes), recipe=Recipe(epochs=30, per_epoch=4000, batch=32, lr=3e-3),
+                   eval_count=2000),
     "digits": Spec("digits", "classification", (1, 32, 32), architectures.digits_net, tuple(str(d) for d in range(10)),
-                   "scikit-learn's handwritten digits, upsampled to 32x32 (grey)"),
+                   "scikit-learn's handwritten digits, upsampled to 32x32 (grey)",
+                   data=data.Split(data.digits, shift=3), recipe=Recipe(epochs=40, per_epoch=1438, batch=32, lr=3e-3),
+                   eval_count=None),
     "depth": Spec("depth", "depth", (3, 128, 128), architectures.depth_net, (),
-                  "per-pixel metric depth of ray-cast scenes (RGB 128x128 -> metres)"),
+                  "per-pixel metric depth of ray-cast scenes (RGB 128x128 -> metres)",
+                  data=data.Generated(data.scene_depths), recipe=Recipe(epochs=10, per_epoch=1600, batch=16, lr=2e-3),
+                  eval_count=300, eval_batch=16),
 }
 DEFAULT = {"classification": "shapes", "depth": "depth"}
 
@@ -92,17 +118,14 @@ def _some(keys):
 
 
 def _file_kind(path):
-    """What a weights file is, judged by its content as saliency.nn.load judges it."""
-    from saliency.nn.pth import is_torch_archive
+    """What a weights file is ("an .npz archive", "a bare pickle", ...), judged by its content by the
+    function saliency.nn.load dispatches with."""
+    from saliency.nn.serialization import file_format
 
     try:
-        with open(path, "rb") as f:
-            magic = f.read(4)
+        return file_format(path).value
     except OSError:
         return "a weights file"
-    if magic in (b"PK\x03\x04", b"PK\x05\x06"):
-        return "a PyTorch checkpoint" if is_torch_archive(path) else "an .npz archive"
-    return "a PyTorch checkpoint" if magic[:2] == b"\x80\x02" else "a safetensors file"
 
 
 def _fit(model, shapes, path, what):
@@ -132,8 +155,6 @@ def _fit(model, shapes, path, what):
 
 def _check_finite(state, path):
     """ZooError naming the tensors of a weights file that hold NaN or infinite values."""
-    import numpy as np
-
     bad = [k for k, v in state.items() if np.asarray(v).dtype.kind in "fc" and not np.isfinite(v).all()]
     if bad:
         raise ZooError(f"the weights in {_shown(path)} hold NaN or infinite values in {len(bad)} "
@@ -228,6 +249,9 @@ def _model_args(text):
         return [], {}
     try:
         value = json.loads(text)
+    except RecursionError:
+        raise ZooError("--model-args nests too deeply to read; give a flat JSON object such as "
+                       "'{\"num_classes\": 10}'") from None
     except ValueError as err:
         raise ZooError(f"--model-args is not valid JSON ({err}); give an object such as "
                        f"'{{\"num_classes\": 10}}' or an array of positional arguments") from None
@@ -239,14 +263,102 @@ def _model_args(text):
                    f"got {type(value).__name__} {text!r}")
 
 
-def resolve(name_or_path, weights=None, args=None):
+def resolve(name_or_path, weights=None, args=None, random_seed=None):
     """A zoo model by name (with other `weights` if given) or a user's model by path:Name built
     with `args` (JSON), fused (`saliency.nn.fuse`) as the command line runs it: same maps, fewer
-    nodes."""
+    nodes. A model file given no `weights` is built after `saliency.manual_seed(random_seed)`
+    (when given), so that its random initial weights are the same in every process."""
     if name_or_path in SPECS:
         if args:
             raise ZooError(f"--model-args is for a model file (path/to/file.py:Name); the zoo model "
                            f"{name_or_path!r} takes none")
         return load(name_or_path, weights)
+    if random_seed is not None:
+        manual_seed(random_seed)
     model = load_user(name_or_path, weights, args)
     return nn.fuse(model) if isinstance(model, nn.Module) else model
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    """A model as the command line names it: a zoo name or path/to/file.py:Name, its weights file,
+    the JSON arguments of Name, and the random seed of its initial weights (a model file given no
+    weights; None elsewhere). `load()` builds it and says what identifies it."""
+
+    model: str = "shapes"
+    weights: str = None
+    model_args: str = None
+    random_seed: int = None
+
+    @property
+    def random_init(self):
+        """Whether the model's weights are its random initialisation (a model file without weights)."""
+        return self.model not in SPECS and self.weights is None
+
+    def load(self):
+        """(model, source, identity): the model; this source with the random seed it was built
+        with (drawn now for a random initialisation that has none); and `identity`'s record."""
+        source = self
+        if self.random_init and self.random_seed is None:
+            source = replace(self, random_seed=secrets.randbelow(2 ** 31))
+        model = resolve(source.model, source.weights, source.model_args,
+                        source.random_seed if source.random_init else None)
+        return model, source, identity(model, source)
+
+    def record(self):
+        """The source as JSON values (a batch store keeps it)."""
+        return {"model": self.model, "weights": self.weights, "model_args": self.model_args,
+                "random_seed": self.random_seed if self.random_init else None}
+
+
+def file_sha256(path):
+    """The SHA-256 of a file's bytes, as hex."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def parameters_sha256(model):
+    """The SHA-256 of a Module's state dict (every key, dtype, shape and value, in order), as hex;
+    None for a model that is a plain function. Two models with the same architecture compute the
+    same maps exactly when this agrees."""
+    state = getattr(model, "state_dict", None)
+    if not callable(state):
+        return None
+    digest = hashlib.sha256()
+    for key, value in state().items():
+        arr = np.ascontiguousarray(value.numpy() if hasattr(value, "numpy") else value)
+        digest.update(f"{key}\0{arr.dtype.str}\0{arr.shape}\0".encode())
+        digest.update(arr.tobytes())
+    return digest.hexdigest()
+
+
+def identity(model, source):
+    """What identifies the weights and code of a model loaded from `source`: the SHA-256 of its
+    model file (a zoo model: None, its code is this package's), of its weights file (a zoo model's
+    shipped one when none is given) and of its parameters, and the random seed of a random
+    initialisation. A resumed run or a Dask worker whose model differs is refused by comparing
+    these."""
+    path = source.model.rpartition(":")[0] if source.model not in SPECS else None
+    weights = source.weights if source.weights is not None else (
+        WEIGHTS_DIR / f"{source.model}.npz" if source.model in SPECS else None)
+    return {"model_sha256": file_sha256(path) if path else None,
+            "weights_sha256": file_sha256(weights) if weights is not None else None,
+            "parameters_sha256": parameters_sha256(model),
+            "random_seed": source.random_seed if source.random_init else None}
+
+
+IDENTITY_WHAT = {"model_sha256": "the model file's content", "weights_sha256": "the weights file's content",
+                 "parameters_sha256": "the model's parameters", "random_seed": "the random seed of its initial weights"}
+
+
+def identity_changes(then, now):
+    """Sentences saying how two `identity` records differ; none when `then` is empty (a store made
+    before identities were recorded)."""
+    def shown(key, value):
+        return f"sha256 {value[:12]}" if key.endswith("sha256") and isinstance(value, str) else repr(value)
+
+    return [f"{what} ({shown(key, then.get(key))} then, {shown(key, now.get(key))} now)"
+            for key, what in IDENTITY_WHAT.items() if then and then.get(key) != now.get(key)]

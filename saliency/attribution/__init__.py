@@ -9,30 +9,32 @@ the model's parameters (x is cast to it; a function model keeps x's float dtype)
 no trace: `.grad` of the parameters and x stay as they were, and the model's mode is not
 changed (call `model.eval()` yourself; the copies a method batches assume images independent).
 """
-from . import seeds
-from ._core import InputError
+from . import baselines, registry, seeds
+# the methods, in the order the command line lists them (they register as they are imported)
+from .gradient import gradient, guided_backprop, input_x_gradient  # noqa: I100
+from .smoothgrad import smoothgrad  # noqa: I100
+from .vargrad import vargrad  # noqa: I100
+from .integrated_gradients import integrated_gradients  # noqa: I100
+from .gradcam import gradcam  # noqa: I100
+from .occlusion import occlusion  # noqa: I100
+from ._core import InputError, ModelError
 from .evaluation import (
            DeletionInsertion,
            RandomisationCheck,
            deletion_insertion,
            randomisation_check,
 )
-from .gradcam import gradcam
-from .gradient import gradient, guided_backprop, input_x_gradient
-from .integrated_gradients import integrated_gradients
 from .look import LookDistance, jacobian_rows, look_distance
-from .occlusion import occlusion
 from .receptive import receptive_field
 from .result import Attribution
 from .seeds import SeedError
-from .smoothgrad import smoothgrad
 from .dataset import METHODS, BatchMaps, batch, output_names  # noqa: I100 (after the methods)
 from .store import MapStore, StoreError, open_store
 from .store_evaluation import StoreEvaluation
 from .store_evaluation import evaluate as evaluate_store
 
-__all__ = ["Attribution", "InputError", "SeedError", "gradcam", "gradient", "guided_backprop", "input_x_gradient",
-           "integrated_gradients", "occlusion", "seeds", "smoothgrad"]
+__all__ = ["baselines", "registry", "Attribution", "InputError", "ModelError", "SeedError", "gradcam", "gradient", "guided_backprop", "input_x_gradient",
+           "integrated_gradients", "occlusion", "seeds", "smoothgrad", "vargrad"]
 __all__ += ["receptive_field"]
 __all__ += ["LookDistance", "jacobian_rows", "look_distance"]
 __all__ += ["DeletionInsertion", "RandomisationCheck", "deletion_insertion", "randomisation_check"]

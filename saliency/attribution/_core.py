@@ -36,6 +36,12 @@ class InputError(ValueError):
     """An input a method cannot use: empty, not finite, or not fitting the model's first layer."""
 
 
+class ModelError(RuntimeError):
+    """The model failed on an input: its forward raised (or called sys.exit), or it returned
+    something other than a floating-point Tensor (N, ...) that depends on x. The model's own
+    exception, if any, is the `__cause__`."""
+
+
 def check_finite(arr, name="x"):
     """Raise InputError naming how many NaN and infinite values `arr` holds and where, if any."""
     if arr.dtype.kind != "f" or np.isfinite(arr).all():
@@ -126,13 +132,25 @@ class Call:
         try:
             with (enable_grad() if grad else no_grad()), frozen(self.model):
                 y = self.model(xt)
-        except LayerInputError as exc:
+        except LayerInputError as exc:  # the model's layers do not fit the input, or each other: the run's error
             raise _first_layer_error(exc, x.shape) from None
+        except SystemExit as exc:
+            raise ModelError(f"the model called sys.exit({exc.code!r}) on an input of shape {tuple(x.shape)}") from None
+        except (Exception, GeneratorExit) as exc:  # noqa: BLE001: the model's own code raised; KeyboardInterrupt passes
+            if isinstance(exc, MemoryError):
+                raise
+            raise ModelError(f"the model failed on an input of shape {tuple(x.shape)}: {_said(exc)}") from exc
         if not isinstance(y, Tensor):
-            raise TypeError(f"model must return a Tensor, got {type(y).__name__}")
+            raise ModelError(f"the model must return a Tensor, got {_kind(y)}; return the output tensor itself "
+                             f"(for a model that returns several, wrap it: lambda x: model(x)[0])")
         if y.ndim < 1 or y.shape[0] != x.shape[0]:
-            raise ValueError(f"model output of shape {y.shape} has no batch dimension matching the input's "
-                             f"{x.shape[0]} images; the model must map (N, C, H, W) to (N, ...)")
+            raise ModelError(f"the model's output of shape {tuple(y.shape)} has no batch dimension matching the "
+                             f"input's {x.shape[0]} images; the model must map (N, C, H, W) to (N, ...)")
+        if y._array.dtype.kind != "f":
+            raise ModelError(f"the model's output has dtype {y._array.dtype}; a map needs a floating-point output "
+                             f"(logits or scores, not e.g. their argmax)")
+        if y._array.size == 0:
+            raise ModelError(f"the model's output of shape {tuple(y.shape)} is empty; there is no value to attribute")
         return (xt, y) if grad else y._array
 
     def vjp(self, x, v, batched):
@@ -178,8 +196,9 @@ class Call:
             with autograd.relu_rule(rule):
                 g = autograd.grad(y, xt, v, retain_graph=retain_graph, batched=batched, allow_unused=True)[0]
         if g is None:
-            raise RuntimeError("the model output does not depend on x through recorded operations; the model "
-                               "must compute its output from the Tensor it is given with saliency ops")
+            raise ModelError("the model output does not depend on x through recorded operations; the model "
+                             "must compute its output from the Tensor it is given with saliency ops (not through "
+                             ".numpy(), .detach() or argmax)")
         return g._array
 
     def finish(self, method, amap, seed, output, extras=None):
@@ -187,14 +206,35 @@ class Call:
         if self.unbatched:
             amap = amap[:, 0] if seed.count is not None else amap[0]
             output = output[0]
+        classes = getattr(self.model, "classes", None)
         return Attribution(map=np.ascontiguousarray(amap, dtype=self.x.dtype), seed=seed, method=method,
-                           output=output, seconds=time.perf_counter() - self.t0, extras=extras or {})
+                           output=output, seconds=time.perf_counter() - self.t0, extras=extras or {},
+                           input=self.x[0] if self.unbatched else self.x,
+                           classes=list(classes) if classes else None)
 
     def unbatch(self, a, seed):
         """A per-image value ([K,] N) without its batch dimension when x had none."""
         if not self.unbatched:
             return a
         return a[:, 0] if seed.count is not None else a[0]
+
+
+def _said(exc):
+    """An exception as `Type: message` on one line of at most 300 characters."""
+    text = " ".join(str(exc).split())
+    text = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    return text if len(text) <= 300 else text[:297] + "..."
+
+
+def _kind(value):
+    """What a model returned, for a message: a tuple of 2, a dict with keys ..., None, an int."""
+    if isinstance(value, (tuple, list)):
+        return f"a {type(value).__name__} of {len(value)}"
+    if isinstance(value, dict):
+        return f"a dict with keys {', '.join(map(repr, list(value)[:4]))}{', ...' if len(value) > 4 else ''}"
+    if value is None:
+        return "None"
+    return f"a value of type {type(value).__name__}"
 
 
 def _first_layer_error(exc, x_shape):
@@ -228,10 +268,13 @@ def resolve(seed, y):
 
 
 def baseline_like(baseline, xs):
-    """The baseline as an array of x's shape and dtype: None is zeros, a number fills, an array broadcasts."""
+    """The baseline as an array of x's shape and dtype: None is zeros, a number fills, an array
+    broadcasts, a callable (`baselines.Blur()`) is called on x."""
     if baseline is None:
         return np.zeros_like(xs)
     b = baseline._array if isinstance(baseline, Tensor) else baseline
+    if callable(b):
+        b = b(xs)
     try:
         out = np.ascontiguousarray(np.broadcast_to(np.asarray(b, dtype=xs.dtype), xs.shape))
     except ValueError:

@@ -14,7 +14,9 @@ stored maps are bit for bit the same. An image that cannot be read is recorded w
 (its map is NaN) and the others go on; a batch whose method calls fail is computed again one
 image at a time, so that only the images that fail are lost.
 """
+import errno
 import json
+import math
 import queue
 import threading
 from collections import Counter, namedtuple
@@ -23,25 +25,20 @@ from pathlib import Path
 import numpy as np
 
 from .._write import atomic_path
+from ..kernels.memory import available_bytes, format_bytes
 from ..kernels.threads import split_work
 from . import seeds as seeds_module
-from ._core import InputError
+from ._core import InputError, ModelError
 from .gradcam import gradcam
 from .gradient import gradient, guided_backprop, input_x_gradient
 from .integrated_gradients import integrated_gradients
 from .occlusion import occlusion
 from .smoothgrad import smoothgrad
+from . import registry
 from .store import MapStore, StoreError, create_store, open_store, store_path
+from .store_lock import acquire
 
-METHODS = {
-    "gradient": gradient,
-    "input_x_gradient": input_x_gradient,
-    "smoothgrad": smoothgrad,
-    "integrated_gradients": integrated_gradients,
-    "guided_backprop": guided_backprop,
-    "gradcam": gradcam,
-    "occlusion": occlusion,
-}
+METHODS = {name: record.function for name, record in registry.METHODS.items()}
 BATCH_SIZE = 32
 QUEUED_BATCHES = 2
 
@@ -120,7 +117,10 @@ class _Source:
     def read(self, a, b):
         """(float32 (b - a, C, H, W), [error or "" per image]); an image that fails reads as zeros."""
         if self.array is not None:
-            return np.ascontiguousarray(self.array[a:b], np.float32), [""] * (b - a)
+            x = np.array(self.array[a:b], np.float32)
+            finite = np.isfinite(x.reshape(len(x), -1)).all(axis=1)
+            x[~finite] = 0
+            return x, ["" if ok else "the image holds NaN or infinite values" for ok in finite]
         from .. import viz
 
         x = np.zeros((b - a,) + self.shape, np.float32)
@@ -198,11 +198,12 @@ def _halves(fn, model, x, seed, options):
     return tuple(np.concatenate(parts) for parts in zip(*got))
 
 
-def _compute(fn, model, x, read_errors, seed, options, map_shape, first=False):
-    """The maps of one batch: its method calls (`_halves`); if they fail, one call per image (so
-    that only the images that fail lose their maps). Images that could not be read keep NaN maps.
-    In the `first` batch computed, a failure of every image that was read is raised: the run
-    itself cannot work (a method option, a seed that does not fit the model)."""
+def _compute(fn, model, x, read_errors, seed, options, map_shape):
+    """The maps of one batch: its method calls (`_halves`); if the model fails on the batch
+    (`ModelError`), one call per image, so that only the images it fails on lose their maps, each
+    recorded with its error. Images that could not be read keep NaN maps. Any other error is the
+    run's, not an image's (a method option, a seed that does not fit the model's output, a layer
+    that does not fit the input), and is raised whichever batch meets it."""
     n = len(x)
     maps = np.full((n,) + map_shape, np.nan, np.float32)
     predicted = np.full(n, -1, np.int64)
@@ -215,22 +216,14 @@ def _compute(fn, model, x, read_errors, seed, options, map_shape, first=False):
         for i in ok:
             maps[i], predicted[i], errors[i] = m[i], p[i], str(e[i])
         return maps, predicted, errors
-    except (KeyboardInterrupt, MemoryError):
-        raise
-    except Exception:  # noqa: BLE001: find which images fail, one at a time
+    except ModelError:  # find which images the model fails on, one at a time
         pass
-    failures = []
     for i in ok:
         try:
             m, p, e = _maps_of(fn, model, x[i:i + 1], seed, options)
             maps[i], predicted[i], errors[i] = m[0], p[0], str(e[0])
-        except (KeyboardInterrupt, MemoryError):
-            raise
-        except Exception as exc:  # noqa: BLE001
-            errors[i] = _message(exc)
-            failures.append(exc)
-    if first and len(failures) == len(ok):
-        raise failures[0]
+        except ModelError as exc:
+            errors[i] = str(exc)
     return maps, predicted, errors
 
 
@@ -348,10 +341,27 @@ def _plan(model, images, method, seed, batch_size, options, record):
     map_shape = ((1,) + tuple(source.shape[1:])) if fn is gradcam else tuple(source.shape)
     if seed is not None and seed.count is not None:
         map_shape = (seed.count,) + map_shape
+    batch_size = _bounded_batch(int(batch_size), len(source), source.shape, map_shape)
     seed_text = seed.describe(getattr(model, "classes", None)) if seed is not None else "default"
     attrs = {"method": name, "seed": seed_text, "seed_spec": seed_spec,
              "options": {k: repr(v) for k, v in options.items()}, "record": record or {}}
-    return _Plan(name, fn, seed, source, map_shape, attrs, int(batch_size), options)
+    return _Plan(name, fn, seed, source, map_shape, attrs, batch_size, options)
+
+
+def _bounded_batch(batch_size, n, image_shape, map_shape):
+    """`batch_size`, at most the number of images `n`; an InputError when the batches the pipeline
+    holds at once (read ahead, computed, written) would not fit the memory available, images and
+    maps alone (the model's activations come on top)."""
+    batch_size = min(batch_size, max(n, 1))
+    held = 2 * QUEUED_BATCHES + 2
+    need = held * batch_size * 4 * (math.prod(image_shape) + math.prod(map_shape))
+    available = available_bytes()
+    if available is not None and need > available:
+        fits = max(1, batch_size * available // need // 2)
+        raise InputError(f"batch_size {batch_size} needs {format_bytes(need)} for the images and maps of the "
+                         f"{held} batches held at once, and {format_bytes(available)} are available; use a batch "
+                         f"size of at most {fits}")
+    return batch_size
 
 
 def batch(model, images, method="gradient", seed=None, out=None, *, batch_size=BATCH_SIZE, png=None,
@@ -371,7 +381,12 @@ def batch(model, images, method="gradient", seed=None, out=None, *, batch_size=B
     (`sign`, `reduce`, `clip_percentile`, `overlay`). `resume=True` continues the store of an
     earlier run with the same images and options, computing only the batches not done. Without
     `out`, returns BatchMaps(maps, predicted, errors) as arrays. `record` (JSON values) is kept
-    in the store's attributes; `progress(done, total)` is called after each batch."""
+    in the store's attributes; `progress(done, total)` is called after each batch.
+
+    The store is locked while the run writes it (`store_lock`: another run, or an evaluation, is
+    refused with a StoreError naming this process), a store already at its place is replaced only
+    when this tool wrote it (`create_store`), and the store returned has been read back whole: a
+    StoreError says which batches are not, and that `resume=True` computes them again."""
     plan = _plan(model, images, method, seed, batch_size, options, record)
     n = len(plan.source)
     if out is None:
@@ -380,14 +395,17 @@ def batch(model, images, method="gradient", seed=None, out=None, *, batch_size=B
              progress)
         return result
     store = _prepared_store(out, plan.source.names, plan.map_shape, plan.batch_size, plan.attrs, resume, use_zarr)
-    _run(model, plan, store, range(store.batches), png, (sign, reduce, clip_percentile, overlay), progress)
-    return store
+    with store:  # its lock: no other run writes it, no evaluation reads it meanwhile
+        _run(model, plan, store, range(store.batches), png, (sign, reduce, clip_percentile, overlay), progress)
+        return store.check_whole()
 
 
 def prepare(model, images, method="gradient", seed=None, out=None, *, batch_size=BATCH_SIZE, resume=False,
             use_zarr=None, record=None, **options):
     """The store of a run in `out`, created empty (or with `resume`, the earlier run's, checked to
-    be the same run), for runs whose batches are computed elsewhere (`fill`, e.g. on Dask workers)."""
+    be the same run), for runs whose batches are computed elsewhere (`fill`, e.g. on Dask workers).
+    The store holds its lock (no other run can write it) until `store.close()` or the end of a
+    `with store:` block; `store.check_whole()` at the end reads it back."""
     plan = _plan(model, images, method, seed, batch_size, options, record)
     return _prepared_store(out, plan.source.names, plan.map_shape, plan.batch_size, plan.attrs, resume, use_zarr)
 
@@ -395,9 +413,9 @@ def prepare(model, images, method="gradient", seed=None, out=None, *, batch_size
 def fill(model, images, method, seed, store, batches, *, png=None, sign="abs", reduce="sum", clip_percentile=99,
          overlay=False, progress=None, **options):
     """Compute the batches `batches` (indices) of the run of `store` (made by `prepare` with the same
-    images, method, seed and options) into it, skipping those already done; returns how many
-    images it computed. Writers of different batches never touch each other's chunks, so any
-    number of processes can fill one store at once."""
+    images, method, seed and options) into it, skipping those already done (and whole); returns
+    how many images it computed. Writers of different batches never touch each other's chunks, so
+    any number of processes can fill one store at once, inside the lock `prepare` took."""
     plan = _plan(model, images, method, seed, store.batch_size, options, None)
     if plan.map_shape != store.map_shape or len(plan.source) != len(store):
         raise StoreError(f"the store {store.path} holds maps {(len(store),) + store.map_shape}, not the "
@@ -405,10 +423,19 @@ def fill(model, images, method, seed, store, batches, *, png=None, sign="abs", r
     return _run(model, plan, store, batches, png, (sign, reduce, clip_percentile, overlay), progress)
 
 
+class _WriteFailed(Exception):
+    """An OSError of writing a batch into the store (raised on the writer thread)."""
+
+    def __init__(self, error):
+        super().__init__(error)
+        self.error = error
+
+
 def _run(model, plan, target, batches, png, look, progress):
     """The pipeline: the batches of `batches` not yet done in `target` (a store, or BatchMaps),
     read ahead on one thread, computed here, written (and rendered) on another. Returns the
-    number of images computed."""
+    number of images computed. A store that cannot be written (a full disk) is a StoreError
+    naming the file, how many images are done and that a resumed run continues."""
     n, batch_size, source = len(plan.source), plan.batch_size, plan.source
     done = target.done if isinstance(target, MapStore) else np.zeros(n, bool)
     todo = [k for k in batches if not done[k * batch_size:(k + 1) * batch_size].all()]
@@ -422,7 +449,10 @@ def _run(model, plan, target, batches, png, look, progress):
         if names is not None:
             _render(png, [names[Path(p)] for p in source.names[a:b]], x, maps, errors, *look)
         if isinstance(target, MapStore):
-            target.write_batch(k, maps, predicted, errors)
+            try:
+                target.write_batch(k, maps, predicted, errors)
+            except OSError as exc:
+                raise _WriteFailed(exc) from exc
         else:
             target.maps[a:b], target.predicted[a:b], target.errors[a:b] = maps, predicted, errors
 
@@ -431,21 +461,36 @@ def _run(model, plan, target, batches, png, look, progress):
     writer.start()
     finished = before = n - sum(min(n, (k + 1) * batch_size) - k * batch_size for k in todo)
     try:
-        for k, x, read_errors in reader.batches():
-            maps, predicted, errors = _compute(plan.fn, model, x, read_errors, plan.seed, plan.options,
-                                               plan.map_shape, first=finished == before)
-            writer.put((k, x, maps, predicted, errors))
-            finished += len(x)
-            if progress is not None:
-                progress(finished, n)
-    finally:
-        reader.stop.set()
-        writer.finish()  # the batches computed so far are written whole, also after Ctrl-C
+        try:
+            for k, x, read_errors in reader.batches():
+                maps, predicted, errors = _compute(plan.fn, model, x, read_errors, plan.seed, plan.options,
+                                                   plan.map_shape)
+                writer.put((k, x, maps, predicted, errors))
+                finished += len(x)
+                if progress is not None:
+                    progress(finished, n)
+        finally:
+            reader.stop.set()
+            writer.finish()  # the batches computed so far are written whole, also after Ctrl-C
+    except _WriteFailed as failed:
+        raise StoreError(_write_failure(target, failed.error)) from None
     return finished - before
 
 
+def _write_failure(store, exc):
+    """The line of a store that could not be written: which file, why, what is done."""
+    try:
+        done = f"{int(store.done.sum())} of {len(store)} images are done in {store.path}"
+    except (OSError, StoreError):
+        done = f"the batches written so far are kept in {store.path}"
+    where = f"cannot write {exc.filename}" if exc.filename else f"cannot write the map store {store.path}"
+    fix = "make room on its disk" if exc.errno == errno.ENOSPC else "fix that"
+    return f"{where}: {exc.strerror or exc}; {done}; {fix} and run the same command with --resume to continue"
+
+
 def _prepared_store(out, files, map_shape, batch_size, attrs, resume, use_zarr):
-    """The store to write: a new one, or with `resume` the earlier run's, checked to be the same run."""
+    """The store to write, holding its lock: a new one, or with `resume` the earlier run's, checked
+    to be the same run."""
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise StoreError(f"{out} is a file; the maps go into a folder (created if missing)")
@@ -456,21 +501,43 @@ def _prepared_store(out, files, map_shape, batch_size, attrs, resume, use_zarr):
             path = other
         if not path.exists():
             raise StoreError(f"--resume: {out} holds no map store from an earlier run; run without --resume")
-        store = open_store(path)
-        earlier = {"files": store.files, "map_shape": list(store.map_shape), "batch_size": store.batch_size,
-                   **{k: store.attrs.get(k) for k in attrs}}
-        now = {"files": [str(f) for f in files], "map_shape": list(map_shape), "batch_size": batch_size,
-               **json_round_trip(attrs)}
-        changed = [_difference(k, earlier.get(k), now[k]) for k in now if earlier.get(k) != now[k]]
-        if changed:
-            raise StoreError(f"--resume: the store in {out} was made with other {'; '.join(changed)}; give the "
-                             f"same images and options, or run without --resume to start again")
-        return store
+    else:
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(f"cannot create the output folder {out}: {exc.strerror or exc}") from None
+    lock = acquire(path)  # before the store is looked at: another run may be replacing it
     try:
-        out.mkdir(parents=True, exist_ok=True)
+        store = _resumed_store(out, path, files, map_shape, batch_size, attrs) if resume else _new_store(
+            path, files, map_shape, batch_size, attrs)
+    except BaseException:
+        lock.release()
+        raise
+    store.lock = lock
+    return store
+
+
+def _new_store(path, files, map_shape, batch_size, attrs):
+    """create_store, its failures to write (a full disk) one line naming the file."""
+    try:
+        return create_store(path, files, map_shape, batch_size, attrs)
     except OSError as exc:
-        raise StoreError(f"cannot create the output folder {out}: {exc.strerror or exc}") from None
-    return create_store(path, files, map_shape, batch_size, attrs)
+        where = f" ({exc.filename})" if exc.filename else ""
+        raise StoreError(f"cannot create the map store {path}{where}: {exc.strerror or exc}") from None
+
+
+def _resumed_store(out, path, files, map_shape, batch_size, attrs):
+    """The earlier run's store at `path`, refused unless it was made with the same images and options."""
+    store = open_store(path)
+    earlier = {"files": store.files, "map_shape": list(store.map_shape), "batch_size": store.batch_size,
+               **{k: store.attrs.get(k) for k in attrs}}
+    now = {"files": [str(f) for f in files], "map_shape": list(map_shape), "batch_size": batch_size,
+           **json_round_trip(attrs)}
+    changed = [_difference(k, earlier.get(k), now[k]) for k in now if earlier.get(k) != now[k]]
+    if changed:
+        raise StoreError(f"--resume: the store in {out} was made with other {'; '.join(changed)}; give the "
+                         f"same images and options, or run without --resume to start again")
+    return store
 
 
 def _difference(key, then, now):

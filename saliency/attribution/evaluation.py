@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..autograd.tensor import Tensor
+from ..kernels.memory import available_bytes, format_bytes
 from ._core import Call, baseline_like, resolve, tile, weighted
 from .result import Attribution
 
@@ -55,7 +56,7 @@ class RandomisationCheck:
         return f"RandomisationCheck({steps})"
 
 
-def deletion_insertion(model, x, attribution, seed=None, *, steps=32, baseline=0.0, batch=None):
+def deletion_insertion(model, x, attribution, seed=None, *, steps=32, baseline=0.0, batch=None, progress=None):
     """Remove (deletion) or insert (insertion) pixels in order of importance and follow the output.
 
     A pixel's importance is the sum over channels of the attribution map (signed: pass
@@ -63,13 +64,19 @@ def deletion_insertion(model, x, attribution, seed=None, *, steps=32, baseline=0
     removed pixel takes the baseline's values in all channels (a number, or an array broadcasting
     to x); deletion starts at x, insertion at the baseline. At fraction j/steps, round(j*H*W/steps)
     pixels are changed. The score is sum(v * model(x')) with v the seed resolved at x (default:
-    the attribution's seed, else predicted() / ones()). `batch`: images per forward pass (default: the
-    methods' input budget).
+    the attribution's seed, else predicted() / ones()). More steps than the H*W pixels only repeat
+    fractions. `batch`: images per forward pass (default: the methods' input budget). `progress(done, total)`
+    is called after each forward pass, counting the 2 * (steps + 1) changed copies of x.
     """
     call = Call(model, x)
     if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 1:
         raise ValueError(f"steps must be a positive int, got {steps!r}")
     amap = _map_of(attribution, call)
+    need = 8 * (steps + 1) * (3 + 2 * call.n)  # the step counts, fractions and scores
+    available = available_bytes()
+    if available is not None and need > available:
+        raise ValueError(f"steps {steps} needs {format_bytes(need)} for its curves, more than the "
+                         f"{format_bytes(available)} available; more steps than pixels add nothing")
     if seed is None and isinstance(attribution, Attribution):
         seed = attribution.seed
     seed, v = resolve(seed, call.forward(call.x))
@@ -94,6 +101,8 @@ def deletion_insertion(model, x, attribution, seed=None, *, steps=32, baseline=0
         js = range(j0, min(j0 + per, copies))
         y = call.forward(np.concatenate([image(j) for j in js]))
         scores[js.start:js.stop] = weighted(y, tile(v, len(js), False), False).reshape(len(js), n)
+        if progress is not None:
+            progress(js.stop, copies)
     fractions = counts / pixels
     deletion, insertion = scores[:steps + 1].T, scores[steps + 1:].T
     areas = [np.trapezoid(c, fractions, axis=-1) for c in (deletion, insertion)]

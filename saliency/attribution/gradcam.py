@@ -4,7 +4,8 @@ import threading
 import numpy as np
 
 from ..autograd.tensor import Tensor
-from ._core import Call, resolve
+from ._core import Call, InputError, resolve
+from .registry import Option, method
 
 
 def resize_bilinear(a, size):
@@ -26,15 +27,45 @@ def resize_bilinear(a, size):
     return out
 
 
-def gradcam(model, x, seed=None, *, layer):
+def default_layer(model):
+    """(name, module) of the layer Grad-CAM uses by default: the model's last Conv2d with more than
+    one output channel; InputError for a model without one."""
+    from ..nn import Conv2d
+
+    convs = [(name, m) for name, m in getattr(model, "named_modules", list)()
+             if isinstance(m, Conv2d) and m.out_channels > 1]
+    if not convs:
+        raise InputError("gradcam needs a model with Conv2d layers (a saliency.nn.Module), or layer=")
+    return convs[-1]
+
+
+def named_layer(model, name):
+    """The module called `name` in model.named_modules() (as print(model) shows it), or InputError
+    naming the model's convolutions."""
+    modules = dict(getattr(model, "named_modules", list)())
+    if name not in modules or not name:
+        convs = [n for n, m in modules.items() if type(m).__name__ == "Conv2d"]
+        raise InputError(f"the model has no layer {name!r}; its convolutions are: {', '.join(convs) or 'none'}")
+    return modules[name]
+
+
+@method(options=(Option("layer", str, "the layer whose output and gradient make the map, by name as print(model) "
+                        "shows it (default: the last convolution)"),),
+        map_channels=1, concurrent=False)  # its forward hook would also see a concurrent call's activations
+def gradcam(model, x, seed=None, *, layer=None):
     """relu(sum_c w_c A_c) upsampled to the input's size, where A = the output of `layer` (a module
-    called once in the forward pass, output (N, C, h, w)) and w_c = the spatial mean of
-    d(sum(v * y))/dA_c.
+    called once in the forward pass, output (N, C, h, w); or its name in model.named_modules();
+    default: the last Conv2d with more than one output channel, `default_layer`) and w_c = the
+    spatial mean of d(sum(v * y))/dA_c.
 
     The map has one channel: (N, 1, H, W) for x of shape (N, C, H, W), (1, H, W) for (C, H, W),
     with a leading K for K batched seeds; upsampling is bilinear with align_corners=False.
     `extras["cam"]` holds the map at the layer's resolution (h, w), before upsampling.
     """
+    if layer is None:
+        layer = default_layer(model)[1]
+    elif isinstance(layer, str):
+        layer = named_layer(model, layer)
     register = getattr(layer, "register_forward_hook", None)
     if not callable(register):
         raise TypeError(f"layer must be a module of the model (with register_forward_hook), "

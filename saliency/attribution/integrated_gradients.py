@@ -2,6 +2,8 @@
 import numpy as np
 
 from ._core import Call, baseline_like, fold, resolve, tile, weighted
+from .baselines import parse_baseline
+from .registry import Option, method
 
 _RULES = ("gauss-legendre", "midpoint", "trapezoid")
 
@@ -21,11 +23,18 @@ def _nodes(steps, rule):
     return (np.arange(steps) + 0.5) / steps, np.full(steps, 1.0 / steps)
 
 
-def integrated_gradients(model, x, seed=None, *, baseline=None, steps=64, batch=None, rule="gauss-legendre"):
+@method(options=(Option("steps", int, "points on the path from the baseline to the image", minimum=1),
+                 Option("baseline", parse_baseline, "the path's start: a number (0: black) or blur (the image "
+                        "blurred)"),
+                 Option("rule", str, "the quadrature along the path", choices=_RULES)),
+        map_channels="input", concurrent=True)
+def integrated_gradients(model, x, seed=None, *, baseline=0.0, steps=64, batch=None, rule="gauss-legendre",
+                         progress=None):
     """(x - baseline) * the mean gradient along the straight path baseline -> x.
 
     Args:
-      baseline: None (zeros), a number, or an array broadcastable to x.
+      baseline: a number (0.0: black; None is zeros too), an array broadcastable to x, or a callable of x
+        (`baselines.Blur()`: the image blurred).
       steps: number of points on the path where the gradient is taken.
       batch: most images per forward pass (path points of all N images run in chunks); default
         from a budget of about 2**17 input elements (times K seeds) per pass.
@@ -33,6 +42,7 @@ def integrated_gradients(model, x, seed=None, *, baseline=None, steps=64, batch=
         nodes), "midpoint" (the Riemann midpoint sum) or "trapezoid" (`steps` equally spaced
         points, both ends included). Gauss-Legendre is the default: for the same number of
         gradients it has the highest order of the three on the smooth stretches of the path.
+      progress: optional callable(done, total) called after each chunk, counting path points.
     On ReLU and max-pool networks the gradient along the path jumps wherever a unit switches, so
     every rule's error falls only like 1/steps, and a dense output's pixels (a depth map) can
     need more steps than a classifier's scores. Check `completeness_error` against `delta` and
@@ -66,6 +76,8 @@ def integrated_gradients(model, x, seed=None, *, baseline=None, steps=64, batch=
         # product here would wake NumPy's BLAS threads, whose spinning slows the next batch
         for weight, gi in zip(weights[start:start + m], np.moveaxis(g, int(batched), 0)):
             acc = acc + weight * gi
+        if progress is not None:
+            progress(start + m, len(alphas))
     amap = acc * diff
     delta = weighted(y, v, batched) - weighted(call.forward(b), v, batched)
     lead = amap.shape[:1 + batched]

@@ -2,6 +2,8 @@
 import numpy as np
 
 from ._core import Call, baseline_like, resolve, tile, weighted
+from .baselines import parse_baseline
+from .registry import Option, method
 
 
 def _pair(value, name):
@@ -19,6 +21,11 @@ def _starts(size, window, stride):
     return starts
 
 
+@method(options=(Option("window", int, "side of the square window occluded, in pixels", minimum=1),
+                 Option("stride", int, "pixels between one window and the next", minimum=1),
+                 Option("baseline", parse_baseline, "what fills the window: a number (0: black) or blur (the "
+                        "image blurred)")),
+        map_channels="input", concurrent=True)
 def occlusion(model, x, seed=None, *, window=8, stride=4, baseline=0.0, batch=None, progress=None):
     """For each window position, F(x) - F(x with the window replaced by `baseline`), where F is
     the seed-weighted output sum(v * y) of each image; each pixel gets the mean of that change
@@ -29,7 +36,8 @@ def occlusion(model, x, seed=None, *, window=8, stride=4, baseline=0.0, batch=No
         so the map has the same value in every channel.
       stride: step between windows, an int or (rows, cols); a last window flush with the bottom
         and right edges is added where the stride would leave pixels uncovered.
-      baseline: a number, or an array broadcastable to x, that fills the occluded window.
+      baseline: a number, an array broadcastable to x, or a callable of x (`baselines.Blur()`),
+        that fills the occluded window.
       batch: most images per forward pass (occluded copies of all N images run in chunks);
         default from the same input budget as smoothgrad.
       progress: optional callable(done, total) called after each chunk, counting windows.

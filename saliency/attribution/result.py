@@ -16,6 +16,13 @@ class Attribution:
     output: the model output at x (without the batch dimension when x had none).
     seconds: wall time of the call.
     extras: method-specific results, e.g. "completeness_error" for integrated gradients.
+    input: the image(s) x the map is of, as the method took them (cast to the map's dtype).
+    classes: the model's class names, where it has them (for captions).
+
+    It shows itself: in a notebook as the picture `saliency map` draws (the image, a dense output
+    beside it, the map); `.figure()`, `.show()`, `.plot(ax)` and `.save(path)` draw it too, each
+    taking `index=` (the image of a batch) and a `viz.Style` or its fields (`sign=`, `reduce=`,
+    `overlay=`, ...).
     """
 
     map: np.ndarray
@@ -24,6 +31,8 @@ class Attribution:
     output: np.ndarray
     seconds: float
     extras: dict = field(default_factory=dict)
+    input: np.ndarray = None
+    classes: list = None
 
     def __array__(self, dtype=None, copy=None):
         if dtype is not None and dtype != self.map.dtype:
@@ -43,6 +52,42 @@ class Attribution:
             raise AttributeError(f"{self.method} does not report a completeness error; "
                                  f"integrated_gradients does") from None
 
+    def figure(self, index=0, style=None, **style_fields):
+        """The matplotlib Figure of image `index`: the image, a dense output beside it, the map
+        (`viz.attribution_figure`), drawn in `style` (a `viz.Style`) or these of its fields."""
+        from .. import viz
+
+        return viz.attribution_figure(self, index=index, classes=self.classes, style=_style(style, style_fields))
+
+    def plot(self, ax=None, index=0, seed_index=0, style=None, **style_fields):
+        """Draw the map of image `index` (seed `seed_index` of K) on a matplotlib Axes (default:
+        pyplot's current one), over the image with overlay=True; returns the Axes."""
+        from .. import viz
+
+        return viz.plot_attribution(self, ax, index=index, seed_index=seed_index, style=_style(style, style_fields))
+
+    def show(self, index=0, style=None, **style_fields):
+        """Show `figure(index, ...)` in a window (or inline in a notebook) through pyplot."""
+        import matplotlib.pyplot as plt
+
+        fig = self.figure(index, style, **style_fields)
+        manager = plt.figure(figsize=fig.get_size_inches()).canvas.manager  # a pyplot window to hold it
+        manager.canvas.figure = fig
+        fig.set_canvas(manager.canvas)
+        plt.show()
+
+    def save(self, path, index=0, style=None, **style_fields):
+        """Write `figure(index, ...)` to `path` (.png, .pdf or .svg); returns the path."""
+        from .. import viz
+
+        return viz.save(self.figure(index, style, **style_fields), path)
+
+    def _repr_png_(self):
+        """The PNG bytes a notebook shows for this result: `figure()` of its first image."""
+        from .. import viz
+
+        return viz.png_bytes(self.figure())
+
     def __repr__(self):
         m = self.map
         lo, hi = (float(m.min()), float(m.max())) if m.size else (0.0, 0.0)
@@ -58,3 +103,13 @@ def _short(value):
     if a.size > 4:
         return f"<{a.dtype} {a.shape}>"
     return repr(value)
+
+
+def _style(style, fields):
+    """A `viz.Style` from a style and/or its fields (fields override the style's)."""
+    from dataclasses import replace
+
+    from ..viz import Style
+
+    base = Style() if style is None else style
+    return replace(base, **fields) if fields else base

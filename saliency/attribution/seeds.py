@@ -348,14 +348,23 @@ def _parse_many(text, name, args):
     """classes:K1,K2,... or pixels:R,C;R,C;... (at least one entry each)."""
     try:
         if name == "classes":
-            entries = [int(a) for a in args.split(",")]
+            entries = [_ascii_int(a) for a in args.split(",")]
         else:
-            entries = [tuple(int(v) for v in a.split(",")) for a in args.split(";")]
+            entries = [tuple(_ascii_int(v) for v in a.split(",")) for a in args.split(";")]
             if any(len(e) != 2 for e in entries):
                 raise ValueError
     except ValueError:
         raise SeedError(f"cannot read seed {text!r}; use one of: {_FORMS}") from None
     return classes(entries) if name == "classes" else pixels(entries)
+
+
+def _ascii_int(text):
+    """An int written in ASCII digits with an optional sign (int() also reads '٣' or '1_000'), else
+    ValueError."""
+    body = text.strip()
+    if not body.lstrip("+-").isascii() or not body.lstrip("+-").isdigit() or len(body) - len(body.lstrip("+-")) > 1:
+        raise ValueError(f"not an integer: {text!r}")
+    return int(body)
 
 
 def parse(text):
@@ -369,7 +378,7 @@ def parse(text):
     if name in ("classes", "pixels"):
         return _parse_many(text, name, args)
     try:
-        nums = [int(a) for a in args.split(",")] if args.strip() else []
+        nums = [_ascii_int(a) for a in args.split(",")] if args.strip() else []
     except ValueError:
         nums = None
     arity = {"predicted": 0, "ones": 0, "class": 1, "pixel": 2, "region": 4}

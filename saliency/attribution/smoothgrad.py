@@ -2,12 +2,21 @@
 import numpy as np
 
 from ._core import Call, fold, resolve, tile
+from .registry import Option, method
 
 _VARIANTS = ("mean", "squared", "vargrad")
 _DEFAULT_RNG_SEED = 0
 
 
-def smoothgrad(model, x, seed=None, *, noise=0.15, n=25, rng=None, variant="mean", batch=None):
+# the options of the methods on noisy copies of the image (vargrad takes them too)
+SAMPLES = Option("n", int, "noisy copies of the image, whose gradients are combined", flag="--samples", minimum=1)
+NOISE = Option("noise", float, "standard deviation of the noise, a fraction of the image's range", minimum=0)
+
+
+@method(options=(SAMPLES, NOISE, Option("variant", str, "mean of the gradients, mean of their squares, or their "
+                                        "variance", choices=_VARIANTS)),
+        map_channels="input", concurrent=True)
+def smoothgrad(model, x, seed=None, *, noise=0.15, n=25, rng=None, variant="mean", batch=None, progress=None):
     """The gradient averaged over `n` noisy copies of x.
 
     Args:
@@ -19,6 +28,7 @@ def smoothgrad(model, x, seed=None, *, noise=0.15, n=25, rng=None, variant="mean
       variant: "mean" (mean of g), "squared" (mean of g**2) or "vargrad" (variance of g).
       batch: most images per forward pass (the n*N copies are run in chunks); default from
         a budget of about 2**17 input elements (times K seeds) per pass.
+      progress: optional callable(done, total) called after each chunk, counting copies.
     The seed is resolved on the clean x (predicted() is the class predicted for x) and applied
     unchanged to every copy. The copies of a batch run through one pass, so the model must treat
     images independently (no BatchNorm in training mode).
@@ -64,5 +74,7 @@ def smoothgrad(model, x, seed=None, *, noise=0.15, n=25, rng=None, variant="mean
             m2 = m2 + cm2 + delta * delta * (done * m / (done + m))
             sq = sq + csq
         done += m
+        if progress is not None:
+            progress(done, n)
     amap = {"mean": mean, "squared": sq / n, "vargrad": m2 / n}[variant]
     return call.finish("smoothgrad", amap, seed, y, {"noise": noise, "n": n, "variant": variant})

@@ -7,6 +7,7 @@ batches (the images read ahead on a thread, as in `dataset.batch`); `evaluate` r
 batch, or takes the curves that ran elsewhere (`curves=`, e.g. on Dask workers), and puts them
 in the store's order. Both ways give the same numbers.
 """
+import contextlib
 from collections import namedtuple
 from dataclasses import dataclass
 
@@ -15,7 +16,9 @@ import numpy as np
 from ._core import InputError
 from .dataset import METHODS, _by_halves, _Reader, _seed, _Source
 from .evaluation import deletion_insertion, randomisation_check
-from .store import MapStore, open_store
+from .seeds import SeedError
+from .store import MapStore, StoreError, open_store
+from .store_lock import acquire
 
 # The curves of the maps to evaluate in batch `batch` of a store: `rows`, their images' indices in
 # the store; fractions (steps + 1,); deletion, insertion (len(rows), steps + 1); the areas (len(rows),).
@@ -50,8 +53,13 @@ class StoreEvaluation:
 
 def _checked(model, store, images, sign, seed):
     """(store, seed, images, usable): the store opened, the seed its maps were made with, its images
-    (`dataset._Source`) and which of its maps can be evaluated (done, without an error)."""
+    (`dataset._Source`) and which of its maps can be evaluated (done, without an error). A batch
+    marked done whose chunks are not whole is a StoreError naming it: its maps are not evaluated
+    as if they were missing, nor read as NaN."""
     store = open_store(store) if not isinstance(store, MapStore) else store
+    damaged = store.damaged
+    if damaged:
+        raise StoreError(store.damage_message(damaged))
     if len(store.map_shape) != 3:
         raise InputError(f"evaluate takes one map per image; the maps of {store.path} are "
                          f"{store.map_shape} per image (K seeds at once)")
@@ -61,10 +69,17 @@ def _checked(model, store, images, sign, seed):
         if not store.attrs.get("seed_spec"):
             raise InputError(f"the maps of {store.path} were made with seed {store.attrs.get('seed')!r}; "
                              f"pass the seed they were made with (seed=)")
-        seed = store.attrs["seed_spec"]
+        try:
+            seed = _seed(store.attrs["seed_spec"])
+        except SeedError as exc:  # not a seed this version reads: a damaged store (or a newer one)
+            raise StoreError(f"the map store {store.path} records its seed as {store.attrs['seed_spec']!r}, which "
+                             f"cannot be read ({exc}); pass the seed the maps were made with (seed=)") from None
     source = _Source(model, store.files if images is None else images)
     if len(source) != len(store):
         raise InputError(f"{len(source)} images given for the {len(store)} maps of {store.path}")
+    if tuple(store.map_shape[1:]) != tuple(source.shape[1:]):
+        raise InputError(f"the maps of {store.path} are {store.map_shape} per image, the images {source.shape}; "
+                         f"evaluate them with the model (and images) that made them")
     return store, _seed(seed), source, store.done & np.array([not e for e in store.errors], bool)
 
 
@@ -95,7 +110,13 @@ def _curves(model, store, source, usable, batches, seed, steps, sign, progress):
             a = k * batch_size
             keep = usable[a:a + len(x)] & np.array([not e for e in read_errors], bool)
             if keep.any():
-                maps = np.asarray(store.maps[a:a + len(x)], np.float64)[keep]
+                maps = np.asarray(store.batch_maps(k), np.float64)[keep]
+                bad = ~np.isfinite(maps.reshape(len(maps), -1)).all(axis=1)
+                if bad.any():
+                    name = store.files[a + np.flatnonzero(keep)[np.argmax(bad)]]
+                    raise StoreError(f"the map store {store.path} is damaged: the map of {name} (batch {k}) holds "
+                                     f"NaN or infinite values, though its batch is done without an error; make "
+                                     f"the store again (saliency batch without --resume)")
                 out.append(_batch_curves(k, np.flatnonzero(keep) + a, model, x[keep],
                                          np.abs(maps) if sign == "abs" else maps, seed, steps))
             if progress is not None:
@@ -125,7 +146,29 @@ def evaluate(model, store, *, images=None, steps=16, sample=8, sign="abs", seed=
     for a store made from an array (default: its files). Method options (gradcam's `layer=`) go
     to the check. `progress(done, total)` is called after each batch. `curves`: the
     `batch_curves` of every batch of the store, computed elsewhere, in any order (default:
-    computed here)."""
+    computed here).
+
+    The store is read under its shared lock (`store_lock`): a store a run is writing is refused
+    (StoreError naming the run), and no run replaces it meanwhile."""
+    with _reading(store) as store:
+        return _evaluate(model, store, images, steps, sample, sign, seed, progress, curves, options)
+
+
+@contextlib.contextmanager
+def _reading(store):
+    """The store (a MapStore or its path) under a shared lock for the block, unless it holds one."""
+    if not isinstance(store, MapStore):
+        with open_store(store, lock="read") as opened:
+            yield opened
+    elif store.lock is not None:
+        yield store
+    else:
+        with acquire(store.path, shared=True):
+            yield store
+
+
+def _evaluate(model, store, images, steps, sample, sign, seed, progress, curves, options):
+    """`evaluate` of an open store, under its lock."""
     store, seed, source, usable = _checked(model, store, images, sign, seed)
     if curves is None:
         curves = _curves(model, store, source, usable, range(store.batches), seed, steps, sign, progress)

@@ -40,3 +40,29 @@ def keep_freed_memory():
             mallopt.argtypes, mallopt.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int
             _done = bool(mallopt(_M_MMAP_THRESHOLD, KEEP_BYTES)) and bool(mallopt(_M_TRIM_THRESHOLD, KEEP_BYTES))
     return _done
+
+
+def available_bytes():
+    """The memory the system can give this process now without swapping (Linux's MemAvailable; the
+    free physical pages elsewhere), or None where that cannot be read."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        import os
+
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
+def format_bytes(n):
+    """A size for a message: '512 KiB', '3.4 MiB', '12.0 GiB'."""
+    for unit, scale in (("GiB", 2 ** 30), ("MiB", 2 ** 20)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{max(1, round(n / 1024))} KiB"

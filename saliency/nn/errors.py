@@ -1,4 +1,5 @@
 """The error a malformed weights file raises, and the helpers both weight readers share."""
+import itertools
 import math
 
 import numpy as np
@@ -11,9 +12,65 @@ class WeightsError(ValueError):
 
 
 def short(value, limit=60):
-    """repr(value) cut to `limit` characters, for error messages that must stay one short line."""
-    text = repr(value)
+    """repr(value) cut to `limit` characters, for error messages that must stay one short line. A
+    value too big to walk whole (a pickle can nest containers deeply or share one container a
+    million times over, which repr would print in full) is shown by `_brief`, which stops early."""
+    text = repr(value) if _small(value) else _brief(value, limit)
     return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+_SEQUENCES = (list, tuple, set, frozenset)
+_BRACKETS = {list: "[]", tuple: "()"}
+
+
+def _small(value, parts=200):
+    """Whether `value` has at most `parts` parts (containers and their items, counted as often as
+    they are reached), no string longer than 1000 characters and no int repr would refuse."""
+    todo = [value]
+    while todo:
+        parts -= 1
+        if parts < 0:
+            return False
+        item = todo.pop()
+        if isinstance(item, (str, bytes, bytearray)):
+            if len(item) > 1000:
+                return False
+        elif isinstance(item, int):
+            if item.bit_length() > 4000:   # repr refuses ints of more than 4300 digits
+                return False
+        elif isinstance(item, dict):
+            todo.extend(itertools.islice(itertools.chain.from_iterable(item.items()), parts + 1))
+        elif isinstance(item, _SEQUENCES):
+            todo.extend(itertools.islice(item, parts + 1))
+    return True
+
+
+def _brief(value, room, depth=0):
+    """A repr-like text of `value` that stops after about `room` characters or 4 levels of nesting."""
+    if isinstance(value, (str, bytes, bytearray)):
+        return repr(value[:room]) + ("..." if len(value) > room else "")
+    if isinstance(value, int) and not isinstance(value, bool):
+        return repr(value) if value.bit_length() <= 200 else f"<an int of {value.bit_length()} bits>"
+    if isinstance(value, dict):
+        opening, closing, items = "{", "}", value.items()
+    elif isinstance(value, _SEQUENCES):
+        (opening, closing), items = _BRACKETS.get(type(value), "{}"), value
+    else:
+        return repr(value) if _small(value) else f"<{type(value).__name__}>"
+    if depth >= 4:
+        return opening + "..." + closing
+    parts, used = [], 0
+    for item in items:
+        if used >= room:
+            parts.append("...")
+            break
+        if isinstance(value, dict):
+            text = f"{_brief(item[0], room - used, depth + 1)}: {_brief(item[1], room - used, depth + 1)}"
+        else:
+            text = _brief(item, room - used, depth + 1)
+        parts.append(text)
+        used += len(text) + 2
+    return opening + ", ".join(parts) + closing
 
 
 def too_big(shape, itemsize):

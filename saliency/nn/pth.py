@@ -15,21 +15,21 @@ Offset, size and stride count elements; a tensor is the strided view of its stor
 copied here to a contiguous array of its own. BFloat16 is widened to float32 (NumPy has no
 bfloat16); the device a storage was saved from is ignored.
 
-Nothing in the file runs: the pickle is read by an Unpickler whose `find_class` resolves only the
-names a state dict needs, each to a constructor of this module (a tensor becomes a record of its
-storage, offset, size and stride, turned into an array only if it belongs to the state dict that is
-returned); any other name (os.system, builtins.eval, a pickled nn.Module, ...) is refused with
-`WeightsError` before it could be called. Every size the file states is checked, with Python ints,
-against one it cannot fake before anything is allocated for it: an entry against the file's size
-(`MAX_RATIO` times it when deflated, as for `.npz`), a storage against its entry, a tensor's last
-element against its storage, and all the arrays together against `MAX_RATIO` times the file's size.
+Nothing in the file runs, and data.pkl builds no more than a state dict needs: it is read by the
+machine of pickle_machine.py, which names only what pth_pickle.py allows (a tensor becomes a
+record of its storage, offset, size and stride, turned into an array only if it belongs to the
+state dict that is returned; any other name, os.system, builtins.eval, a pickled nn.Module, ...
+is refused with `WeightsError` before it could be called), within a budget sized by the archive's
+storage entries (`PICKLE_BASE` and `PICKLE_PER_STORAGE`), which also bounds data.pkl's size. A bare
+pickle (not a zip) is told apart and refused with how to re-save it. Every size the file states
+is checked, with Python ints, against one it cannot fake before anything is allocated for it: an
+entry against the file's size (`MAX_RATIO` times it when deflated, as for `.npz`), a storage
+against its entry, a tensor's last element against its storage, and all the arrays together
+against `MAX_RATIO` times the file's size.
 """
-import collections
-import io
 import math
 import os
-import pickle
-import pickletools
+import re
 import struct
 import zipfile
 import zlib
@@ -38,212 +38,28 @@ import numpy as np
 
 from .errors import WeightsError, one_line, read_exactly, short, too_big
 from .npz import MAX_RATIO
+from .pth_pickle import SUPPORTED as _SUPPORTED
+from .pth_pickle import Bad as _Bad
+from .pth_pickle import Budget, Refused, Tensor, load_data_pkl
 
-__all__ = ["LEGACY_MAGIC", "is_torch_archive", "read_pth"]
+__all__ = ["LEGACY_MAGIC", "bare_pickle_protocol", "is_torch_archive", "read_pth"]
 
-MAX_PICKLE = 100_000_000  # torch writes a data.pkl of about 100 bytes per tensor
+# what data.pkl may build: PICKLE_BASE bytes of objects and PICKLE_PER_STORAGE more per storage entry
+# (a state dict charges 2.5-3.5 KiB per tensor: its records, key, size and stride; a view of a shared
+# storage as much, the _metadata of a module 0.8 KiB), and an opcode per _BYTES_PER_OP of them (it
+# charges 85-110 per opcode)
+PICKLE_BASE = 4 << 20
+PICKLE_PER_STORAGE = 8 << 10
+_BYTES_PER_OP = 64
 _MAX_DIMS = 32
 # the legacy (non-zip) format starts with a pickled magic number, 0x1950a86a20f9469cfc6c
 LEGACY_MAGIC = b"\x80\x02\x8a\x0a" + (0x1950A86A20F9469CFC6C).to_bytes(10, "little")
 _WRAPPERS = ("state_dict", "model", "model_state_dict", "net")
+# how a protocol 0 or 1 pickle starts: a dict or list (MARK, then DICT/LIST later; or EMPTY_DICT/LIST
+# and BINPUT 0), or the module name of a GLOBAL such as collections OrderedDict
+_OLD_PICKLE = re.compile(rb"\((?:dp|lp)0\n|[}\]]q\x00|c[\w.]+(?:\n|$)")
 _ZIP_ERRORS = (zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, EOFError, NotImplementedError,
                OverflowError, RuntimeError, ValueError, struct.error)
-# torch.save never writes these: old-style instances, extension registries,
-# out-of-band buffers and text persistent ids
-_REFUSED_OPCODES = {"INST", "OBJ", "EXT1", "EXT2", "EXT4", "NEXT_BUFFER", "READONLY_BUFFER", "PERSID"}
-
-# dtype name -> NumPy dtype code (little-endian), "bf16" for bfloat16, None for a dtype not read
-_DTYPES = {"float16": "<f2", "half": "<f2", "bfloat16": "bf16", "float32": "<f4", "float": "<f4",
-           "float64": "<f8", "double": "<f8", "int8": "i1", "int16": "<i2", "short": "<i2", "int32": "<i4",
-           "int": "<i4", "int64": "<i8", "long": "<i8", "uint8": "u1", "bool": "?", "uint16": "<u2",
-           "uint32": "<u4", "uint64": "<u8", "complex64": "<c8", "cfloat": "<c8", "complex128": "<c16",
-           "cdouble": "<c16"}
-_SUPPORTED = ", ".join(sorted({n for n in _DTYPES if any(c.isdigit() for c in n) or n == "bool"}))
-_UNREAD_DTYPES = ["complex32", "chalf", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz",
-                  "float8_e8m0fnu", "float4_e2m1fn_x2", "qint8", "quint8", "qint32", "quint4x2", "quint2x4",
-                  "bits1x8", "bits2x4", "bits4x2", "bits8", "bits16"]
-_UNREAD_DTYPES += [f"{u}int{n}" for u in ("", "u") for n in range(1, 8)]
-# storage class -> the dtype name of its elements
-_STORAGES = {"HalfStorage": "float16", "BFloat16Storage": "bfloat16", "FloatStorage": "float32",
-             "DoubleStorage": "float64", "CharStorage": "int8", "ShortStorage": "int16", "IntStorage": "int32",
-             "LongStorage": "int64", "ByteStorage": "uint8", "BoolStorage": "bool",
-             "ComplexFloatStorage": "complex64", "ComplexDoubleStorage": "complex128", "QInt8Storage": "qint8",
-             "QUInt8Storage": "quint8", "QInt32Storage": "qint32", "QUInt4x2Storage": "quint4x2",
-             "QUInt2x4Storage": "quint2x4"}
-
-
-class _Bad(Exception):
-    """A defect of the archive; `read_pth` turns it into a WeightsError naming the file."""
-
-
-class _Refused(Exception):
-    """A name or persistent id that the pickle asks for and that is not on the allow-list."""
-
-
-# ---------------------------------------------------------------------------------------------
-# What the pickle may build: read-only records (pickle's BUILD cannot change them) and plain data
-
-
-class _Record:
-    __slots__ = ()
-
-    def __init__(self, **fields):
-        for name, value in fields.items():
-            object.__setattr__(self, name, value)
-
-    def __setattr__(self, name, value):
-        raise AttributeError(f"{type(self).__name__} is read-only")
-
-
-class _DType(_Record):
-    """A torch dtype named in the pickle (e.g. GLOBAL 'torch float32')."""
-    __slots__ = ("name", "code")
-
-
-class _StorageType(_Record):
-    """A storage class named in the pickle (torch.FloatStorage, torch.storage.UntypedStorage, ...)."""
-    __slots__ = ("name", "dtype")
-
-
-class _Storage(_Record):
-    """A persistent id: `numel` elements of `dtype` in the archive's entry data/KEY."""
-    __slots__ = ("key", "dtype", "numel")
-
-
-class _Tensor(_Record):
-    """A tensor as the pickle describes it; `_array` checks every field and copies out its elements."""
-    __slots__ = ("storage", "offset", "size", "stride", "dtype", "metadata")
-
-
-class _TensorType(_Record):
-    """torch.Tensor or torch.nn.Parameter, as _rebuild_from_type_v2 names the class of a tensor."""
-    __slots__ = ("name",)
-
-
-def _rebuild_tensor_v2(storage, offset, size, stride, requires_grad=False, backward_hooks=None, metadata=None):
-    if not isinstance(storage, _Storage):
-        raise _Bad(f"a tensor's storage is {short(storage)}, not a storage of the archive")
-    return _Tensor(storage=storage, offset=offset, size=size, stride=stride, dtype=storage.dtype, metadata=metadata)
-
-
-def _rebuild_tensor_v3(storage, offset, size, stride, requires_grad, backward_hooks, dtype, metadata=None):
-    if not isinstance(storage, _Storage) or not isinstance(dtype, _DType):
-        raise _Bad(f"a tensor has the storage {short(storage)} and dtype {short(dtype)}, not a storage of the "
-                   f"archive and a torch dtype")
-    return _Tensor(storage=storage, offset=offset, size=size, stride=stride, dtype=dtype, metadata=metadata)
-
-
-def _rebuild_parameter(data, requires_grad=True, backward_hooks=None, state=None):
-    if not isinstance(data, _Tensor):
-        raise _Bad(f"a parameter holds {short(data)}, not a tensor")
-    return data
-
-
-def _rebuild_from_type_v2(func, new_type, args, state):
-    """A tensor with Python attributes (ignored here): func(*args) rebuilds the tensor itself."""
-    rebuilds = (_rebuild_tensor_v2, _rebuild_tensor_v3, _rebuild_parameter)
-    if func not in rebuilds or not isinstance(new_type, _TensorType):
-        raise _Bad(f"_rebuild_from_type_v2 was given {short(func)} and {short(new_type)}, not a tensor rebuild")
-    if not isinstance(args, tuple):
-        raise _Bad(f"_rebuild_from_type_v2 was given the arguments {short(args)}, not a tuple")
-    return func(*args)
-
-
-def _ordered_dict(items=()):
-    return collections.OrderedDict(_checked(items, (list, tuple), "OrderedDict"))
-
-
-def _device(kind, index=None):
-    if not isinstance(kind, str) or not (index is None or type(index) is int):
-        raise _Bad(f"torch.device was given {short((kind, index))}")
-    return kind if index is None else f"{kind}:{index}"
-
-
-def _size(dims=()):
-    dims = tuple(_checked(dims, (list, tuple), "torch.Size"))
-    if not all(type(d) is int for d in dims):
-        raise _Bad(f"torch.Size was given {short(dims)}, not integers")
-    return dims
-
-
-def _encode(text, encoding="utf-8"):
-    """_codecs.encode, which protocol-2 pickles use to write bytes: only from a string to latin-1."""
-    if not isinstance(text, str) or encoding not in ("latin1", "latin-1"):
-        raise _Bad(f"_codecs.encode was given {short((text, encoding))}, not a string to encode as latin1")
-    return text.encode("latin1")
-
-
-def _collection(kind):
-    def build(items=()):
-        return kind(_checked(items, (list, tuple, set, frozenset), kind.__name__))
-    return build
-
-
-def _bytearray(data=b""):
-    if not isinstance(data, (bytes, bytearray)):  # bytearray(10**12) would allocate a terabyte
-        raise _Bad(f"bytearray was given {short(data)}, not bytes")
-    return bytearray(data)
-
-
-def _complex(real=0.0, imag=0.0):
-    if not all(type(x) in (int, float) for x in (real, imag)):
-        raise _Bad(f"complex was given {short((real, imag))}, not numbers")
-    return complex(real, imag)
-
-
-def _checked(items, kinds, what):
-    if not isinstance(items, kinds):
-        raise _Bad(f"{what} was given {short(items)}, not a {kinds[0].__name__}")
-    return items
-
-
-def _allowed():
-    """module.name -> what find_class returns for it: every name a state dict's pickle uses."""
-    out = {"collections.OrderedDict": _ordered_dict,
-           "torch._utils._rebuild_tensor_v2": _rebuild_tensor_v2,
-           "torch._utils._rebuild_tensor_v3": _rebuild_tensor_v3,
-           "torch._utils._rebuild_parameter": _rebuild_parameter,
-           "torch._utils._rebuild_parameter_with_state": _rebuild_parameter,
-           "torch._tensor._rebuild_from_type_v2": _rebuild_from_type_v2,
-           "torch.Tensor": _TensorType(name="Tensor"), "torch._tensor.Tensor": _TensorType(name="Tensor"),
-           "torch.nn.parameter.Parameter": _TensorType(name="Parameter"),
-           "torch.storage.UntypedStorage": _StorageType(name="UntypedStorage", dtype=_DType(name="uint8", code="u1")),
-           "torch.UntypedStorage": _StorageType(name="UntypedStorage", dtype=_DType(name="uint8", code="u1")),
-           "torch.device": _device, "torch.Size": _size, "_codecs.encode": _encode}
-    for name, code in _DTYPES.items():
-        out[f"torch.{name}"] = _DType(name=name, code=code)
-    for name in _UNREAD_DTYPES:
-        out[f"torch.{name}"] = _DType(name=name, code=None)
-    for name, dtype in _STORAGES.items():
-        for module in ("torch", "torch.cuda"):  # files saved from a GPU before torch 2.0 name torch.cuda's
-            out[f"{module}.{name}"] = _StorageType(name=name, dtype=out[f"torch.{dtype}"])
-    for module in ("builtins", "__builtin__"):  # protocol 2 writes Python 2's name
-        out.update({f"{module}.set": _collection(set), f"{module}.frozenset": _collection(frozenset),
-                    f"{module}.bytearray": _bytearray, f"{module}.complex": _complex})
-    return out
-
-
-_ALLOWED = _allowed()
-
-
-class _Unpickler(pickle.Unpickler):
-    """Resolves only the names in _ALLOWED and only storage persistent ids; refuses the rest."""
-
-    def find_class(self, module, name):
-        found = _ALLOWED.get(f"{module}.{name}")
-        if found is None:
-            raise _Refused(f"{module}.{name}")
-        return found
-
-    def persistent_load(self, pid):
-        if not (isinstance(pid, tuple) and len(pid) == 5 and pid[0] == "storage"):
-            raise _Refused(f"the persistent id {short(pid)}")
-        _, kind, key, location, numel = pid
-        if not (isinstance(kind, _StorageType) and type(key) is str and isinstance(location, str)
-                and type(numel) is int and numel >= 0):
-            raise _Bad(f"a storage's persistent id {short(pid)} is not (\"storage\", a storage class, key, "
-                       f"location, element count)")
-        return _Storage(key=key, dtype=kind.dtype, numel=numel)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -275,22 +91,42 @@ def _top_entry(name, leaf):
     return bool(folder) and rest == leaf
 
 
+def bare_pickle_protocol(head, size):
+    """The pickle protocol of a file that is a bare pickle (pickle.dump, not torch.save's zip), judged
+    by its first bytes `head` (at least 9) and its `size`; None for any other file. It starts with
+    PROTO 2-5, or with a protocol 0/1 dict, list or GLOBAL (0 then), and is no safetensors file: the
+    8-byte header length that starts one may begin like PROTO, but it fits the file and '{' follows."""
+    if len(head) >= 9 and int.from_bytes(head[:8], "little") <= size - 8 and head[8:9] == b"{":
+        return None
+    if len(head) >= 2 and head[0] == 0x80 and 2 <= head[1] <= 5:
+        return head[1]
+    return 0 if _OLD_PICKLE.match(head) else None
+
+
 def read_pth(path):
     """{name: ndarray} from the state dict in the PyTorch checkpoint at `path`: a bare state dict, or
     one under "state_dict", "model", "model_state_dict" or "net" in a dict (its other entries are
     ignored), with DataParallel's "module." prefix removed when every key has it. WeightsError names
-    the file and the defect, or says why the file is refused (a legacy or TorchScript file, a pickle
-    that asks for anything but tensors and containers)."""
+    the file and the defect, or says why the file is refused (a legacy or TorchScript file, a bare
+    pickle, a pickle that asks for anything but tensors and containers or builds more than a state
+    dict of its storages needs)."""
     path = os.fspath(path)
     with open(path, "rb") as f:
-        if f.read(len(LEGACY_MAGIC)) == LEGACY_MAGIC:
+        head, size = f.read(len(LEGACY_MAGIC)), os.fstat(f.fileno()).st_size
+        if head == LEGACY_MAGIC:
             raise WeightsError(
                 f"{path} is a PyTorch checkpoint in the legacy format (torch.save before PyTorch 1.6, or with "
                 f"_use_new_zipfile_serialization=False), which is not read; convert it with a recent PyTorch: "
                 f"torch.save(torch.load(\"{path}\"), \"new.pth\"), or save its state dict with safetensors")
+        protocol = bare_pickle_protocol(head, size)
+        if protocol is not None:
+            raise WeightsError(
+                f"{path} is a bare pickle ({f'protocol {protocol}' if protocol else 'an old protocol'}, as "
+                f"pickle.dump writes), not a torch.save zip archive, and is not read: unpickling it could run "
+                f"code; where you trust it, re-save it: torch.save(pickle.load(open(\"{path}\", \"rb\")), "
+                f"\"new.pth\"), or save its arrays with safetensors")
         f.seek(0)
         try:
-            size = os.fstat(f.fileno()).st_size
             with zipfile.ZipFile(f) as zf:
                 return _Archive(path, f, zf, size).state_dict()
         except WeightsError:  # a refusal, worded by itself (a ValueError, like some zip errors)
@@ -326,6 +162,10 @@ class _Archive:
                        f"bytes (a zip bomb?)")
         self.budget = MAX_RATIO * max(size, 1)  # bytes the returned arrays may take in all
         self.storages = {}                      # key -> uint8 array of data/KEY
+        count = sum(name.startswith(self.prefix + "data/") for name in names)
+        memory = PICKLE_BASE + PICKLE_PER_STORAGE * count
+        self.pickle_budget = Budget(memory, memory // _BYTES_PER_OP,
+                                    f"a state dict of {count} storage{'' if count == 1 else 's'}")
 
     def state_dict(self):
         order = self._byteorder()
@@ -335,7 +175,7 @@ class _Archive:
         for key, value in chosen.items():
             if not isinstance(key, str):
                 raise _Bad(f"its state dict has the key {short(key)}, which is not a string")
-            if isinstance(value, _Tensor):
+            if isinstance(value, Tensor):
                 arrays[key] = self._array(value, key, order)
             elif type(value) in (bool, int, float) and (type(value) is not int or -2 ** 63 <= value < 2 ** 63):
                 arrays[key] = np.asarray(value)  # e.g. num_batches_tracked saved as a Python int
@@ -353,23 +193,15 @@ class _Archive:
         return "<" if text == "little" else ">"
 
     def _unpickle(self):
-        data = bytes(self._entry(self.prefix + "data.pkl", limit=MAX_PICKLE))
-        try:  # check every opcode and length before anything is built
-            for count, (op, arg, _) in enumerate(pickletools.genops(data)):
-                if op.name in _REFUSED_OPCODES:
-                    raise _Bad(f"its data.pkl uses the pickle opcode {op.name}, which torch.save does not write")
-                if op.name in ("PUT", "BINPUT", "LONG_BINPUT") and arg > count:  # the memo grows to the index
-                    raise _Bad(f"its data.pkl stores memo entry {arg} after {count} opcodes; a pickler numbers "
-                               f"them in order")
-        except _Bad:
-            raise
-        except Exception as exc:  # noqa: BLE001 -- any defect of the bytes, described in one line
-            raise _Bad(f"its data.pkl is not a valid pickle ({one_line(exc)})") from None
+        name, budget = self.prefix + "data.pkl", self.pickle_budget
+        if self.infos[name].file_size > budget.memory:
+            raise _Bad(f"its data.pkl claims {self.infos[name].file_size} bytes, more than {budget.needs} needs "
+                       f"(at most {budget.memory})")
         try:
-            return _Unpickler(io.BytesIO(data)).load()
+            return load_data_pkl(bytes(self._entry(name)), budget)
         except _Bad:
             raise
-        except _Refused as exc:
+        except Refused as exc:
             raise WeightsError(_refusal(self.path, str(exc))) from None
         except Exception as exc:  # noqa: BLE001 -- a malformed pickle can raise anything; nothing of it ran
             raise _Bad(f"its data.pkl is not a state dict torch.save writes ({type(exc).__name__}: "
@@ -489,7 +321,7 @@ class _Archive:
 
 
 def _holds_tensors(obj):
-    return isinstance(obj, dict) and any(isinstance(v, _Tensor) for v in obj.values())
+    return isinstance(obj, dict) and any(isinstance(v, Tensor) for v in obj.values())
 
 
 def _choose(obj):
@@ -501,7 +333,7 @@ def _choose(obj):
         if not obj or _holds_tensors(obj):
             return obj
         what = f"a dict without tensors (keys {short(list(obj)[:8])})"
-    elif isinstance(obj, _Tensor):
+    elif isinstance(obj, Tensor):
         what = "a single tensor"
     else:
         what = f"a {type(obj).__name__}"

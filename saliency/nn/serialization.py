@@ -7,9 +7,12 @@ A safetensors file is: 8 bytes, the header length N as a little-endian uint64; N
 overlaps (offsets are relative to its start), little-endian.
 
 Reading trusts no length field: every declared size is checked, with Python ints, against the
-file's real size before anything is allocated for it, and a malformed file of either kind raises
-`WeightsError` (a ValueError), one sentence naming the file and the defect.
+file's real size before anything is allocated for it; the JSON header is counted before it is
+parsed, so that parsing builds no more than its tensors need (`_bound_header`); and a malformed
+file of either kind raises `WeightsError` (a ValueError), one sentence naming the file and the
+defect.
 """
+import enum
 import json
 import math
 import os
@@ -22,10 +25,10 @@ from .._write import atomic_open, atomic_path
 from ..autograd.tensor import Tensor
 from .errors import WeightsError, one_line, read_exactly, short, too_big
 from .npz import finish, read_npz
-from .pth import LEGACY_MAGIC, is_torch_archive, read_pth
+from .pth import LEGACY_MAGIC, bare_pickle_protocol, is_torch_archive, read_pth
 
-__all__ = ["WeightsError", "load", "load_safetensors", "parse_safetensors", "safetensors_bytes", "save",
-           "save_safetensors"]
+__all__ = ["Format", "WeightsError", "file_format", "load", "load_safetensors", "parse_safetensors",
+           "safetensors_bytes", "save", "save_safetensors"]
 
 # safetensors dtype -> NumPy dtype (little-endian); BF16 is widened to float32 on reading
 _DTYPES = {"F64": "<f8", "F32": "<f4", "F16": "<f2", "BF16": "<u2", "I64": "<i8", "I32": "<i4", "I16": "<i2",
@@ -35,6 +38,15 @@ _CODES = {np.dtype(v): k for k, v in _DTYPES.items() if k != "BF16"}
 _WRITE_ORDER = ["BOOL", "U8", "I8", "I16", "U16", "F16", "BF16", "I32", "U32", "F32", "F64", "I64", "U64"]
 _MAX_HEADER = 100_000_000
 _MAX_DIMS = 32
+# parsing the header may build _PARSE_BASE bytes of objects and _PARSE_PER_TENSOR more per tensor entry
+# (an entry takes 1.5-3.5 KiB: its dict, key, dtype, shape and offsets), costed per JSON object, list,
+# pair, comma and string as json.loads builds them at most (a dict, a list, a key's dict slot and
+# (key, value) tuple, an item's slot and number, a str); at most _MAX_EMPTY tensors without elements
+_PARSE_BASE = 4 << 20
+_PARSE_PER_TENSOR = 4 << 10
+_COSTS = (400, 100, 200, 48, 56)
+_MAX_EMPTY = 1024
+_NOT_JSON_SYNTAX = bytes(b for b in range(256) if b not in b'"{}[]:,')
 
 
 def _arrays(obj):
@@ -64,17 +76,37 @@ def save(obj, path, compressed=False):
                 np.lib.format.write_array(f, arr, allow_pickle=False)
 
 
-def load(path):
-    """{name: ndarray} from an `.npz` file, a `.safetensors` file or a PyTorch checkpoint written by
-    `torch.save` (recognised by content: a zip with a PREFIX/data.pkl entry is PyTorch's, any other
-    zip `.npz`); WeightsError (a ValueError) names the file and what is wrong if it is malformed."""
+class Format(enum.Enum):
+    """What a weights file is, judged by its content (`file_format`); each value says it in words."""
+    NPZ = "an .npz archive"
+    PTH = "a PyTorch checkpoint"  # torch.save's zip (or its legacy format, which is refused)
+    PICKLE = "a bare pickle"      # pickle.dump's, refused: it could run code
+    SAFETENSORS = "a safetensors file"
+
+
+def file_format(path):
+    """The `Format` of the file at `path`, from its first bytes: a zip with a PREFIX/data.pkl entry is
+    PyTorch's and any other zip `.npz`; PyTorch's legacy magic, or a bare pickle; else safetensors."""
     path = os.fspath(path)
     with open(path, "rb") as f:
-        magic = f.read(len(LEGACY_MAGIC))
-    if magic[:4] in (b"PK\x03\x04", b"PK\x05\x06") or (not magic and path.endswith(".npz")):
-        return read_pth(path) if magic and is_torch_archive(path) else read_npz(path)
-    if magic == LEGACY_MAGIC:
-        return read_pth(path)  # the legacy PyTorch format: a WeightsError that says how to convert it
+        head, size = f.read(len(LEGACY_MAGIC)), os.fstat(f.fileno()).st_size
+    if head[:4] in (b"PK\x03\x04", b"PK\x05\x06") or (not head and path.endswith(".npz")):
+        return Format.PTH if head and is_torch_archive(path) else Format.NPZ
+    if head == LEGACY_MAGIC:
+        return Format.PTH
+    return Format.SAFETENSORS if bare_pickle_protocol(head, size) is None else Format.PICKLE
+
+
+def load(path):
+    """{name: ndarray} from an `.npz` file, a `.safetensors` file or a PyTorch checkpoint written by
+    `torch.save`, recognised by content (`file_format`); WeightsError (a ValueError) names the file
+    and what is wrong if it is malformed, or why it is refused (a legacy checkpoint or a bare pickle:
+    how to re-save it)."""
+    kind = file_format(path)
+    if kind is Format.NPZ:
+        return read_npz(path)
+    if kind in (Format.PTH, Format.PICKLE):
+        return read_pth(path)
     return load_safetensors(path)
 
 
@@ -132,6 +164,7 @@ def _header_length(head, size, bad):
 def _header(text, data_size, bad):
     """([(key, dtype code, shape, begin, end)], metadata) from the JSON header; every entry is
     checked, with Python ints, against the `data_size` bytes that follow the header."""
+    _bound_header(text, data_size, bad)
     try:
         header = json.loads(text.decode("utf-8"), object_pairs_hook=_no_duplicates)
     except (ValueError, KeyError, RecursionError) as exc:  # UnicodeDecodeError, JSONDecodeError are ValueErrors
@@ -157,6 +190,50 @@ def _header(text, data_size, bad):
         entries.append((key, code, shape, begin, end))
     _check_coverage([(begin, end, key) for key, _, _, begin, end in entries], data_size, bad)
     return entries, metadata
+
+
+def _bound_header(text, data_size, bad):
+    """WeightsError, before the JSON header `text` is parsed, if parsing it would build more than the
+    tensors it can describe need. json.loads builds up to ~40 bytes of objects per byte of JSON
+    (`[[],[],...]`, `{"a":{},...}`), so the header's objects, lists, pairs, commas and strings are
+    counted first (`_json_counts`), and refused are: more objects than one per byte of the data
+    buffer (a tensor with elements takes at least one) and `_MAX_EMPTY` more, and a cost
+    (`_COSTS`) over `_PARSE_BASE` and `_PARSE_PER_TENSOR` per object. Parsing then takes at most
+    that cost and its strings' characters (1-4 bytes each), besides the header."""
+    counts = _json_counts(text)
+    tensors = counts[0] - 1  # objects below the top one: tensor entries, and __metadata__
+    if tensors > data_size + _MAX_EMPTY + 1:
+        raise bad(f"the header describes {tensors} tensors (JSON objects) but the data buffer of {data_size} bytes "
+                  f"holds at most {data_size} that have elements, and more than {_MAX_EMPTY} empty ones are not "
+                  f"read; it is not parsed")
+    cost = sum(n * c for n, c in zip(counts, _COSTS))
+    limit = _PARSE_BASE + _PARSE_PER_TENSOR * max(tensors, 0)
+    if cost > limit:
+        what = ", ".join(f"{n} {name}" for n, name in zip(counts, ("objects", "lists", "pairs", "commas", "strings")))
+        entries = f"{max(tensors, 0)} tensor entr{'y' if tensors == 1 else 'ies'}"
+        raise bad(f"parsing the {len(text)}-byte header ({what}) would build about {cost} bytes of objects, more "
+                  f"than {entries} need (at most {limit}); it is not parsed")
+
+
+def _json_counts(text):
+    """(objects, lists, pairs, commas, strings) in the JSON bytes `text`, not counting the brackets,
+    colons and commas inside its strings; in C-speed passes that take at most twice the text's size
+    and a few MiB."""
+    if b"\\" in text:  # escaped backslashes, then escaped quotes: each quote left delimits a string
+        text = text.replace(b"\\\\", b"__").replace(b'\\"', b"__")
+    codes = np.frombuffer(text.translate(None, _NOT_JSON_SYNTAX), np.uint8)  # quotes, brackets, : and ,
+    totals, inside = dict.fromkeys(b"{[:,", 0), 0
+    for start in range(0, len(codes), 1 << 20):
+        chunk = codes[start:start + (1 << 20)]
+        quotes = chunk == ord('"')
+        outside = np.cumsum(quotes, dtype=np.uint8)  # wraps, keeping its parity: odd inside a string
+        outside += inside
+        outside &= 1
+        inside = int(outside[-1])
+        outside = (outside == 0) & ~quotes
+        for char in totals:
+            totals[char] += int(np.count_nonzero((chunk == char) & outside))
+    return (*totals.values(), int(np.count_nonzero(codes == ord('"'))) // 2)
 
 
 def _tensor(buf, code, shape):

@@ -22,7 +22,7 @@ with a colour bar labelled with that unit, optionally over the image. Errors are
 """
 from .curves import deletion_insertion_figure
 from .errors import ImageError, VizError
-from .figures import channel_panels, default_title, grid, heatmap_figure, panels, render
+from .figures import channel_panels, default_title, grid, heatmap_figure, panels, png_bytes, render
 from .files import load_image, save
 from .heatmap import colorize, get_cmap, heatmap, overlay, resize_values, to_rgb
 from .normalize import (
@@ -33,12 +33,16 @@ from .normalize import (
     reduce_channels,
     signed_values,
 )
+from .result import attribution_figure, plot_attribution
+from .style import Style
 from .values import value_panels
 
 __all__ = [
     "ImageError",
+    "Style",
     "VizError",
     "apply_sign",
+    "attribution_figure",
     "channel_panels",
     "colorize",
     "common_scale",
@@ -53,6 +57,8 @@ __all__ = [
     "normalize_with_scale",
     "overlay",
     "panels",
+    "plot_attribution",
+    "png_bytes",
     "reduce_channels",
     "render",
     "resize_values",

@@ -6,4 +6,6 @@ class VizError(ValueError):
 
 
 class ImageError(VizError):
-    """An image file that is missing or cannot be decoded."""
+    """An image that cannot be read: a path that names no regular file (nothing, a folder, a FIFO, a
+    device, a symbolic link loop), a format load_image does not read (EPS, PDF, ...), or a file that
+    cannot be decoded (damaged, rows too long for Pillow, too large for the memory)."""

@@ -4,6 +4,7 @@ Only the object-oriented API is used (Figure + the Agg canvas), never pyplot, so
 headless and leaves matplotlib's global state alone. Colour bars are labelled in the units of
 the map: 0..vmax for abs/positive/negative (negative shows magnitudes), -vmax..vmax for "all".
 """
+import io
 import numbers
 
 import numpy as np
@@ -279,3 +280,11 @@ def render(fig):
     canvas = FigureCanvasAgg(fig)
     canvas.draw()
     return np.asarray(canvas.buffer_rgba())[..., :3].copy()
+
+
+def png_bytes(fig, dpi=100):
+    """The bytes of a PNG of a Figure (what a notebook shows for `_repr_png_`)."""
+    buffer = io.BytesIO()
+    FigureCanvasAgg(fig)
+    fig.savefig(buffer, format="png", dpi=dpi)
+    return buffer.getvalue()

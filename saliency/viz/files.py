@@ -1,7 +1,10 @@
-"""Image files in (load_image: PNG/JPEG -> float (C, H, W)) and pictures out (save: PNG)."""
+"""Image files in (load_image: PNG, JPEG, ... raster files -> float (C, H, W)) and pictures out (save: PNG)."""
 import contextlib
+import errno
 import numbers
+import os
 import re
+import stat
 import warnings
 from pathlib import Path
 
@@ -13,6 +16,13 @@ from .._write import atomic_path
 from .errors import ImageError, VizError
 
 FIGURE_SUFFIXES = (".png", ".pdf", ".svg")
+# The formats load_image decodes (Pillow's names) and their suffixes: raster formats only. The rest, vector and
+# document formats among them (Pillow hands EPS to Ghostscript, an external program), are refused whatever the name.
+IMAGE_FORMATS = {"PNG": (".png", ".apng"), "JPEG": (".jpg", ".jpeg", ".jpe", ".jfif", ".mpo"), "GIF": (".gif",),
+                 "BMP": (".bmp",), "TIFF": (".tif", ".tiff"), "WEBP": (".webp",),
+                 "PPM": (".ppm", ".pgm", ".pbm", ".pnm", ".pfm")}
+IMAGE_SUFFIXES = frozenset(suffix for suffixes in IMAGE_FORMATS.values() for suffix in suffixes)
+_FORMATS_READ = f"{', '.join(list(IMAGE_FORMATS)[:-1])} or {list(IMAGE_FORMATS)[-1]}"
 _SIXTEEN_BIT = ("I;16", "I;16L", "I;16B", "I;16N", "I")
 _LUMA = np.array([0.299, 0.587, 0.114], dtype=np.float32)  # ITU-R 601, as Pillow's "L"
 
@@ -21,8 +31,16 @@ _LUMA = np.array([0.299, 0.587, 0.114], dtype=np.float32)  # ITU-R 601, as Pillo
 _UPRIGHT = {2: Image.Transpose.FLIP_LEFT_RIGHT, 3: Image.Transpose.ROTATE_180, 4: Image.Transpose.FLIP_TOP_BOTTOM,
             5: Image.Transpose.TRANSPOSE, 6: Image.Transpose.ROTATE_270, 7: Image.Transpose.TRANSVERSE,
             8: Image.Transpose.ROTATE_90}
-_STRIP_BYTES = 1 << 22  # float32 bytes of one strip of rows converted at a time
+_STRIP_BYTES = 1 << 22  # float32 bytes of one tile of pixels converted at a time
 _BOMB = re.compile(r"\((\d+) pixels\) exceeds limit of (\d+) pixels")
+_ROW_BITS = 2**31 - 1   # Pillow's decoders refuse a row of more than INT_MAX // bits - 7 pixels
+_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"),
+          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
+
+
+def _kind(mode):
+    """What a file of st_mode `mode` that is not a regular file is, worded to follow its name."""
+    return f"is {next((kind for test, kind in _KINDS if test(mode)), 'a special file')}, not an image file"
 
 
 def _name(path):
@@ -30,39 +48,98 @@ def _name(path):
     return path if isinstance(path, Path) else getattr(path, "name", "<file object>")
 
 
-def _stated_size(path):
-    """(width, height) that the header of the image at `path` states, found the way Image.open
-    finds the file's format but without Pillow's pixel limit (only the header is read); None when
-    no format reads it."""
+def file_problem(path):
+    """What keeps `path` from being read as an image file, worded to follow it ("is a FIFO (named
+    pipe), not an image file", "is a symbolic link loop", "does not exist"), or None for a regular
+    file (or a symbolic link to one) that this process may read. Only os.stat looks at it: nothing
+    is opened, so a FIFO or a device is never touched."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "is a symbolic link loop (too many levels of symbolic links)"
+        if exc.errno == errno.ENOENT and os.path.islink(path):
+            return f"is a symbolic link to '{os.readlink(path)}', which does not exist"
+        if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+            return "does not exist"
+        return f"cannot be looked at: {(exc.strerror or str(exc)).lower()}"  # e.g. permission denied on a folder
+    except ValueError:
+        return "does not exist (a file name cannot hold a NUL character)"
+    if not stat.S_ISREG(mode):
+        return _kind(mode)
+    return None if os.access(path, os.R_OK) else "cannot be read: permission denied"
+
+
+def _open_file(path):
+    """The regular file at `path` opened for binary reading, or ImageError saying what is there. It is
+    opened with O_NONBLOCK (a FIFO swapped in after os.stat looked does not block; a regular file
+    reads as ever) and checked again."""
+    problem = file_problem(path)
+    if problem:
+        raise ImageError(f"cannot read image '{path}': it {problem}")
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        raise ImageError(f"cannot read image '{path}': {(exc.strerror or str(exc)).lower()}") from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise ImageError(f"cannot read image '{path}': it {_kind(mode)}")
+    return open(fd, "rb")
+
+
+def _unread_format(fp):
+    """The message for a file `fp` that none of IMAGE_FORMATS opens: the format its first bytes say,
+    by Pillow's signature checks alone (no decoder of another format runs; a short signature may
+    match a file of another format, hence "say"), or that it is no image file at all."""
     Image.init()
-    with contextlib.ExitStack() as stack:
-        fp = stack.enter_context(open(path, "rb")) if isinstance(path, Path) else path
+    with contextlib.suppress(OSError, ValueError):  # a file object that cannot seek: no format named
         fp.seek(0)
         prefix = fp.read(16)
         for fmt in Image.ID:
-            factory, accept = Image.OPEN[fmt]
-            accepted = not accept or accept(prefix)
-            if not accepted or isinstance(accepted, str):
-                continue
-            try:
-                fp.seek(0)
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")
-                    return factory(fp, getattr(fp, "name", "")).size
-            except Exception:  # this format does not read it (or checks the pixel limit itself)
-                continue
+            with contextlib.suppress(Exception):  # a signature check that fails on these bytes
+                factory, accept = Image.OPEN[fmt]
+                said = accept is not None and accept(prefix)
+                if said and not isinstance(said, str):
+                    what = getattr(factory, "format_description", None) or fmt
+                    return (f"its {fmt} header cannot be read (a damaged file?)" if fmt in IMAGE_FORMATS else
+                            f"its first bytes say {fmt}{'' if what == fmt else f' ({what})'}, not a raster image "
+                            f"format this tool reads ({_FORMATS_READ})")
+    return f"not an image file in a format this tool reads ({_FORMATS_READ})"
+
+
+def _stated_size(fp):
+    """(width, height) that the header of the image in the open file `fp` states, found the way
+    Image.open finds the file's format among IMAGE_FORMATS but without Pillow's pixel limit (only
+    the header is read); None when no format reads it."""
+    Image.init()
+    fp.seek(0)
+    prefix = fp.read(16)
+    for fmt in IMAGE_FORMATS:
+        factory, accept = Image.OPEN[fmt]
+        accepted = not accept or accept(prefix)
+        if not accepted or isinstance(accepted, str):
+            continue
+        try:
+            fp.seek(0)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                return factory(fp, "").size
+        except Exception:  # this format does not read it (or checks the pixel limit itself)
+            continue
     return None
 
 
-def _bomb(path, exc):
-    """The ImageError for Pillow's DecompressionBombError `exc` on the image at `path`: its width
-    and height, its pixels, the limit and how to raise it."""
+def _bomb(path, fp, exc):
+    """The ImageError for Pillow's DecompressionBombError `exc` on the image at `path` (open as
+    `fp`): its width and height, its pixels, the limit and how to raise it."""
     found = _BOMB.search(str(exc))
     if not found:
         return ImageError(f"cannot read image '{_name(path)}': {exc} (raise PIL.Image.MAX_IMAGE_PIXELS for an "
                           "image you trust, or make the image smaller first)")
     try:
-        stated = _stated_size(path)
+        stated = _stated_size(fp)
     except (OSError, ValueError):
         stated = None
     dims = f"{stated[0]}x{stated[1]} = " if stated and stated[0] * stated[1] == int(found[1]) else ""
@@ -71,31 +148,52 @@ def _bomb(path, exc):
                       "PIL.Image.MAX_IMAGE_PIXELS; raise it for an image you trust, or make the image smaller first)")
 
 
+def _check_rows(path, img):
+    """ImageError when a row of a tile of `img` is longer than Pillow's decoders take: they keep a row
+    in a buffer of at most 2**31 - 1 bits and raise an empty MemoryError for a longer one. The bits a
+    pixel takes in the tile's raw mode (48 for a 16-bit RGB PNG's "RGB;16B") are found by asking
+    Pillow to unpack 8 pixels: it takes `bits` bytes."""
+    for tile in img.tile:
+        width = (tile.extents[2] - tile.extents[0]) if tile.extents else img.size[0]
+        rawmode = tile.args if isinstance(tile.args, str) else (tile.args or (None,))[0]
+        if width <= _ROW_BITS // 128 - 7 or not isinstance(rawmode, str):  # fits, whatever its raw mode
+            continue
+        for bits in range(1, 129):
+            try:
+                Image.frombytes(img.mode, (8, 1), bytes(bits), "raw", rawmode)
+            except ValueError:  # too few bytes, or a raw mode Pillow does not unpack
+                continue
+            if width > _ROW_BITS // bits - 7:
+                raise ImageError(f"cannot read image '{_name(path)}': its rows of {width:,} pixels are longer than "
+                                 f"Pillow's decoders take (at most {_ROW_BITS // bits - 7:,} pixels of {bits} bits: "
+                                 "2**31 bits a row); make the image narrower first")
+            break
+
+
 @contextlib.contextmanager
 def _opened(path):
     """The Pillow image at `path` (a Path or an open binary file), not yet decoded, and a note when
-    it is larger than Pillow's MAX_IMAGE_PIXELS (which Pillow would print as a warning)."""
-    if isinstance(path, Path) and not path.exists():
-        raise ImageError(f"cannot read image '{path}': no such file")
-    if isinstance(path, Path) and path.is_dir():
-        raise ImageError(f"cannot read image '{path}': it is a folder, not an image file")
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
-            img = Image.open(path)
-    except UnidentifiedImageError:
-        raise ImageError(f"cannot read image '{_name(path)}': not an image file Pillow can decode "
-                         "(use PNG or JPEG)") from None
-    except Image.DecompressionBombError as exc:
-        raise _bomb(path, exc) from None
-    except (OSError, ValueError) as exc:
-        raise ImageError(f"cannot read image '{_name(path)}': {exc}") from None
-    width, height = img.size
-    limit = Image.MAX_IMAGE_PIXELS
-    note = (f"a very large image ({width}x{height} = {width * height:,} pixels, over Pillow's MAX_IMAGE_PIXELS)"
-            if limit and width * height > limit else None)
-    with img:
-        yield img, note
+    it is larger than Pillow's MAX_IMAGE_PIXELS (which Pillow would print as a warning). Only
+    IMAGE_FORMATS are opened; a Path must name a regular file (a FIFO or a device is never opened)."""
+    with contextlib.ExitStack() as stack:
+        fp = stack.enter_context(_open_file(path)) if isinstance(path, Path) else path
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+                img = Image.open(fp, formats=list(IMAGE_FORMATS))
+        except UnidentifiedImageError:
+            raise ImageError(f"cannot read image '{_name(path)}': {_unread_format(fp)}") from None
+        except Image.DecompressionBombError as exc:
+            raise _bomb(path, fp, exc) from None
+        except (OSError, ValueError) as exc:
+            raise ImageError(f"cannot read image '{_name(path)}': {exc}") from None
+        stack.enter_context(img)
+        _check_rows(path, img)
+        width, height = img.size
+        limit = Image.MAX_IMAGE_PIXELS
+        note = (f"a very large image ({width}x{height} = {width * height:,} pixels, over Pillow's MAX_IMAGE_PIXELS)"
+                if limit and width * height > limit else None)
+        yield img, note, fp
 
 
 def _working_mode(img):
@@ -132,68 +230,71 @@ def _pixels(img):
     return arr, None
 
 
-def _shrunk(strip, factor):
-    """(`strip` with each `factor` x `factor` block averaged by Pillow's Image.reduce in an integer
-    mode, whether any of its pixels is not opaque), or None for modes "F" and "I", which are
-    averaged as floats. Colour is multiplied by alpha before it is averaged ("RGBA" -> "RGBa"), so a
-    transparent pixel adds no colour to its block, and the result stays premultiplied (Pillow's
-    reduce of "RGBA" divides it back in 8 bits, which rounds colour where alpha is small); 16-bit
-    images are averaged as 32-bit "I"."""
-    if strip.mode in ("F", "I"):                # clipped (and checked) per pixel before averaging
+def _shrunk(tile, factor):
+    """(`tile` with each block of `factor` = (across, down) pixels averaged by Pillow's Image.reduce
+    in an integer mode, whether any of its pixels is not opaque), or None for modes "F" and "I",
+    which are averaged as floats. Colour is multiplied by alpha before it is averaged ("RGBA" ->
+    "RGBa"), so a transparent pixel adds no colour to its block, and the result stays premultiplied
+    (Pillow's reduce of "RGBA" divides it back in 8 bits, which rounds colour where alpha is small);
+    16-bit images are averaged as 32-bit "I"."""
+    if tile.mode in ("F", "I"):                 # clipped (and checked) per pixel before averaging
         return None
-    if strip.mode in _SIXTEEN_BIT:
-        return strip.convert("I").reduce(factor), False
-    if strip.mode != _working_mode(strip):
-        strip = strip.convert(_working_mode(strip))
-    clear = strip.mode in ("LA", "La", "RGBA", "RGBa") and strip.getextrema()[-1][0] < 255
-    if clear and strip.mode in ("LA", "RGBA"):
-        strip = strip.convert(strip.mode[:-1] + "a")
-    return strip.reduce(factor), clear
+    if tile.mode in _SIXTEEN_BIT:
+        return tile.convert("I").reduce(factor), False
+    if tile.mode != _working_mode(tile):
+        tile = tile.convert(_working_mode(tile))
+    clear = tile.mode in ("LA", "La", "RGBA", "RGBa") and tile.getextrema()[-1][0] < 255
+    if clear and tile.mode in ("LA", "RGBA"):
+        tile = tile.convert(tile.mode[:-1] + "a")
+    return tile.reduce(factor), clear
 
 
 def _box_means(arr, factor):
-    """Means of the `factor` x `factor` blocks of (h, w, C) `arr` (partial blocks at the bottom and
-    right edges averaged over the pixels they have). Rows are summed, then columns: each sum has at
-    most `factor` terms, so float32 keeps about six digits."""
-    if factor == 1:
+    """Means of the blocks of `factor` = (across, down) pixels of (h, w, C) `arr` (partial blocks at
+    the bottom and right edges averaged over the pixels they have). Rows are summed, then columns:
+    each sum has at most one block side of terms, so float32 keeps about six digits."""
+    if factor == (1, 1):
         return arr
-    h, w = arr.shape[:2]
-    rows, cols = np.arange(0, h, factor), np.arange(0, w, factor)
+    (h, w), (fx, fy) = arr.shape[:2], factor
+    rows, cols = np.arange(0, h, fy), np.arange(0, w, fx)
     sums = np.add.reduceat(np.add.reduceat(arr, rows, axis=0), cols, axis=1)
-    counts = np.minimum(factor, h - rows)[:, None] * np.minimum(factor, w - cols)[None, :]
+    counts = np.minimum(fy, h - rows)[:, None] * np.minimum(fx, w - cols)[None, :]
     return sums / counts[..., None].astype(np.float32)
 
 
 def _decoded(img, factor):
-    """(float32 (H', W', C) of the decoded `img` composited on white, each `factor` x `factor` block
-    averaged; what was found: {"transparent": bool, "outside": values of a float image outside
-    [0, 1], "bad": its NaN and infinite values}).
+    """(float32 (H', W', C) of the decoded `img` composited on white, each block of `factor` =
+    (across, down) pixels averaged; what was found: {"transparent": bool, "outside": values of a
+    float image outside [0, 1], "bad": its NaN and infinite values}).
 
-    The image is taken a strip of rows at a time; with `factor` > 1 each strip is shrunk in its own
-    8- or 16-bit mode (`_shrunk`) before it becomes floats, so the extra memory is one strip in
-    its own mode and the shrunk result. Modes "F" and "I" are converted to floats a strip at a time
-    and then averaged."""
-    width, height = img.size
+    The image is taken a tile of whole blocks at a time (whole rows unless a row is very long), each
+    shrunk in its own 8- or 16-bit mode (`_shrunk`) before it becomes floats, so the extra memory is
+    one tile in its own mode and the shrunk result; modes "F" and "I" become floats, then averaged."""
+    (width, height), (fx, fy) = img.size, factor
     bands = 4 if len(_working_mode(img)) >= 3 else 2
-    rows = max(factor, _STRIP_BYTES // (4 * bands * max(width, 1)) // factor * factor)
+    budget = _STRIP_BYTES // (4 * bands)       # pixels of one tile
+    cols = min(width, max(fx, budget // fy // fx * fx))
+    rows = max(fy, budget // cols // fy * fy)
     out, found = None, {"transparent": False, "outside": 0, "bad": 0}
     for top in range(0, height, rows):
-        strip = img if top == 0 and rows >= height else img.crop((0, top, width, min(height, top + rows)))
-        shrunk = _shrunk(strip, factor) if factor > 1 else None
-        arr, alpha = _pixels(shrunk[0] if shrunk else strip)
-        if img.mode == "F":
-            finite = np.isfinite(arr)
-            found["bad"] += int(arr.size - np.count_nonzero(finite))
-            found["outside"] += int(np.count_nonzero(finite & ((arr < 0.0) | (arr > 1.0))))
-            arr = np.clip(np.where(finite, arr, 0.0), 0.0, 1.0)
-        if alpha is not None and (shrunk[1] if shrunk else alpha.min() < 1.0):
-            arr = arr * alpha[..., None] + (1.0 - alpha[..., None])
-            found["transparent"] = True
-        if not shrunk:
-            arr = _box_means(arr, factor)
-        if out is None:  # filled strip by strip, so the float image is never held twice
-            out = np.empty((-(-height // factor), -(-width // factor), arr.shape[-1]), np.float32)
-        out[top // factor:top // factor + arr.shape[0]] = arr
+        for left in range(0, width, cols):
+            whole = rows >= height and cols >= width
+            tile = img if whole else img.crop((left, top, min(width, left + cols), min(height, top + rows)))
+            shrunk = _shrunk(tile, factor) if factor != (1, 1) else None
+            arr, alpha = _pixels(shrunk[0] if shrunk else tile)
+            if img.mode == "F":
+                finite = np.isfinite(arr)
+                found["bad"] += int(arr.size - np.count_nonzero(finite))
+                found["outside"] += int(np.count_nonzero(finite & ((arr < 0.0) | (arr > 1.0))))
+                arr = np.clip(np.where(finite, arr, 0.0), 0.0, 1.0)
+            if alpha is not None and (shrunk[1] if shrunk else alpha.min() < 1.0):
+                arr = arr * alpha[..., None] + (1.0 - alpha[..., None])
+                found["transparent"] = True
+            if not shrunk:
+                arr = _box_means(arr, factor)
+            if out is None:  # filled tile by tile, so the float image is never held twice
+                out = np.empty((-(-height // fy), -(-width // fx), arr.shape[-1]), np.float32)
+            out[top // fy:top // fy + arr.shape[0], left // fx:left // fx + arr.shape[1]] = arr
     return out, found
 
 
@@ -206,8 +307,11 @@ def _check_size(size):
 
 
 def load_image(path, size=None, channels=3):
-    """(float32 (channels, H, W) in [0, 1], note) read from a PNG, JPEG or other file Pillow decodes
-    (`path`: a path, or a binary file object).
+    """(float32 (channels, H, W) in [0, 1], note) read from a raster image file (`path`: a path, or
+    a binary file object) in one of IMAGE_FORMATS: PNG, JPEG, GIF, BMP, TIFF, WEBP or PPM (with PGM
+    and PBM), whatever its name; any other format (EPS, PDF, ...) is an ImageError naming it, and so
+    is a path that is not a regular file (a FIFO, a device, a socket, a symbolic link loop), which is
+    never opened.
 
     Grey, RGB, RGBA, palette, 1-bit and 16-bit images are accepted (16-bit keeps its precision); a
     32-bit float image is taken as values in [0, 1] and refused if it holds NaN or infinite values.
@@ -217,20 +321,30 @@ def load_image(path, size=None, channels=3):
     e.g. "resized 640x480 -> 64x64" (width x height), joined by "; ", or is None when the pixels
     were used as they are.
 
-    Memory: an image at least four times `size` is shrunk while it is decoded (a JPEG by its
-    decoder's 1/2, 1/4 or 1/8 scaling, then any image by averaging blocks of pixels in its own 8- or
-    16-bit mode, a strip of rows at a time) to between two and four times `size` before the final
-    bilinear resize, so reading it takes about its decoded size in Pillow's memory, not a float copy
-    of it. Pillow's guard against decompression bombs is kept as it is set: an image of more than
-    twice `PIL.Image.MAX_IMAGE_PIXELS` pixels (by default 178,956,970) is refused with an ImageError
-    naming its width x height, and one over it (by default, e.g. 12000x12000) is read with a note;
-    raise `PIL.Image.MAX_IMAGE_PIXELS`, or set it to None, to read larger images you trust.
+    Memory: an image at least four times `size` on a side is shrunk while it is decoded (a JPEG by
+    its decoder's 1/2, 1/4 or 1/8 scaling, then any image by averaging blocks of pixels in its own
+    8- or 16-bit mode, a tile at a time) to between two and four times `size` on each side before
+    the final bilinear resize, so reading it takes about its decoded size in Pillow's memory, not a
+    float copy of it. Pillow's guard against decompression bombs is kept as it is set: an image of
+    more than twice `PIL.Image.MAX_IMAGE_PIXELS` pixels (by default 178,956,970) is an ImageError
+    naming its width x height, one over it (e.g. 12000x12000) is read with a note; raise the limit,
+    or set it to None, to read larger images you trust. Rows too long for Pillow's decoders (over
+    2**31 bits, e.g. 89,478,479 RGB pixels) and running out of memory are ImageErrors too.
     """
     if channels not in (1, 3) or isinstance(channels, bool):
         raise VizError(f"channels must be 1 or 3, got {channels!r}")
     size = None if size is None else _check_size(size)
     path = path if hasattr(path, "read") else Path(path)
-    with _opened(path) as (img, large):
+    try:
+        return _load(path, size, channels)
+    except MemoryError:  # Pillow's is empty
+        raise ImageError(f"cannot read image '{_name(path)}': not enough memory to read it; make the image "
+                         "smaller first") from None
+
+
+def _load(path, size, channels):
+    """load_image's (image, note) for a Path or a file object `path` and checked options."""
+    with _opened(path) as (img, large, fp):
         notes = [large] if large else []
         frames = getattr(img, "n_frames", 1)
         if frames > 1:
@@ -240,7 +354,7 @@ def load_image(path, size=None, channels=3):
                 warnings.simplefilter("ignore", Image.DecompressionBombWarning)
                 arr, found = _read(img, size)
         except Image.DecompressionBombError as exc:
-            raise _bomb(path, exc) from None
+            raise _bomb(path, fp, exc) from None
         except (OSError, ValueError, EOFError) as exc:
             raise ImageError(f"cannot read image '{_name(path)}': {exc}") from None
     if found["bad"]:
@@ -277,21 +391,22 @@ def _read(img, size):
     image as (x0, y0, x1, y1) in pixels of the result, fractional where an edge column or row of
     the result stands for a partial block)) of the open image
     `img`, shrunk for `size` when it is at least four times as large."""
-    orientation = img.getexif().get(0x0112, 1)
+    orientation = img.getexif().get(0x0112, 1)  # a PNG's EXIF may follow its pixels: this decodes them
     sideways = orientation in (5, 6, 7, 8)
     width, height = img.size
-    factor, extent = 1, None
+    factor, extent = (1, 1), None
     if size is not None:
         want_w, want_h = (size[0], size[1]) if sideways else (size[1], size[0])  # in the stored layout
         if img.format in ("JPEG", "MPO") and min(width // want_w, height // want_h) >= 4:
             drafted = img.draft(img.mode, (2 * want_w, 2 * want_h))  # the decoder's scaling keeps >= this size
             if drafted:  # the image in decoded pixels: fractional where a partial 8x8 block was scaled
                 extent = drafted[1][2:]
-        factor = max(1, min(img.size[0] // (2 * want_w), img.size[1] // (2 * want_h)))
+        # each side on its own: a 170,000,000 x 1 image becomes 2 * want_w x 1, not 170,000,000 floats
+        factor = (max(1, img.size[0] // (2 * want_w)), max(1, img.size[1] // (2 * want_h)))
     img.load()
     arr, found = _decoded(img, factor)
     extent = extent or img.size
-    box = (0.0, 0.0, extent[0] / factor, extent[1] / factor)  # the image, in pixels of `arr`
+    box = (0.0, 0.0, extent[0] / factor[0], extent[1] / factor[1])  # the image, in pixels of `arr`
     if orientation in _UPRIGHT:
         box = _turn_box(box, arr.shape[1], arr.shape[0], _UPRIGHT[orientation])
         arr = _turn(arr, _UPRIGHT[orientation])

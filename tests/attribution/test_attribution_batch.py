@@ -19,6 +19,14 @@ def depth():
     return models.load("depth")
 
 
+def _close(got, want):
+    """Equal within float32 rounding: a half batch computed on the pipeline's helper thread runs its
+    kernels unsplit, the same half computed here may split them over two threads, and a split
+    product can differ in its last bits (the rest of this file checks bit-for-bit what runs one
+    code path: resume, the store, the PNGs)."""
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.nanmax(np.abs(want)))
+
+
 def _per_batch(fn, model, x, batch_size, seed=None, **options):
     """What a user gets calling the method on each batch themselves: on each half of it (the first
     one the smaller), except Grad-CAM, whose calls run one batch at a time."""
@@ -41,7 +49,7 @@ def test_every_method_gives_the_maps_of_calling_it_batch_by_batch(shapes, images
         options = {"layer": shapes.features.block3.conv}
     got = attribution.batch(shapes, images, method, batch_size=3, **options)
     want = _per_batch(attribution.METHODS[method], shapes, images, 3, **options)
-    np.testing.assert_array_equal(got.maps, want)
+    _close(got.maps, want)
     assert got.errors == [""] * len(images)
     np.testing.assert_array_equal(got.predicted, np.asarray(shapes(images).numpy()).argmax(axis=1))
 
@@ -54,7 +62,7 @@ def test_class_seeds_single_and_batched(shapes, images, seed):
     if s.count is not None:
         want = np.moveaxis(want, 0, 1)  # (K, N, ...) of the method -> (N, K, ...) in the store
         assert got.maps.shape == (len(images), s.count, 3, 64, 64)
-    np.testing.assert_array_equal(got.maps, want)
+    _close(got.maps, want)
 
 
 @pytest.mark.parametrize("seed", [None, "pixel:30,40", "pixels:10,10;60,100", "region:20,20,60,60"])
@@ -65,7 +73,7 @@ def test_dense_seeds_on_the_depth_model(depth, seed):
     want = _per_batch(attribution.gradient, depth, x, 2, s)
     if s is not None and s.count is not None:
         want = np.moveaxis(want, 0, 1)
-    np.testing.assert_array_equal(got.maps, want)
+    _close(got.maps, want)
     assert (got.predicted == -1).all()
 
 
@@ -142,8 +150,8 @@ def test_unreadable_images_and_bad_arguments(shapes, images, tmp_path):
         attribution.batch(shapes, images, batch_size=0)
     with pytest.raises(attribution.InputError, match=r"array \(N, C, H, W\), got shape \(3, 64, 64\)"):
         attribution.batch(shapes, images[0])
-    with pytest.raises(TypeError, match="layer"):           # every image fails the same way: the run cannot work
-        attribution.batch(shapes, images, "gradcam")
+    with pytest.raises(attribution.InputError, match="the model has no layer 'block9'"):  # the run cannot work
+        attribution.batch(shapes, images, "gradcam", layer="block9")
     with pytest.raises(attribution.SeedError, match="class 12 is out of range"):
         attribution.batch(shapes, images, "gradient", "class:12")
 

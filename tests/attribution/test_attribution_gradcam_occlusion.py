@@ -70,6 +70,14 @@ def test_gradcam_on_a_dense_model_with_pixel_and_region_seeds():
     np.testing.assert_allclose(batched.map, np.stack([base[0], base[0]]), rtol=1e-10, atol=1e-15)
 
 
+def test_gradcam_takes_a_layer_by_name_and_defaults_to_the_last_convolution():
+    model = make_cnn()
+    x = np.random.default_rng(5).random((2, 3, 12, 12))
+    by_module = A.gradcam(model, x, layer=model[3])
+    np.testing.assert_array_equal(A.gradcam(model, x, layer="3").map, by_module.map)
+    np.testing.assert_array_equal(A.gradcam(model, x).map, by_module.map)
+
+
 def test_gradcam_refuses_a_layer_it_cannot_use():
     model = make_cnn()
     x = np.zeros((3, 12, 12))
@@ -78,8 +86,10 @@ def test_gradcam_refuses_a_layer_it_cannot_use():
         A.gradcam(model, x, layer=model[6])
     with pytest.raises(RuntimeError, match="the layer ran 0 times in one forward pass"):
         A.gradcam(model, x, layer=nn.ReLU())
-    with pytest.raises(TypeError, match="layer must be a module of the model"):
+    with pytest.raises(A.InputError, match="the model has no layer 'features.3'; its convolutions are: 0, 3$"):
         A.gradcam(model, x, layer="features.3")
+    with pytest.raises(TypeError, match="layer must be a module of the model"):
+        A.gradcam(model, x, layer=3)
     assert not model[6]._forward_hooks  # the hook is removed even when gradcam fails
 
 

@@ -141,7 +141,7 @@ def test_an_error_of_the_model_on_one_image_does_not_stop_the_others(shapes, tmp
     Image.new("RGB", (64, 64)).save(folder / "black.png")
     code, out, err = _batch(capsys, folder, "--out", tmp_path / "out", "--model", f"{tmp_path / 'net.py'}:Picky")
     assert code == 2 and "wrote 3 of 4 maps" in out
-    assert "black.png: a black image" in err
+    assert "black.png: the model failed on an input of shape (1, 3, 64, 64): ValueError: a black image" in err
     store = _store(tmp_path / "out")
     assert np.isfinite(np.asarray(store.maps)[1:]).all()
 

@@ -343,3 +343,30 @@ def test_digits_without_scikit_learn_names_the_extra(monkeypatch):
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *args: None)
     with pytest.raises(ModuleNotFoundError, match=r"pip install 'saliency-maps\[train\]'"):
         data.digits("train")
+
+
+# ---------------------------------------------------------------- training sources
+
+def test_shifted_moves_each_image_by_whole_pixels_and_fills_zeros():
+    rng = np.random.default_rng(0)
+    images = rng.uniform(0.1, 1, (6, 2, 7, 9)).astype(np.float32)
+    out = data.shifted(images, np.random.default_rng(3), 3)
+    dy, dx = np.random.default_rng(3).integers(-3, 4, (2, 6))
+    for i in range(6):
+        padded = np.pad(images[i], ((0, 0), (3, 3), (3, 3)))   # the image inside a frame of zeros
+        expected = padded[:, 3 - dy[i]:3 - dy[i] + 7, 3 - dx[i]:3 - dx[i] + 9]
+        np.testing.assert_array_equal(out[i], expected)
+    assert out.dtype == images.dtype and not np.shares_memory(out, images)
+
+
+def test_a_generated_source_draws_each_epoch_and_the_held_out_data_from_its_seed():
+    source = data.Generated(data.scene_depths)
+    n, epoch = source.training(2)
+    images, depths = epoch(5, np.random.default_rng(0))
+    expected = data.scenes(2, seed=5)
+    assert n == 2
+    np.testing.assert_array_equal(images, expected[0])
+    np.testing.assert_array_equal(depths, expected[1])
+    held_images, held_labels = data.Generated(data.shapes).held_out(3, seed=9)
+    np.testing.assert_array_equal(held_images, data.shapes(3, seed=9)[0])
+    np.testing.assert_array_equal(held_labels, data.shapes(3, seed=9)[1])

@@ -203,6 +203,57 @@ def test_unknown_model_and_missing_file_are_clear():
         zoo.load("shapes", weights="/nonexistent/w.npz")
 
 
+@pytest.mark.parametrize("call", [
+    lambda: train.train("resnet", epochs=1, per_epoch=1, stream=io.StringIO()),
+    lambda: train.held_out("resnet"),
+    lambda: train.held_out("resnet", n=4, seed=FRESH_SEED),
+    lambda: train.evaluate(zoo.load("digits"), "resnet", n=4),
+], ids=["train", "held_out", "held_out of n images", "evaluate"])
+def test_training_and_measuring_an_unknown_model_is_a_zoo_error(call):
+    with pytest.raises(zoo.ZooError, match="^unknown model 'resnet'; the zoo has: shapes, digits, depth$"):
+        call()
+
+
+def test_every_spec_carries_its_recipe_and_its_data():
+    for name, spec in zoo.SPECS.items():
+        assert spec.name == name
+        recipe = spec.recipe
+        assert isinstance(recipe, zoo.Recipe) and min(recipe.epochs, recipe.per_epoch, recipe.batch) >= 1
+        assert 0 < recipe.lr < 1 and spec.eval_batch >= 1
+        assert spec.eval_count is None or spec.eval_count >= 1
+        assert isinstance(spec.data, (data.Generated, data.Split)), name
+    with pytest.raises(TypeError, match="recipe"):
+        zoo.Spec("x", "classification", (1, 8, 8), object, data=data.Generated(data.shapes), eval_count=1)
+
+
+@pytest.mark.parametrize("name", ["shapes", "depth"] + (["digits"] if HAS_SKLEARN else []))
+def test_each_spec_gives_training_epochs_and_held_out_data_of_its_input_shape(name):
+    spec = zoo.spec(name)
+    n, epoch = spec.data.training(3)
+    images, targets = epoch(FRESH_SEED, np.random.default_rng(0))
+    assert images.shape == (n,) + spec.input_shape and len(targets) == n
+    images, targets = train.held_out(name, n=2, seed=FRESH_SEED)
+    assert images.shape == (2,) + spec.input_shape and len(targets) == 2
+    if spec.task == "depth":
+        assert targets.shape == (2, 1) + spec.input_shape[1:]
+
+
+@pytest.mark.skipif(not HAS_SKLEARN, reason="scikit-learn (the 'train' extra) holds the digits")
+def test_a_fixed_split_trains_on_all_of_it_shifted_and_is_measured_on_its_test_split():
+    source = zoo.spec("digits").data
+    n, epoch = source.training(5)                   # the images per epoch do not apply to a fixed split
+    train_images, train_labels = data.digits("train")
+    assert n == len(train_labels) == zoo.spec("digits").recipe.per_epoch
+    images, labels = epoch(FRESH_SEED, np.random.default_rng(1))
+    np.testing.assert_array_equal(labels, train_labels)
+    np.testing.assert_array_equal(images, data.shifted(train_images, np.random.default_rng(1), 3))
+    test_images, test_labels = data.digits("test")
+    for n in (None, 7):
+        images, labels = train.held_out("digits", n=n, seed=FRESH_SEED)
+        np.testing.assert_array_equal(images, test_images[:n])
+        np.testing.assert_array_equal(labels, test_labels[:n])
+
+
 runner = CliRunner()
 
 

@@ -1,0 +1,157 @@
+"""What the tool knows about each attribution method, declared once, in the method's own file.
+
+A method function is registered with the `method` decorator, which records a `Method`: the
+function; its options (`Option`: the keyword, its type, help text and command-line flag; the
+default is the function's own); the shape of its map (the input's, or one channel); whether two
+calls may run on one model at once; and what it needs from the model (Grad-CAM's layer). The
+command line's choices, flags and help, the batch pipeline's decisions and a store's record are
+all derived from these records (`METHODS`, `get`). A record has no defaults for what a method
+must say about itself: leaving one out is a TypeError where the method is declared.
+
+    @method(options=(Option("steps", int, "gradients along the path"),), map_channels="input",
+            concurrent=True)
+    def integrated_gradients(model, x, seed=None, *, steps=64, batch=None, progress=None): ...
+
+Keywords the function takes that are not options (`batch`, `progress`, `rng`, ...) are tuning
+and plumbing, passed by the caller; `Method.check` refuses any keyword the function does not
+take.
+"""
+import inspect
+import math
+from dataclasses import dataclass
+
+from ._core import InputError
+
+METHODS = {}  # name -> Method, in the order the methods were declared
+
+
+class OptionError(InputError):
+    """An option a method does not have, or a value it cannot take: one line naming both."""
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option of a method: `name` (the function's keyword), `kind` (int, float or str; or a
+    callable turning the command-line text into a value), `help`, `flag` (default --NAME with
+    dashes), `choices` (the values allowed, for a str) and `minimum` (for numbers). The default is
+    the function's own default for the keyword."""
+
+    name: str
+    kind: object
+    help: str
+    flag: str = None
+    choices: tuple = None
+    minimum: float = None
+
+    @property
+    def cli_flag(self):
+        return self.flag or "--" + self.name.replace("_", "-")
+
+    def parse(self, text):
+        """The value of the option's command-line text, or OptionError."""
+        try:
+            value = self.kind(text) if self.kind is not bool else text.lower() in ("1", "true", "yes")
+        except (TypeError, ValueError) as exc:
+            kind = getattr(self.kind, "__name__", "value")
+            raise OptionError(f"{self.cli_flag} takes {'an' if kind[0] in 'aeiou' else 'a'} {kind}, got {text!r}"
+                              f"{f' ({exc})' if str(exc) and kind not in ('int', 'float') else ''}") from None
+        return self.check(value)
+
+    def check(self, value):
+        """`value` if the option can take it, else OptionError."""
+        if self.choices is not None and value not in self.choices:
+            raise OptionError(f"{self.cli_flag} must be one of {', '.join(map(str, self.choices))}, got {value!r}")
+        if self.minimum is not None and isinstance(value, (int, float)) and not isinstance(value, bool):
+            if not (math.isfinite(value) and value >= self.minimum):
+                raise OptionError(f"{self.cli_flag} must be a finite number >= {self.minimum}, got {value!r}")
+        return value
+
+
+@dataclass(frozen=True)
+class Method:
+    """Everything the tool knows about one attribution method (see the module's docstring)."""
+
+    name: str
+    function: object
+    options: tuple
+    map_channels: object        # "input": the map has the input's channels; an int: that many
+    concurrent: bool            # whether two calls may run on one model at once (no state shared)
+
+    @property
+    def summary(self):
+        """The first line of the function's docstring."""
+        return (inspect.getdoc(self.function) or self.name).splitlines()[0]
+
+    @property
+    def defaults(self):
+        """{option name: the function's default}."""
+        params = inspect.signature(self.function).parameters
+        return {o.name: params[o.name].default for o in self.options}
+
+    def option(self, name):
+        """The Option called `name` (its keyword or its flag), or OptionError listing the method's."""
+        for o in self.options:
+            if name in (o.name, o.cli_flag):
+                return o
+        have = ", ".join(o.cli_flag for o in self.options) or "none"
+        raise OptionError(f"{self.name} has no option {name!r}; its options: {have}")
+
+    def takes(self, keyword):
+        """Whether the function takes the keyword argument `keyword` (an option or plumbing such as
+        `progress`)."""
+        params = inspect.signature(self.function).parameters
+        return keyword in params and params[keyword].kind == inspect.Parameter.KEYWORD_ONLY
+
+    def map_shape(self, input_shape):
+        """The shape of one image's map for an input image of shape (C, H, W)."""
+        channels = input_shape[0] if self.map_channels == "input" else self.map_channels
+        return (channels,) + tuple(input_shape[1:])
+
+    def check(self, options):
+        """`options` ({keyword: value}) checked: each a keyword the function takes, each option's
+        value one it can take; returns them."""
+        params = inspect.signature(self.function).parameters
+        for name, value in options.items():
+            if name not in params or params[name].kind != inspect.Parameter.KEYWORD_ONLY:
+                self.option(name)  # raises, listing the options
+            if any(o.name == name for o in self.options):
+                self.option(name).check(value)
+        return dict(options)
+
+    def record(self, options):
+        """The options as JSON values for a store's record: numbers, strings and bools as they are,
+        anything else (a layer module, a baseline array or blur) by its repr."""
+        return {k: v if v is None or isinstance(v, (bool, int, float, str)) else repr(v) for k, v in options.items()}
+
+    def __call__(self, model, x, seed=None, **options):
+        return self.function(model, x, seed, **self.check(options))
+
+
+def method(*, options, map_channels, concurrent, name=None):
+    """Register the decorated method function as a `Method` (see the module's docstring); returns
+    the function unchanged."""
+    def register(fn):
+        record = Method(name or fn.__name__, fn, tuple(options), map_channels, concurrent)
+        params = inspect.signature(fn).parameters
+        for o in record.options:
+            if o.name not in params or params[o.name].kind != inspect.Parameter.KEYWORD_ONLY:
+                raise TypeError(f"{record.name} declares the option {o.name!r}, which is not a keyword-only argument "
+                                f"of {fn.__name__}")
+        if record.name in METHODS:
+            raise TypeError(f"a method named {record.name!r} is declared twice")
+        METHODS[record.name] = record
+        fn.method = record
+        return fn
+
+    return register
+
+
+def get(method):
+    """The Method of a name or of a registered function; InputError naming the methods otherwise."""
+    if callable(method) and isinstance(getattr(method, "method", None), Method):
+        return method.method
+    if isinstance(method, Method):
+        return method
+    if method not in METHODS:
+        raise InputError(f"unknown method {method!r}; choose one of: {', '.join(METHODS)}")
+    return METHODS[method]

@@ -1,0 +1,180 @@
+"""What both formats of map store share (`store.py`): `MapStore`, the interface, which reads a
+store a batch at a time through its format's `_batch` and `_read_maps`."""
+from collections import namedtuple
+from pathlib import Path
+
+import numpy as np
+
+from .store_files import StoreError
+
+# One batch as read from disk. done: marked done and whole; damage: why a batch marked done is not
+# whole (None otherwise); predicted, errors: those of a done batch.
+Batch = namedtuple("Batch", "done damage predicted errors")
+NOT_DONE = Batch(False, None, None, None)
+
+
+def one_line(exc):
+    """An exception's message on one line of at most 200 characters (zarr's may span several)."""
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
+class MapStore:
+    """Maps of `len(files)` images, `batch_size` per chunk. Open one with `open_store`, make one
+    with `create_store`. A store opened with a lock keeps it until `close()` (or the end of a
+    `with` block)."""
+
+    def __init__(self, path, backend, attrs, files):
+        self.path, self.backend, self.attrs, self.files = Path(path), backend, attrs, list(files)
+        self.map_shape = tuple(attrs["map_shape"])
+        self.batch_size = int(attrs["batch_size"])
+        self.lock = None
+
+    def __len__(self):
+        return len(self.files)
+
+    @property
+    def batches(self):
+        return -(-len(self.files) // self.batch_size)
+
+    def span(self, k):
+        """The images (start, stop) of batch k."""
+        return k * self.batch_size, min(len(self.files), (k + 1) * self.batch_size)
+
+    def __repr__(self):
+        done = int(self.done.sum())
+        return (f"<MapStore {self.path} ({self.backend}): {done} of {len(self)} images done, maps "
+                f"{(len(self),) + self.map_shape} float32, method {self.attrs.get('method')}>")
+
+    def _all(self):
+        return [self._batch(k) for k in range(self.batches)]
+
+    def _per_image(self, field, missing, dtype=None):
+        out = []
+        for k, b in enumerate(self._all()):
+            a, z = self.span(k)
+            out += list(getattr(b, field)) if b.done else [missing] * (z - a)
+        return out if dtype is None else np.array(out, dtype)
+
+    @property
+    def done(self):
+        """Per image, whether its batch is done and whole."""
+        sizes = [z - a for a, z in map(self.span, range(self.batches))]
+        return np.repeat(np.array([b.done for b in self._all()], bool), sizes)
+
+    @property
+    def predicted(self):
+        return self._per_image("predicted", -1, np.int64)
+
+    @property
+    def errors(self):
+        return self._per_image("errors", "")
+
+    @property
+    def damaged(self):
+        """{batch: what is wrong} of the batches marked done whose chunks are not whole."""
+        return {k: b.damage for k, b in enumerate(self._all()) if b.damage}
+
+    @property
+    def maps(self):
+        """The maps (images, *map_shape), an array-like read a batch at a time: index it to read
+        some, np.asarray for all. A batch not done (or damaged) reads as NaN."""
+        return _Maps(self)
+
+    def batch_maps(self, k):
+        """The maps of batch k, float32 (images of it, *map_shape); NaN for a batch not done, a
+        StoreError naming the batch when it is marked done and its maps cannot be read."""
+        b = self._batch(k)
+        got = b.damage if b.damage else self._read_maps(k) if b.done else None
+        if isinstance(got, str):
+            raise StoreError(self.damage_message({k: got}))
+        if got is None:
+            a, z = self.span(k)
+            return np.full((z - a,) + self.map_shape, np.nan, np.float32)
+        return got
+
+    def describe(self, problems, limit=3):
+        """`problems` ({batch: what is wrong}) as text: 'batch 3 (images 24-31): ...; ...'."""
+        items = sorted(problems.items())
+        text = "; ".join(f"batch {k} (images {self.span(k)[0]}-{self.span(k)[1] - 1}): {why}"
+                         for k, why in items[:limit])
+        return text + (f"; and {len(items) - limit} more" if len(items) > limit else "")
+
+    def damage_message(self, damaged):
+        """The line that refuses to read the batches `damaged` ({batch: what is wrong})."""
+        them = "it" if len(damaged) == 1 else "them"
+        return (f"the map store {self.path} has {len(damaged)} batch{'es' if len(damaged) > 1 else ''} marked done "
+                f"that cannot be read: {self.describe(damaged)}; run saliency batch again with --out "
+                f"{self.path.parent} --resume (the same images and options) to compute {them} again")
+
+    def check_whole(self):
+        """The store as it reads back from disk, after a run: a StoreError saying which batches
+        are not done or not whole, unless every one is."""
+        again = self._reopen()
+        bad = {k: b.damage or "not done" for k, b in enumerate(again._all()) if not b.done}
+        if bad:
+            raise StoreError(f"the map store {self.path} is not whole after the run: {again.describe(bad)}; run the "
+                             f"same command with --resume to compute {'it' if len(bad) == 1 else 'them'} again")
+        return again
+
+    def _reopen(self):
+        """The store at this one's path, opened again (its files as they are now)."""
+        raise NotImplementedError
+
+    def _batch(self, k):
+        """Batch k as read from disk, a _Batch."""
+        raise NotImplementedError
+
+    def _read_maps(self, k):
+        """The maps of batch k, which _batch found done, or a string saying why they cannot be read."""
+        raise NotImplementedError
+
+    def close(self):
+        """Release the store's lock, if it holds one."""
+        if self.lock is not None:
+            self.lock.release()
+            self.lock = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class _Maps:
+    """A store's maps as an array-like: indexing along the first axis reads only the batches it
+    needs; np.asarray(store.maps) reads them all."""
+
+    def __init__(self, store):
+        self._store = store
+        self.shape = (len(store),) + store.map_shape
+        self.dtype = np.dtype(np.float32)
+        self.ndim = len(self.shape)
+
+    def __len__(self):
+        return self.shape[0]
+
+    def _chunk(self, k):
+        """Batch k's maps, or None for a batch not done (or damaged): NaN."""
+        store = self._store
+        b = store._batch(k)
+        got = store._read_maps(k) if b.done else None
+        return None if isinstance(got, str) else got
+
+    def __getitem__(self, index):
+        first, rest = (index[0], index[1:]) if isinstance(index, tuple) else (index, ())
+        rows = np.arange(len(self))[first]
+        B = self._store.batch_size
+        flat = np.atleast_1d(rows)
+        out = np.empty((len(flat),) + self._store.map_shape, np.float32)
+        for k in np.unique(flat // B):
+            chunk = self._chunk(int(k))
+            where = flat // B == k
+            out[where] = np.nan if chunk is None else chunk[flat[where] - k * B]
+        out = out if np.ndim(rows) else out[0]
+        return out[(slice(None),) * np.ndim(rows) + tuple(rest)]
+
+    def __array__(self, dtype=None, copy=None):
+        arr = self[:]
+        return arr if dtype is None else arr.astype(dtype)
