@@ -31,7 +31,7 @@ import numpy as np
 from PIL import Image
 
 from saliency import attribution, models, viz
-from saliency.attribution import dataset
+from saliency.attribution import naming, pipeline, sources
 from saliency.attribution import store as stores
 from saliency.kernels.memory import keep_freed_memory
 
@@ -62,24 +62,23 @@ def seconds(fn):
 
 def parts(model, paths, seed, png_dir, use_zarr, tmp):
     """Seconds of each stage alone over all images: read, compute, store, render."""
-    source = dataset._Source(model, paths)
+    source = sources.ImageSource(model, paths)
     n = len(paths)
     spans = [(a, min(n, a + BATCH)) for a in range(0, n, BATCH)]
     batches = []
     read = seconds(lambda: batches.extend(source.read(a, b)[0] for a, b in spans))
     maps = []
-    seed = dataset._seed(seed)
-    compute = seconds(lambda: maps.extend(dataset._halves(attribution.gradient, model, x, seed, {})[0]
-                                          for x in batches))
+    run = attribution.Run.build("gradient", seed)
+    compute = seconds(lambda: maps.extend(pipeline._halves(run, model, x)[0] for x in batches))
     store = stores.create_store(stores.store_path(tmp / "alone", use_zarr), [str(p) for p in paths],
                                 maps[0].shape[1:], BATCH, {})
     write = seconds(lambda: [store.write_batch(k, m, np.zeros(len(m)), [""] * len(m)) for k, m in enumerate(maps)])
     render = None
     if png_dir is not None:
-        names = dataset.output_names([str(p) for p in paths], "gradient")
-        render = seconds(lambda: [dataset._render(png_dir, [names[p] for p in paths[a:b]], x, m, [""] * (b - a),
-                                                  "abs", "sum", 99, False)
-                                  for (a, b), x, m in zip(spans, batches, maps)])
+        names = naming.output_names([str(p) for p in paths], "gradient")
+        style = viz.Style()
+        render = seconds(lambda: [naming.write_pngs(png_dir, [names[p] for p in paths[a:b]], x, m, [""] * (b - a),
+                                                    style) for (a, b), x, m in zip(spans, batches, maps)])
     return read, compute, write, render
 
 
@@ -128,7 +127,7 @@ def torch_rate(model, paths, dense, repeats):
         return None
     torch.set_num_threads(2)
     twin = torch_twin(model)
-    source = dataset._Source(model, paths)
+    source = sources.ImageSource(model, paths)
     batches = [torch.tensor(source.read(a, min(len(paths), a + BATCH))[0]) for a in range(0, len(paths), BATCH)]
 
     def maps():
@@ -167,18 +166,22 @@ def peak_memory(n, tmp):
 
 
 def on_dask(paths, workers, repeats, tmp):
-    from saliency.cli import distributed
+    from saliency.attribution import distributed
+    from saliency.models.zoo import ModelSource
 
     t0 = time.perf_counter()
     client, cluster = distributed.client(workers=workers)
     started = time.perf_counter() - t0
-    spec = {"model": "shapes", "weights": None, "model_args": None}
+
+    def run(out):
+        return attribution.Run.build("gradient", out=out, batch_size=BATCH, model=ModelSource("shapes"))
+
     try:
-        distributed.run(client, spec, paths[:BATCH], "gradient", None, tmp / f"dask-warm-{workers}", batch_size=BATCH)
+        distributed.batch(client, run(tmp / f"dask-warm-{workers}"), paths[:BATCH])
         rates = []
         for r in range(repeats):
             out = tmp / f"dask-{workers}-{r}"
-            t = seconds(lambda: distributed.run(client, spec, paths, "gradient", None, out, batch_size=BATCH))
+            t = seconds(lambda: distributed.batch(client, run(out), paths))
             rates.append(len(paths) / t)
     finally:
         client.close()

@@ -84,12 +84,45 @@ def summary(store, interrupted=False):
     return lines, bool(failed)
 
 
+def output_folder(out):
+    """`--out` of `saliency batch`, absolute (a model that calls os.chdir cannot move it); an empty
+    name is a MapError."""
+    if not str(out).strip():
+        raise MapError("--out is empty; give the folder for the maps, e.g. --out maps")
+    return Path(out).absolute()
+
+
+def run_batch(folder, source, run, workers=None, scheduler=None):
+    """The store of `saliency batch`: the images of `folder`, the model of `source` (a
+    `zoo.ModelSource`), the `attribution.Run` `run` (its model and record added here), in this
+    process or on the Dask cluster of `workers` / `scheduler`; its notes and progress on stderr."""
+    from dataclasses import replace
+
+    from saliency import attribution
+    from saliency.attribution import distributed
+
+    files = batch_files(folder)
+    net, source, record, notes = load_run_model(source, run.out, run.resume)
+    style = run.style
+    record.update({"sign": style.sign, "reduce": style.reduce, "overlay": style.overlay, "png": run.png is not None})
+    run = replace(run, record=record, model=source)
+    note = zarr_note(run.out)
+    for line in notes + ([note] if note else []):
+        typer.echo(line, err=True)
+    with distributed.connected(workers, scheduler) as dask_client:
+        if dask_client is None:
+            with Progress(len(files), f"{run.name} maps") as bar:
+                return attribution.batch(net, files, run=run, progress=bar)
+        with Progress(len(files), f"{run.name} maps on {len(dask_client.scheduler_info()['workers'])} workers") as bar:
+            return distributed.batch(dask_client, run, files, model=net, progress=bar)
+
+
 def load_run_model(source, out, resume):
-    """(model, record, notes) for a run into the store of `out`: the model of `source` (a
+    """(model, source, record, notes) for a run into the store of `out`: the model of `source` (a
     `zoo.ModelSource`), built with the random seed the store recorded when a resumed run's model
-    file has no weights and no --random-seed is given; the record keeps the source and its
-    identity (`zoo.identity`). A resumed run whose model differs from the store's is a StoreError
-    saying what changed."""
+    file has no weights and no --random-seed is given; the source pinned to the model's identity
+    (`zoo.identity`: what other processes must build), the record keeping both. A resumed run
+    whose model differs from the store's is a StoreError saying what changed."""
     from dataclasses import replace
 
     from saliency.models import zoo
@@ -107,7 +140,7 @@ def load_run_model(source, out, resume):
             raise stores.StoreError(f"--resume: the model differs from the one that made the maps in {out}: "
                                     f"{'; '.join(changes)}; resume with the same model, or run without --resume "
                                     f"to start again")
-    return net, {**source.record(), "identity": identity}, notes
+    return net, source.pinned(identity), {**source.record(), "identity": identity}, notes
 
 
 def _earlier_record(out):

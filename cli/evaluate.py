@@ -12,9 +12,9 @@ from saliency.models import zoo
 from saliency import attribution, viz
 from saliency._write import write_text
 from saliency.attribution import store as stores
-from saliency.attribution import store_lock
+from saliency.attribution import distributed, store_lock
 
-from .mapping import MapError, method_options
+from .mapping import MapError
 
 
 def find_store(path):
@@ -33,13 +33,12 @@ def find_store(path):
     raise MapError(f"{path} holds no map store; make one with: saliency batch FOLDER --out {path}")
 
 
-def model_spec(store, model, weights, model_args, random_seed=None):
-    """The description of the model to evaluate the store's maps with ({"model", "weights",
-    "model_args", "random_seed", "identity"}: a `zoo.ModelSource`'s record, and the identity of
-    the model that made the maps, which the model loaded must have). `model` None: the store's
-    zoo model; a store made with a model file names it, and the file is imported only when the
-    user names it (--model): a store shared by someone else cannot make this command run code. A
-    model file given no weights is built with the random seed the store recorded, unless given."""
+def model_source(store, model, weights, model_args, random_seed=None):
+    """The `zoo.ModelSource` of the model to evaluate the store's maps with, pinned to the identity
+    of the model that made them (what the store recorded). `model` None: the store's zoo model; a
+    store made with a model file names it, and the file is imported only when the user names it
+    (--model): a store shared by someone else cannot make this command run code. A model file given
+    no weights is built with the random seed the store recorded, unless given."""
     record = store.attrs.get("record") or {}
     if model is None:
         if not record.get("model"):
@@ -52,19 +51,18 @@ def model_spec(store, model, weights, model_args, random_seed=None):
         model, weights, model_args = record["model"], record.get("weights"), record.get("model_args")
     if random_seed is None and weights is None and model == record.get("model"):
         random_seed = record.get("random_seed")
-    return {**zoo.ModelSource(model, weights, model_args, random_seed).record(), "identity": record.get("identity")}
+    source = zoo.ModelSource(model, weights, model_args, random_seed)
+    return source.pinned(record["identity"]) if record.get("identity") else source
 
 
-def model_of(spec, store=None):
-    """The model of a `model_spec`; a MapError when it is not the model that made the maps of
-    `store` (its identity differs from the one the store recorded)."""
-    source = zoo.ModelSource(spec["model"], spec["weights"], spec["model_args"], spec["random_seed"])
+def model_of(source, store):
+    """The model of `source` (from `model_source`); a MapError when it is not the model that made
+    the maps of `store` (its identity differs from the one the store recorded)."""
     net, _, identity = source.load()
-    changes = zoo.identity_changes(spec.get("identity"), identity)
+    changes = zoo.identity_changes(dict(source.expected or ()), identity)
     if changes:
-        where = f" of {store.path}" if store is not None else ""
-        raise MapError(f"the maps{where} were made by another model than {spec['model']}"
-                       f"{' with ' + spec['weights'] if spec['weights'] else ''}: {'; '.join(changes)}; evaluate "
+        raise MapError(f"the maps of {store.path} were made by another model than {source.model}"
+                       f"{' with ' + source.weights if source.weights else ''}: {'; '.join(changes)}; evaluate "
                        f"them with the model and weights that made them")
     return net
 
@@ -95,19 +93,16 @@ def check_steps(store, steps):
                        f"step per pixel, e.g. --steps 16")
 
 
-def evaluate(store, net, steps, sample, sign, progress, dask_client=None, spec=None):
-    """`attribution.evaluate_store` of `store` with its run's method options; with `dask_client`,
-    the curves computed on its workers (each loading the model of `spec`), the randomisation
-    check here."""
-    options = method_options(net, store.attrs.get("method"), (store.attrs.get("record") or {}).get("layer"))
+def evaluate(store, net, steps, sample, sign, progress, dask_client=None, source=None):
+    """`attribution.evaluate_store` of `store` (the randomisation check with the options its run
+    recorded); with `dask_client`, the curves computed on its workers (each building the model of
+    `source`), the randomisation check here."""
     curves = None
     if dask_client is not None:
-        from .distributed import curves as dask_curves
-
         attribution.store_evaluation.check(net, store, sign=sign)  # a store it cannot evaluate: one line, no task
-        curves = dask_curves(dask_client, spec, store, steps=steps, sign=sign, progress=progress)
+        curves = distributed.curves(dask_client, source, store, steps=steps, sign=sign, progress=progress)
     return attribution.evaluate_store(net, store, steps=steps, sample=sample, sign=sign, progress=progress,
-                                      curves=curves, **options)
+                                      curves=curves)
 
 
 def _mean_std(values):

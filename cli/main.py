@@ -153,6 +153,7 @@ def look_distance(image: str = typer.Argument(..., help="Image file."),
 
 
 @app.command()
+@add_method_options
 def batch(folder: str = typer.Argument(..., help="Folder of images (its files, not subfolders)."),
           out: str = typer.Option(..., "--out", "-o", help="Folder for the maps (created if missing): OUT/maps.zarr "
                                   "(OUT/maps, .npy chunks, without zarr), and with --png one PNG per map."),
@@ -162,7 +163,7 @@ def batch(folder: str = typer.Argument(..., help="Folder of images (its files, n
                                       "or a .pth state dict."),
           model_args: str = typer.Option(None, "--model-args", help="JSON arguments for Name of a model file, "
                                          "as for saliency map."),
-          method: str = typer.Option("gradient", "--method", help="As for saliency map."),
+          method: str = typer.Option("gradient", "--method", help=METHOD_HELP),
           seed: str = typer.Option(None, "--seed", "-s", help="As for saliency map, or K maps per image in one "
                                    "pass: classes:K1,K2,... or pixels:ROW,COL;ROW,COL;..."),
           png: bool = typer.Option(False, "--png", help="Also write a heatmap PNG per map into OUT, "
@@ -170,7 +171,6 @@ def batch(folder: str = typer.Argument(..., help="Folder of images (its files, n
           sign: str = typer.Option("abs", "--sign", help="For --png: abs, positive, negative or all."),
           reduce: str = typer.Option("sum", "--reduce", help="For --png: sum, max_abs or rgb."),
           overlay: bool = typer.Option(False, "--overlay", help="For --png: draw each map over its image."),
-          layer: str = typer.Option(None, "--layer", help="Grad-CAM layer name."),
           batch_size: int = typer.Option(32, "--batch-size", min=1, help="Images per forward and backward pass."),
           workers: int = typer.Option(None, "--workers", min=1, help="Run on a local Dask cluster of N worker "
                                       "processes (needs the scale extra)."),
@@ -180,36 +180,24 @@ def batch(folder: str = typer.Argument(..., help="Folder of images (its files, n
           resume: bool = typer.Option(False, "--resume", help="Continue a stopped run: compute only the batches "
                                       "not in OUT's store (the images, options and model must be the same)."),
           random_seed: int = typer.Option(None, "--random-seed", help=RANDOM_SEED_HELP + " With --resume: the "
-                                          "store's.")):
+                                          "store's."),
+          **method_options):
     """The maps of every image in FOLDER, a batch at a time, into one array store (and PNGs with
     --png). An image that fails is recorded with its error and the rest still run; Ctrl-C keeps
     every batch already computed. Exit code 0 when every map was made, 2 when any image failed
-    (listed at the end and in the store) or nothing could run."""
-    from saliency import attribution
+    (listed at the end and in the store) or nothing could run. Each method's options are listed
+    below under its name; they are recorded in the store and must be the same to --resume."""
+    from saliency import attribution, viz
 
-    from .batch import Progress, batch_files, load_run_model, summary, zarr_note
-    from .mapping import _check_options, method_options
+    from . import method_options as generated
+    from .batch import output_folder, run_batch, summary
 
     try:
-        _check_options(method, sign, reduce)
-        seed_obj = attribution.seeds.parse(seed) if seed else None
-        files = batch_files(folder)
-        net, record, notes = load_run_model(_source(model, weights, model_args, random_seed), out, resume)
-        record.update({"sign": sign, "reduce": reduce, "overlay": overlay, "layer": layer, "png": png})
-        for line in notes:
-            typer.echo(line, err=True)
-        options = method_options(net, method, layer)
-        note = zarr_note(out)
-        if note:
-            typer.echo(note, err=True)
-        if workers or scheduler:
-            store = _batch_on_dask(workers, scheduler, record, net, files, method, seed, out, batch_size, png, sign,
-                                   reduce, overlay, layer, resume)
-        else:
-            with Progress(len(files), f"{method} maps") as progress:
-                store = attribution.batch(net, files, method, seed_obj, out, batch_size=batch_size,
-                                          png=out if png else None, sign=sign, reduce=reduce, overlay=overlay,
-                                          resume=resume, record=record, progress=progress, **options)
+        out = output_folder(out)  # absolute: a model that calls os.chdir cannot move it
+        run = attribution.Run.build(method, seed or None, out=out, png=out if png else None,
+                                    style=viz.Style(sign, reduce, overlay=overlay), batch_size=batch_size,
+                                    resume=resume, **generated.parse(method, method_options))
+        store = run_batch(folder, _source(model, weights, model_args, random_seed), run, workers, scheduler)
     except KeyboardInterrupt:
         try:
             lines, _ = summary(attribution.open_store(attribution.store.store_path(out)), interrupted=True)
@@ -224,20 +212,6 @@ def batch(folder: str = typer.Argument(..., help="Folder of images (its files, n
     if failed:
         typer.echo("\n".join(lines[1:]), err=True)
         sys.exit(2)
-
-
-def _batch_on_dask(workers, scheduler, record, net, files, method, seed, out, batch_size, png, sign, reduce, overlay,
-                   layer, resume):
-    """`saliency batch` on a Dask cluster (cli/distributed.py); returns the store."""
-    from . import distributed
-    from .batch import Progress
-
-    with distributed.connected(workers, scheduler) as dask_client:
-        spec = {k: record[k] for k in ("model", "weights", "model_args", "random_seed", "identity")}
-        with Progress(len(files), f"{method} maps on {len(dask_client.scheduler_info()['workers'])} workers") as bar:
-            return distributed.run(dask_client, spec, files, method, seed, out, batch_size=batch_size,
-                                   png=out if png else None, look=(sign, reduce, overlay), layer=layer,
-                                   resume=resume, record=record, progress=bar, net=net)
 
 
 @app.command()
@@ -262,9 +236,10 @@ def evaluate(stores: list[str] = typer.Argument(..., help="Map stores made by sa
     sample: a table per store (printed, and in OUT/evaluation.md), the mean curves
     (OUT/evaluation.png) and every number (OUT/evaluation.json). With --workers or --scheduler
     the curves are computed on Dask, as saliency batch computes maps; the numbers are the same."""
-    from . import distributed
+    from saliency.attribution import distributed
+
     from .batch import Progress
-    from .evaluate import check_steps, evaluate as run, find_store, model_of, model_spec, report, report_folder
+    from .evaluate import check_steps, evaluate as run, find_store, model_of, model_source, report, report_folder
 
     found = []  # each store opened with its lock for reading, released at the end
     try:
@@ -275,14 +250,15 @@ def evaluate(stores: list[str] = typer.Argument(..., help="Map stores made by sa
             found.append(find_store(path))
         for store in found:
             check_steps(store, steps)
-        specs = [model_spec(store, model, weights, model_args, random_seed) for store in found]
+        sources = [model_source(store, model, weights, model_args, random_seed) for store in found]
         with distributed.connected(workers, scheduler) as dask_client:
             results = {}
-            for path, store, spec in zip(stores, found, specs):
+            for path, store, source in zip(stores, found, sources):
                 label = path if path not in results else f"{path} ({len(results)})"
                 where = f" on {len(dask_client.scheduler_info()['workers'])} workers" if dask_client else ""
                 with Progress(len(store), f"evaluating {path}{where}") as bar:
-                    results[label] = run(store, model_of(spec, store), steps, sample, sign, bar, dask_client, spec)
+                    results[label] = run(store, model_of(source, store), steps, sample, sign, bar, dask_client,
+                                         source)
         lines = report(results, folder, steps, sign)
     except _input_errors() as exc:
         raise UserError(str(exc)) from None

@@ -1,4 +1,4 @@
-"""`saliency map` and `saliency batch`: an image in, a heatmap PNG out."""
+"""`saliency map` and `saliency receptive-field`: an image in, a heatmap PNG out."""
 import time
 from pathlib import Path
 
@@ -8,48 +8,11 @@ from saliency.models import zoo
 from saliency import attribution, viz
 from saliency.attribution import seeds
 
-METHODS = attribution.METHODS
-SIGNS = ("abs", "positive", "negative", "all")
-REDUCES = ("sum", "max_abs", "rgb")
 IMAGE_SUFFIXES = viz.files.IMAGE_SUFFIXES  # the suffixes of the formats load_image reads
 
 
 class MapError(ValueError):
     """A request `saliency map` cannot carry out (bad option, image, seed or model)."""
-
-
-def _choice(value, allowed, what):
-    if value not in allowed:
-        raise MapError(f"unknown {what} {value!r}; choose one of: {', '.join(allowed)}")
-    return value
-
-
-def gradcam_layer(model):
-    """The layer Grad-CAM uses by default: the last Conv2d with more than one output channel."""
-    from saliency import nn
-
-    convs = [(name, m) for name, m in getattr(model, "named_modules", list)()
-             if isinstance(m, nn.Conv2d) and m.out_channels > 1]
-    if not convs:
-        raise MapError("gradcam needs a model with Conv2d layers (a saliency.nn.Module)")
-    return convs[-1]
-
-
-def method_options(model, method, layer=None):
-    """The options a method needs from the command line: Grad-CAM's layer (named, or the last
-    convolution's)."""
-    if method != "gradcam":
-        return {}
-    return {"layer": named_layer(model, layer) if layer else gradcam_layer(model)[1]}
-
-
-def named_layer(model, name):
-    """The module called `name` in model.named_modules() (as print(model) shows it), or MapError."""
-    modules = dict(getattr(model, "named_modules", list)())
-    if name not in modules or not name:
-        convs = [n for n, m in modules.items() if type(m).__name__ == "Conv2d"]
-        raise MapError(f"the model has no layer {name!r}; its convolutions are: {', '.join(convs) or 'none'}")
-    return modules[name]
 
 
 def prediction_text(model, output):
@@ -185,12 +148,6 @@ def output_file(out, default):
     if path.suffix.lower() not in (".png", ".pdf", ".svg"):
         raise MapError(f"--out must be a file name ending in .png (or .pdf, .svg), got {out}")
     return path.absolute()
-
-
-def _check_options(method, sign, reduce):
-    _choice(method, tuple(METHODS), "method")
-    _choice(sign, SIGNS, "sign")
-    _choice(reduce, REDUCES, "reduce")
 
 
 def run(image, source=zoo.ModelSource(), method="gradient", seed=None, style=viz.Style(), out=None, options=None,

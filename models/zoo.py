@@ -289,6 +289,24 @@ class ModelSource:
     weights: str = None
     model_args: str = None
     random_seed: int = None
+    expected: tuple = None      # the `identity` the model must have (`pinned`), as sorted items
+
+    def __call__(self):
+        """The model, built as `load()` builds it (in another process: a Dask worker); a ZooError
+        when it has not the identity this source is `pinned` to (another weights or model file at
+        the same path, another random initialisation)."""
+        model, _, identity = self.load()
+        changes = identity_changes(dict(self.expected or ()), identity)
+        if changes:
+            import socket
+
+            raise ZooError(f"the model built on {socket.gethostname()} differs from the one the run was started "
+                           f"with: {'; '.join(changes)}; every process must see the same model and weights files")
+        return model
+
+    def pinned(self, identity):
+        """This source, required to build a model of `identity` (see `__call__`)."""
+        return replace(self, expected=tuple(sorted(identity.items())))
 
     @property
     def random_init(self):

@@ -28,7 +28,7 @@ from saliency import attribution as A
 from saliency import viz
 from saliency._write import write_text
 from saliency.attribution import seeds
-from saliency.cli.mapping import gradcam_layer
+from saliency.attribution.gradcam import default_layer
 from saliency.models import data, zoo
 
 SHAPES_SEED, SCENES_SEED = 11, 3        # generator seeds of the images shown
@@ -335,7 +335,7 @@ def methods_figure(shapes_model, shapes_x, depth_model, scene):
                 A.smoothgrad(model, image, seed, n=smooth_n, rng=rng),
                 A.integrated_gradients(model, image, seed, steps=ig_steps),
                 A.guided_backprop(model, image, seed),
-                A.gradcam(model, image, seed, layer=gradcam_layer(model)[1]),
+                A.gradcam(model, image, seed, layer=default_layer(model)[1]),
                 A.occlusion(model, image, seed, window=window, stride=stride)]
 
     top = every_method(shapes_model, shapes_x, None, 32, 32, 8, 4)
@@ -347,7 +347,7 @@ def methods_figure(shapes_model, shapes_x, depth_model, scene):
                    row_titles=["shapes: predicted class", f"depth: pixel {obj}"], colorbar=False, panel_size=2.0)
     for ax in fig.panel_axes[1]:
         mark(ax, [obj])
-    layers = [gradcam_layer(m)[0] for m in (shapes_model, depth_model)]
+    layers = [default_layer(m)[0] for m in (shapes_model, depth_model)]
     return [("methods.png", "Every method on the same inputs",
              ("Top: the star and its predicted class; bottom: the scene and the object pixel's depth (+). Gradient; "
               "input x gradient; SmoothGrad (32 and 8 noisy copies at 15% of the image's range); integrated gradients "

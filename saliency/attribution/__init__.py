@@ -28,15 +28,21 @@ from .look import LookDistance, jacobian_rows, look_distance
 from .receptive import receptive_field
 from .result import Attribution
 from .seeds import SeedError
-from .dataset import METHODS, BatchMaps, batch, output_names  # noqa: I100 (after the methods)
+from .naming import output_names
+from .pipeline import BatchMaps, batch  # noqa: I100 (after the methods)
+from .run import Run
 from .store import MapStore, StoreError, open_store
 from .store_evaluation import StoreEvaluation
 from .store_evaluation import evaluate as evaluate_store
 
-__all__ = ["baselines", "registry", "Attribution", "InputError", "ModelError", "SeedError", "gradcam", "gradient", "guided_backprop", "input_x_gradient",
-           "integrated_gradients", "occlusion", "seeds", "smoothgrad", "vargrad"]
+# name -> method function, for every method declared (`registry.method`)
+METHODS = {name: record.function for name, record in registry.METHODS.items()}
+
+__all__ = ["Attribution", "InputError", "ModelError", "SeedError", "baselines", "gradcam", "gradient",
+           "guided_backprop", "input_x_gradient", "integrated_gradients", "occlusion", "registry", "seeds", "smoothgrad",
+           "vargrad"]
 __all__ += ["receptive_field"]
 __all__ += ["LookDistance", "jacobian_rows", "look_distance"]
 __all__ += ["DeletionInsertion", "RandomisationCheck", "deletion_insertion", "randomisation_check"]
-__all__ += ["METHODS", "BatchMaps", "MapStore", "StoreError", "StoreEvaluation", "batch", "evaluate_store",
+__all__ += ["METHODS", "BatchMaps", "MapStore", "Run", "StoreError", "StoreEvaluation", "batch", "evaluate_store",
             "open_store", "output_names"]

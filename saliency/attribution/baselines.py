@@ -37,6 +37,15 @@ class Blur:
         return out.astype(x.dtype)
 
 
+def baseline_text(value):
+    """The command-line form of a baseline (`parse_baseline` reads it back), or None for an array."""
+    if isinstance(value, Blur):
+        return "blur" if value.sigma is None else f"blur:{value.sigma:g}"
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return f"{value:g}"
+    return None
+
+
 def parse_baseline(text):
     """A baseline from its command-line form: a number, `blur` or `blur:SIGMA`."""
     text = str(text).strip().lower()

@@ -2,7 +2,7 @@
 import numpy as np
 
 from ._core import Call, baseline_like, fold, resolve, tile, weighted
-from .baselines import parse_baseline
+from .baselines import baseline_text, parse_baseline
 from .registry import Option, method
 
 _RULES = ("gauss-legendre", "midpoint", "trapezoid")
@@ -25,7 +25,7 @@ def _nodes(steps, rule):
 
 @method(options=(Option("steps", int, "points on the path from the baseline to the image", minimum=1),
                  Option("baseline", parse_baseline, "the path's start: a number (0: black) or blur (the image "
-                        "blurred)"),
+                        "blurred)", text=baseline_text),
                  Option("rule", str, "the quadrature along the path", choices=_RULES)),
         map_channels="input", concurrent=True)
 def integrated_gradients(model, x, seed=None, *, baseline=0.0, steps=64, batch=None, rule="gauss-legendre",

@@ -2,7 +2,7 @@
 import numpy as np
 
 from ._core import Call, baseline_like, resolve, tile, weighted
-from .baselines import parse_baseline
+from .baselines import baseline_text, parse_baseline
 from .registry import Option, method
 
 
@@ -24,7 +24,7 @@ def _starts(size, window, stride):
 @method(options=(Option("window", int, "side of the square window occluded, in pixels", minimum=1),
                  Option("stride", int, "pixels between one window and the next", minimum=1),
                  Option("baseline", parse_baseline, "what fills the window: a number (0: black) or blur (the "
-                        "image blurred)")),
+                        "image blurred)", text=baseline_text)),
         map_channels="input", concurrent=True)
 def occlusion(model, x, seed=None, *, window=8, stride=4, baseline=0.0, batch=None, progress=None):
     """For each window position, F(x) - F(x with the window replaced by `baseline`), where F is

@@ -33,8 +33,10 @@ class OptionError(InputError):
 class Option:
     """One option of a method: `name` (the function's keyword), `kind` (int, float or str; or a
     callable turning the command-line text into a value), `help`, `flag` (default --NAME with
-    dashes), `choices` (the values allowed, for a str) and `minimum` (for numbers). The default is
-    the function's own default for the keyword."""
+    dashes), `choices` (the values allowed, for a str), `minimum` (for numbers) and `text` (a
+    callable giving a value's command-line text, for values that are not numbers or strings:
+    what a store records, and `parse` reads back). The default is the function's own default for
+    the keyword."""
 
     name: str
     kind: object
@@ -42,6 +44,7 @@ class Option:
     flag: str = None
     choices: tuple = None
     minimum: float = None
+    text: object = None
 
     @property
     def cli_flag(self):
@@ -120,8 +123,27 @@ class Method:
 
     def record(self, options):
         """The options as JSON values for a store's record: numbers, strings and bools as they are,
-        anything else (a layer module, a baseline array or blur) by its repr."""
-        return {k: v if v is None or isinstance(v, (bool, int, float, str)) else repr(v) for k, v in options.items()}
+        a value with a command-line text (`Option.text`: a blurred baseline) as that text, anything
+        else (a layer module, a baseline array) by its repr, which `restore` cannot read back."""
+        out = {}
+        for k, v in options.items():
+            own = next((o for o in self.options if o.name == k), None)
+            text = own.text(v) if own is not None and own.text is not None else None
+            out[k] = v if v is None or isinstance(v, (bool, int, float, str)) else text if text is not None else repr(v)
+        return out
+
+    def restore(self, recorded):
+        """The options a store recorded (`record`), as the function takes them; an OptionError
+        for one recorded by its repr (pass it yourself)."""
+        out = {}
+        for k, v in (recorded or {}).items():
+            own = self.option(k)
+            try:
+                out[k] = own.parse(v) if isinstance(v, str) and own.kind is not str else own.check(v)
+            except OptionError:
+                raise OptionError(f"the store records {own.cli_flag} as {v!r}, which cannot be read back; pass the "
+                                  f"{k} the maps were made with") from None
+        return out
 
     def __call__(self, model, x, seed=None, **options):
         return self.function(model, x, seed, **self.check(options))
@@ -148,10 +170,19 @@ def method(*, options, map_channels, concurrent, name=None):
 
 def get(method):
     """The Method of a name or of a registered function; InputError naming the methods otherwise."""
-    if callable(method) and isinstance(getattr(method, "method", None), Method):
-        return method.method
     if isinstance(method, Method):
         return method
-    if method not in METHODS:
+    if callable(method) and isinstance(getattr(method, "method", None), Method):
+        return method.method
+    if not isinstance(method, str) or method not in METHODS:
         raise InputError(f"unknown method {method!r}; choose one of: {', '.join(METHODS)}")
     return METHODS[method]
+
+
+def method_of(method):
+    """`get(method)`, or for a method function of your own (not registered) a Method that says
+    no more than can be assumed of it: no options declared (its keyword-only arguments are passed
+    as given), a map of the input's shape, and calls that may share state (never two at once)."""
+    if callable(method) and not isinstance(method, Method) and not isinstance(getattr(method, "method", None), Method):
+        return Method(getattr(method, "__name__", "method"), method, (), "input", False)
+    return get(method)

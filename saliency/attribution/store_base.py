@@ -129,6 +129,43 @@ class MapStore:
         """The maps of batch k, which _batch found done, or a string saying why they cannot be read."""
         raise NotImplementedError
 
+    def attribution(self, index):
+        """Map `index` of the store as an `Attribution`, to draw it: its method and seed as the
+        store records them, its image read again from its file at the map's size (when it reads),
+        no output (the model is not run) and no time. A StoreError for a map that is not done."""
+        from .result import Attribution
+
+        if not -len(self) <= index < len(self):
+            raise StoreError(f"index {index} is out of range for the {len(self)} images of {self.path}")
+        index %= len(self)
+        amap = self.batch_maps(index // self.batch_size)[index % self.batch_size]
+        if not self.done[index] or self.errors[index]:
+            raise StoreError(f"the map of {self.files[index]} is not in {self.path}: "
+                             f"{self.errors[index] or 'its batch is not done'}")
+        predicted = int(self.predicted[index])
+        text = self.attrs.get("seed", "default")
+        if text == "default" and predicted >= 0:
+            text = f"predicted class {predicted}"
+        seed = _StoredSeed(text, self.map_shape[0] if len(self.map_shape) == 4 else None)
+        return Attribution(map=amap, seed=seed, method=self.attrs.get("method", "map"), output=None, seconds=0.0,
+                           input=_image(self.files[index], self.map_shape[-2:]))
+
+    def figure(self, index=0, style=None, **style_fields):
+        """The Figure of map `index`: its image beside it (`Attribution.figure`)."""
+        return self.attribution(index).figure(0, style, **style_fields)
+
+    def plot(self, index=0, ax=None, style=None, **style_fields):
+        """Draw map `index` on a matplotlib Axes (`Attribution.plot`); returns the Axes."""
+        return self.attribution(index).plot(ax, 0, 0, style, **style_fields)
+
+    def show(self, index=0, style=None, **style_fields):
+        """Show the Figure of map `index` (`Attribution.show`)."""
+        self.attribution(index).show(0, style, **style_fields)
+
+    def save(self, index, path, style=None, **style_fields):
+        """Write the Figure of map `index` to `path` (.png, .pdf or .svg); returns the path."""
+        return self.attribution(index).save(path, 0, style, **style_fields)
+
     def close(self):
         """Release the store's lock, if it holds one."""
         if self.lock is not None:
@@ -178,3 +215,27 @@ class _Maps:
     def __array__(self, dtype=None, copy=None):
         arr = self[:]
         return arr if dtype is None else arr.astype(dtype)
+
+
+class _StoredSeed:
+    """The seed of a stored map, as the store describes it (for captions)."""
+
+    def __init__(self, text, count):
+        self.text, self.count = text, count
+
+    def describe(self, classes=None):
+        return self.text
+
+    def __str__(self):
+        return self.text
+
+
+def _image(name, size):
+    """The image file `name` read at `size` (H, W) for a picture, or None when it does not read
+    (an array's images, image0, ...; a file moved since)."""
+    from .. import viz
+
+    try:
+        return viz.load_image(Path(name), size=tuple(size))[0]
+    except (OSError, ValueError):
+        return None

@@ -2,8 +2,8 @@
 (`evaluate`, exported as `attribution.evaluate_store`).
 
 The curves of one batch of the store depend on that batch alone: its images, read again as
-`dataset.batch` read them, and its maps. `batch_curves` computes them for some of the store's
-batches (the images read ahead on a thread, as in `dataset.batch`); `evaluate` runs it on every
+`pipeline.batch` read them, and its maps. `batch_curves` computes them for some of the store's
+batches (the images read ahead on a thread, as in `pipeline.batch`); `evaluate` runs it on every
 batch, or takes the curves that ran elsewhere (`curves=`, e.g. on Dask workers), and puts them
 in the store's order. Both ways give the same numbers.
 """
@@ -14,7 +14,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._core import InputError
-from .dataset import METHODS, _by_halves, _Reader, _seed, _Source
+from . import registry
+from .pipeline import by_halves
+from .seeds import Seed, parse
+from .sources import BatchReader, ImageSource
 from .evaluation import deletion_insertion, randomisation_check
 from .seeds import SeedError
 from .store import MapStore, StoreError, open_store
@@ -51,9 +54,14 @@ class StoreEvaluation:
                 f"{np.mean(self.deletion_auc):.4f}, insertion AUC {np.mean(self.insertion_auc):.4f})")
 
 
+# What `_checked` finds: the store opened, the seed its maps were made with, its images and which
+# of its maps can be evaluated.
+_Checked = namedtuple("_Checked", "store seed source usable")
+
+
 def _checked(model, store, images, sign, seed):
-    """(store, seed, images, usable): the store opened, the seed its maps were made with, its images
-    (`dataset._Source`) and which of its maps can be evaluated (done, without an error). A batch
+    """_Checked(store, seed, images, usable): the store opened, the seed its maps were made with, its images
+    (`sources.ImageSource`) and which of its maps can be evaluated (done, without an error). A batch
     marked done whose chunks are not whole is a StoreError naming it: its maps are not evaluated
     as if they were missing, nor read as NaN."""
     store = open_store(store) if not isinstance(store, MapStore) else store
@@ -70,17 +78,20 @@ def _checked(model, store, images, sign, seed):
             raise InputError(f"the maps of {store.path} were made with seed {store.attrs.get('seed')!r}; "
                              f"pass the seed they were made with (seed=)")
         try:
-            seed = _seed(store.attrs["seed_spec"])
+            seed = parse(store.attrs["seed_spec"])
         except SeedError as exc:  # not a seed this version reads: a damaged store (or a newer one)
             raise StoreError(f"the map store {store.path} records its seed as {store.attrs['seed_spec']!r}, which "
                              f"cannot be read ({exc}); pass the seed the maps were made with (seed=)") from None
-    source = _Source(model, store.files if images is None else images)
+    source = ImageSource(model, store.files if images is None else images)
     if len(source) != len(store):
         raise InputError(f"{len(source)} images given for the {len(store)} maps of {store.path}")
     if tuple(store.map_shape[1:]) != tuple(source.shape[1:]):
         raise InputError(f"the maps of {store.path} are {store.map_shape} per image, the images {source.shape}; "
                          f"evaluate them with the model (and images) that made them")
-    return store, _seed(seed), source, store.done & np.array([not e for e in store.errors], bool)
+    seed = parse(seed) if isinstance(seed, str) else seed
+    if seed is not None and not isinstance(seed, Seed):
+        raise TypeError(f"seed must be a seed object or its command-line form, got {type(seed).__name__}")
+    return _Checked(store, seed, source, store.done & np.array([not e for e in store.errors], bool))
 
 
 def check(model, store, *, images=None, sign="abs", seed=None):
@@ -94,16 +105,16 @@ def batch_curves(model, store, batches, *, images=None, steps=16, sign="abs", se
     `evaluate` computes them: a BatchCurves per batch holding a map to evaluate whose image reads
     again, in the order of `batches`. The other arguments are evaluate's; `progress(done, total)`
     is called after each batch."""
-    store, seed, source, usable = _checked(model, store, images, sign, seed)
-    return _curves(model, store, source, usable, batches, seed, steps, sign, progress)
+    return _curves(model, _checked(model, store, images, sign, seed), batches, steps, sign, progress)
 
 
-def _curves(model, store, source, usable, batches, seed, steps, sign, progress):
-    """`batch_curves` on the arguments `_checked` returned."""
+def _curves(model, checked, batches, steps, sign, progress):
+    """`batch_curves` on what `_checked` found."""
+    store, seed, source, usable = checked
     batch_size, n = store.batch_size, len(store)
     todo = [k for k in batches if usable[k * batch_size:(k + 1) * batch_size].any()]
     out = []
-    reader = _Reader(source, todo, batch_size)
+    reader = BatchReader(source, todo, batch_size)
     reader.start()
     try:
         for k, x, read_errors in reader.batches():
@@ -117,8 +128,10 @@ def _curves(model, store, source, usable, batches, seed, steps, sign, progress):
                     raise StoreError(f"the map store {store.path} is damaged: the map of {name} (batch {k}) holds "
                                      f"NaN or infinite values, though its batch is done without an error; make "
                                      f"the store again (saliency batch without --resume)")
+                within = None if progress is None else (  # a batch of many steps takes long: its share too
+                    lambda done, total, a=a, size=len(x): progress(min(n, a + size * done // total), n))
                 out.append(_batch_curves(k, np.flatnonzero(keep) + a, model, x[keep],
-                                         np.abs(maps) if sign == "abs" else maps, seed, steps))
+                                         np.abs(maps) if sign == "abs" else maps, seed, steps, within))
             if progress is not None:
                 progress(min(n, a + len(x)), n)
     finally:
@@ -126,10 +139,14 @@ def _curves(model, store, source, usable, batches, seed, steps, sign, progress):
     return out
 
 
-def _batch_curves(k, rows, model, x, maps, seed, steps):
+def _batch_curves(k, rows, model, x, maps, seed, steps, progress=None):
     """The BatchCurves of batch k (its images x and maps at the store's `rows`): deletion_insertion
-    of each half of the batch at once, as `dataset.batch` computes the maps (`dataset._by_halves`)."""
-    got = _by_halves(model, len(x), lambda a, b: deletion_insertion(model, x[a:b], maps[a:b], seed, steps=steps))
+    of each half of the batch at once, as `pipeline.batch` computes the maps (`pipeline.by_halves`);
+    `progress(done, total)` follows the first half's forward passes."""
+    def curves(a, b):
+        return deletion_insertion(model, x[a:b], maps[a:b], seed, steps=steps, progress=progress if a == 0 else None)
+
+    got = by_halves(model, len(x), curves)
     return BatchCurves(k, rows, got[0].fractions,
                        *(np.concatenate([getattr(c, f) for c in got])
                          for f in ("deletion", "insertion", "deletion_auc", "insertion_auc")))
@@ -143,15 +160,18 @@ def evaluate(model, store, *, images=None, steps=16, sample=8, sign="abs", seed=
     check (`evaluation.randomisation_check`) of its method on the first `sample` images. `seed`:
     the seed the maps were made with (default: the store's, from its command-line form; needed
     for a store made with a seed object). `images`: the images themselves (files or an array),
-    for a store made from an array (default: its files). Method options (gradcam's `layer=`) go
-    to the check. `progress(done, total)` is called after each batch. `curves`: the
+    for a store made from an array (default: its files). `options`: the method's options for the
+    check (default: those the store records). `progress(done, total)` is called after each batch. `curves`: the
     `batch_curves` of every batch of the store, computed elsewhere, in any order (default:
     computed here).
 
     The store is read under its shared lock (`store_lock`): a store a run is writing is refused
     (StoreError naming the run), and no run replaces it meanwhile."""
     with _reading(store) as store:
-        return _evaluate(model, store, images, steps, sample, sign, seed, progress, curves, options)
+        checked = _checked(model, store, images, sign, seed)
+        if curves is None:
+            curves = _curves(model, checked, range(checked.store.batches), steps, sign, progress)
+        return _evaluate(model, checked, curves, steps, sample, options)
 
 
 @contextlib.contextmanager
@@ -167,11 +187,9 @@ def _reading(store):
             yield store
 
 
-def _evaluate(model, store, images, steps, sample, sign, seed, progress, curves, options):
-    """`evaluate` of an open store, under its lock."""
-    store, seed, source, usable = _checked(model, store, images, sign, seed)
-    if curves is None:
-        curves = _curves(model, store, source, usable, range(store.batches), seed, steps, sign, progress)
+def _evaluate(model, checked, curves, steps, sample, options):
+    """`evaluate` of an open store, under its lock, with the curves of its batches."""
+    store, seed, source, usable = checked
     curves = sorted(curves, key=lambda c: c.batch)
     for c, before in zip(curves[1:], curves):
         if c.batch == before.batch:
@@ -189,9 +207,11 @@ def _evaluate(model, store, images, steps, sample, sign, seed, progress, curves,
     if usable.any() and not curves:
         raise InputError(f"none of the images of {store.path} can be read again ({source.names[0]}, ...); "
                          f"pass them (images=)")
-    if sample and len(rows) and name in METHODS:
+    if sample and len(rows) and name in registry.METHODS:
+        method = registry.get(name)
+        options = method.check(options) if options else method.restore(store.attrs.get("options"))
         x = np.stack([source.read(i, i + 1)[0][0] for i in rows[:sample]])
-        check = randomisation_check(model, x, lambda m, xs, s: METHODS[name](m, xs, s, **options), seed)
+        check = randomisation_check(model, x, lambda m, xs, s: method.function(m, xs, s, **options), seed)
         layers, correlations = check.layers, check.correlations
     fractions = curves[0].fractions if curves else np.linspace(0, 1, steps + 1)
     return StoreEvaluation(name, store.attrs.get("seed"), [store.files[i] for i in rows], fractions,

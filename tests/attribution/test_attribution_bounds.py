@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from saliency import attribution
-from saliency.attribution import dataset, evaluation
+from saliency.attribution import evaluation, pipeline
 
 
 def test_a_batch_size_larger_than_the_images_is_the_number_of_images(shapes, images, tmp_path):
@@ -14,7 +14,7 @@ def test_a_batch_size_larger_than_the_images_is_the_number_of_images(shapes, ima
 
 
 def test_batches_that_would_not_fit_in_memory_are_refused_before_any_work(shapes, images, monkeypatch):
-    monkeypatch.setattr(dataset, "available_bytes", lambda: 2 ** 20)
+    monkeypatch.setattr(pipeline, "available_bytes", lambda: 2 ** 20)
     with pytest.raises(attribution.InputError, match=r"batch_size 7 needs 3\.9 MiB for the images and maps of the 6 "
                                                      r"batches held at once, and 1\.0 MiB are available; use a batch "
                                                      r"size of at most 1"):

@@ -19,7 +19,7 @@ def test_evaluating_a_store_gives_the_curves_of_each_maps_own_check(shapes, imag
                               out=tmp_path / "out", batch_size=3)
     ev = attribution.evaluate_store(shapes, store.path, steps=4, sample=2)
     assert ev.files == [str(p) for p in paths]                       # the failed image is left out
-    x = np.stack([attribution.dataset._Source(shapes, [p]).read(0, 1)[0][0] for p in paths])
+    x = np.stack([attribution.sources.ImageSource(shapes, [p]).read(0, 1)[0][0] for p in paths])
     maps = np.abs(np.asarray(store.maps)[[0, 1, 2, 4, 5, 6, 7]].astype(np.float64))
     want = attribution.deletion_insertion(shapes, x, maps, seeds.one_hot(2), steps=4)
     np.testing.assert_allclose(ev.deletion, want.deletion, rtol=1e-5, atol=1e-5)

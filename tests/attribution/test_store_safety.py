@@ -142,7 +142,7 @@ def test_a_store_is_locked_while_written_and_a_killed_holder_releases_it(model, 
             _run(model, paths, tmp_path, False)
         assert not path.exists()                                          # refused before anything was made
         with pytest.raises(attribution.StoreError, match=who):
-            attribution.dataset.prepare(model, paths, "gradient", out=tmp_path, batch_size=2, use_zarr=False)
+            attribution.pipeline.prepare(model, paths, "gradient", out=tmp_path, batch_size=2, use_zarr=False)
         with pytest.raises(attribution.StoreError, match=who):
             attribution.open_store(path, lock="read")
         with pytest.raises(attribution.StoreError, match=who):
@@ -165,7 +165,7 @@ def test_readers_share_the_lock_and_keep_writers_out(model, whole, tmp_path):
                 f"{store.path} is being read by process {os.getpid()} on ")):
             _run(model, paths, tmp_path, False)
         attribution.evaluate_store(model, store.path, steps=2, sample=0)  # a third reader
-    with attribution.dataset.prepare(model, paths, "gradient", out=tmp_path, batch_size=2, use_zarr=False) as open_:
+    with attribution.pipeline.prepare(model, paths, "gradient", out=tmp_path, batch_size=2, use_zarr=False) as open_:
         with pytest.raises(attribution.StoreError, match=re.escape(
                 f"{store.path} is being written by process {os.getpid()} on ")):
             attribution.evaluate_store(model, open_.path, steps=2)

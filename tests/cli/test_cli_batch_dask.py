@@ -15,6 +15,7 @@ from saliency import attribution
 from saliency.attribution import store as stores
 from saliency.cli.main import main
 from saliency.models import data
+from saliency.models.zoo import ModelSource
 
 distributed = pytest.importorskip("distributed")
 
@@ -53,7 +54,7 @@ def test_two_worker_processes_store_the_maps_of_one_process(folder, single, tmp_
 
 
 def test_a_worker_killed_mid_run_loses_nothing(folder, single, tmp_path, monkeypatch):
-    from saliency.cli import distributed as runner
+    from saliency.attribution import distributed as runner
 
     monkeypatch.setattr(runner, "TASK_IMAGES", 8)  # 7 tasks of two batches
     client, cluster = runner.client(workers=2)
@@ -67,11 +68,8 @@ def test_a_worker_killed_mid_run_loses_nothing(folder, single, tmp_path, monkeyp
                 os.kill(victim, signal.SIGKILL)
                 killed.append(victim)
 
-        spec = {"model": "shapes", "weights": None, "model_args": None}
-        record = {"model": "shapes", "weights": None, "model_args": None, "sign": "abs", "reduce": "sum",
-                  "overlay": False, "layer": None, "png": False}
-        store = runner.run(client, spec, sorted(folder.iterdir()), "gradient", None, tmp_path, batch_size=4,
-                           record=record, progress=kill_one)
+        run = attribution.Run.build("gradient", out=tmp_path, batch_size=4, model=ModelSource("shapes"))
+        store = runner.batch(client, run, sorted(folder.iterdir()), progress=kill_one)
         assert killed and killed[0] not in client.run(os.getpid).values()  # the nanny started a new process
     finally:
         client.close()
@@ -125,7 +123,7 @@ class _LogWritesKillOnce(distributed.WorkerPlugin):
 def test_a_worker_killed_mid_write_leaves_every_batch_written_whole_once(folder, single, tmp_path, monkeypatch):
     import cloudpickle
 
-    from saliency.cli import distributed as runner
+    from saliency.attribution import distributed as runner
 
     # the worker is killed from inside, at the one moment that leaves a batch half-written: a kill
     # from outside could also land between a batch's last write and its line in the log
@@ -139,9 +137,8 @@ def test_a_worker_killed_mid_write_leaves_every_batch_written_whole_once(folder,
             client.register_plugin(_LogWritesKillOnce(log, marker))
         finally:
             cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
-        spec = {"model": "shapes", "weights": None, "model_args": None}
-        store = runner.run(client, spec, sorted(folder.iterdir()), "gradient", None, out, batch_size=4,
-                           progress=lambda done, total: calls.append((done, total)))
+        run = attribution.Run.build("gradient", out=out, batch_size=4, model=ModelSource("shapes"))
+        store = runner.batch(client, run, sorted(folder.iterdir()), progress=lambda done, total: calls.append((done, total)))
         alive = client.run(os.getpid).values()
     finally:
         client.close()
@@ -159,7 +156,7 @@ def test_a_worker_killed_mid_write_leaves_every_batch_written_whole_once(folder,
 
 
 def test_evaluate_on_two_worker_processes_reports_the_numbers_of_one_process(single, tmp_path, capsys, monkeypatch):
-    from saliency.cli import distributed as runner
+    from saliency.attribution import distributed as runner
 
     monkeypatch.setattr(runner, "TASK_IMAGES", 16)  # 4 tasks of up to four batches
     args = ["evaluate", str(single.path), "--steps", "4", "--sample", "2"]
@@ -194,5 +191,5 @@ def test_without_dask_the_options_say_how_to_get_it(folder, single, tmp_path, ca
     with pytest.raises(SystemExit) as info:
         main(["evaluate", str(single.path), "--out", str(tmp_path / "report"), "--workers", "2"])
     assert info.value.code == 2
-    assert capsys.readouterr().err == ("error: --workers and --scheduler run on Dask, which is not installed: "
+    assert capsys.readouterr().err == ("error: running on a cluster needs Dask, which is not installed: "
                                        "pip install 'saliency-maps[scale]'\n")

@@ -175,7 +175,7 @@ def test_small_input_faults_are_one_line(work, capsys, args, message):
 @pytest.mark.slow
 def test_dask_workers_build_the_one_random_model_of_the_run(work, capsys, monkeypatch):
     pytest.importorskip("distributed")
-    from saliency.cli import distributed as runner
+    from saliency.attribution import distributed as runner
 
     monkeypatch.setattr(runner, "TASK_IMAGES", 1)  # a task per batch: two worker processes build the model
     code, _, err = _main(capsys, "batch", work / "in", "--out", work / "out", "--model", f"{work / 'net.py'}:Net",
@@ -186,14 +186,13 @@ def test_dask_workers_build_the_one_random_model_of_the_run(work, capsys, monkey
 
 
 def test_a_worker_whose_model_differs_from_the_runs_is_refused(work):
-    from saliency.cli import distributed as runner
-    from saliency.cli.mapping import MapError
+    from saliency.attribution import distributed as runner
 
     source = zoo.ModelSource(f"{work / 'net.py'}:Net", random_seed=7)
     _, _, identity = source.load()
-    spec = {**source.record(), "identity": identity}
-    assert runner._model(spec) is runner._model(spec)  # loaded once per process
-    other = {**source.record(), "random_seed": 8, "identity": identity}
-    with pytest.raises(MapError, match="the model on the Dask worker on .* differs from the one the run was started "
-                                       "with: the model's parameters"):
+    pinned = source.pinned(identity)
+    assert runner._model(pinned) is runner._model(pinned)  # built once per process
+    other = zoo.ModelSource(f"{work / 'net.py'}:Net", random_seed=8).pinned(identity)
+    with pytest.raises(zoo.ZooError, match="the model built on .* differs from the one the run was started with: "
+                                           "the model's parameters"):
         runner._model(other)

@@ -80,3 +80,18 @@ def test_save_writes_the_figure_and_show_does_not_fail_headless(shapes, images, 
     path = attr.save(tmp_path / "ig.png", reduce="max_abs")
     assert np.asarray(Image.open(path)).shape[-1] in (3, 4)
     attr.show()  # the Agg backend: nothing to show, nothing raised
+
+
+def test_a_stores_maps_show_themselves_by_index(shapes, images, tmp_path):
+    paths = []
+    for i, chw in enumerate(images):
+        paths.append(tmp_path / f"img{i}.png")
+        Image.fromarray((np.moveaxis(chw, 0, -1) * 255).round().astype(np.uint8)).save(paths[-1])
+    store = A.batch(shapes, paths, "gradient", out=tmp_path / "out")
+    attr = store.attribution(1)
+    np.testing.assert_array_equal(attr.map, np.asarray(store.maps[1]))
+    np.testing.assert_allclose(attr.input, viz.load_image(paths[1])[0])
+    assert _titles(store.figure(1)) == ["image", f"gradient · predicted class {store.predicted[1]}"]
+    assert np.asarray(Image.open(store.save(2, tmp_path / "s.png"))).ndim == 3
+    with pytest.raises(A.StoreError, match="index 3 is out of range for the 3 images of"):
+        store.figure(3)

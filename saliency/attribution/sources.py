@@ -1,0 +1,117 @@
+"""The images of a run, and the thread that reads them ahead of the model, a batch at a time.
+
+`ImageSource` is image files (read at the model's `input_shape`, or at the first readable
+image's size for a model without one) or an array (N, C, H, W); `BatchReader` reads its batches
+on a thread of its own while the model works on the last one. An image that cannot be read (or
+holds NaN) reads as zeros with its error beside it: the run records it and goes on.
+"""
+import queue
+import threading
+from pathlib import Path
+
+import numpy as np
+
+from ._core import InputError
+
+QUEUED_BATCHES = 2  # batches read ahead of the model at most (and waiting to be written)
+
+
+class ImageSource:
+    """The images of a run: paths (read with the model's input size) or an array (N, C, H, W);
+    `names` (the paths as text, or image0, image1, ...), `shape` (C, H, W)."""
+
+    def __init__(self, model, images):
+        self.array = None
+        if isinstance(images, np.ndarray):
+            if images.ndim != 4:
+                raise InputError(f"images must be a list of image files or an array (N, C, H, W), got shape "
+                                 f"{images.shape}")
+            self.array = images
+            self.names = [f"image{i}" for i in range(len(images))]
+            self.shape = images.shape[1:]
+            return
+        self.paths = [Path(p) for p in images]
+        if not self.paths:
+            raise InputError("no images given")
+        self.names = [str(p) for p in self.paths]
+        shape = getattr(model, "input_shape", None)
+        if shape is None:  # a model of any input size: every image at the size of the first that reads
+            shape = self._first_shape()
+        self.shape = tuple(int(s) for s in shape)
+
+    def _first_shape(self):
+        from .. import viz  # images and heatmaps only: `import saliency.attribution` stays without matplotlib
+
+        for p in self.paths:
+            try:
+                return viz.load_image(p)[0].shape
+            except Exception:  # noqa: BLE001: an unreadable image is recorded when its batch is read
+                continue
+        raise InputError(f"none of the {len(self.paths)} images can be read")
+
+    def __len__(self):
+        return len(self.names)
+
+    def read(self, a, b):
+        """(float32 (b - a, C, H, W), [error or "" per image]); an image that fails reads as zeros."""
+        if self.array is not None:
+            x = np.array(self.array[a:b], np.float32)
+            finite = np.isfinite(x.reshape(len(x), -1)).all(axis=1)
+            x[~finite] = 0
+            return x, ["" if ok else "the image holds NaN or infinite values" for ok in finite]
+        from .. import viz
+
+        x = np.zeros((b - a,) + self.shape, np.float32)
+        errors = []
+        for i, p in enumerate(self.paths[a:b]):
+            try:
+                x[i] = viz.load_image(p, size=self.shape[1:], channels=self.shape[0])[0]
+                errors.append("")
+            except Exception as exc:  # noqa: BLE001: any image may fail; the run goes on and says why
+                errors.append(error_text(exc))
+        return x, errors
+
+
+def error_text(exc):
+    """An image's error as the store records it: the message, with the type for an unexpected one."""
+    return str(exc) if isinstance(exc, (ValueError, OSError)) else f"{type(exc).__name__}: {exc}"
+
+
+class BatchReader(threading.Thread):
+    """Reads the batches `todo` of `source` ahead of the model, at most QUEUED_BATCHES at a time;
+    `batches()` yields (k, x, read errors) in order."""
+
+    def __init__(self, source, todo, batch_size):
+        super().__init__(daemon=True)
+        self.source, self.todo, self.batch_size = source, todo, batch_size
+        self.items, self.error, self.stop = queue.Queue(QUEUED_BATCHES), None, threading.Event()
+
+    def run(self):
+        try:
+            n = len(self.source)
+            for k in self.todo:
+                a, b = k * self.batch_size, min(n, (k + 1) * self.batch_size)
+                if not self._offer((k,) + self.source.read(a, b)):
+                    return
+        except BaseException as exc:  # noqa: BLE001: raised on the calling thread
+            self.error = exc
+        self._offer(None)
+
+    def _offer(self, item):
+        """Queue `item` unless the consumer stopped (then the thread ends instead of waiting forever)."""
+        while not self.stop.is_set():
+            try:
+                self.items.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def batches(self):
+        while True:
+            item = self.items.get()
+            if item is None:
+                if self.error is not None:
+                    raise self.error
+                return
+            yield item
