@@ -25,3 +25,12 @@ def test_deletion_curves_of_more_steps_than_memory_holds_are_refused(shapes, ima
     x = images[:1]
     with pytest.raises(ValueError, match=r"steps 99999999999 needs \d+\.\d GiB for its curves, more than the"):
         evaluation.deletion_insertion(shapes, x, np.ones(x.shape), steps=99_999_999_999)
+
+
+def test_evaluation_of_many_steps_reports_progress_within_a_batch(shapes, images):
+    store = attribution.batch(shapes, images[:4], "gradient", batch_size=4, out=None)
+    calls = []
+    x = images[:4]
+    evaluation.deletion_insertion(shapes, x, store.maps, steps=64, batch=8,
+                                  progress=lambda done, total: calls.append((done, total)))
+    assert len(calls) > 2 and calls[-1] == (130, 130) and all(0 < d < t for d, t in calls[:-1])

@@ -155,3 +155,23 @@ def test_batch_on_a_model_that_fails_everywhere_records_every_image(tmp_path, ca
     code, _, err = _main(capsys, "batch", folder, "--out", tmp_path / "out", "--batch-size", "1", "--model",
                          _model_file(tmp_path, "sys.exit(3)"), "--random-seed", "3")
     assert code == 2 and "3 images failed" in err and err.count("called sys.exit(3)") == 3
+
+
+@pytest.mark.slow
+def test_ctrl_c_during_a_long_map_says_interrupted(image, tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    if os.name != "posix":
+        pytest.skip("sends SIGINT")
+    proc = subprocess.Popen([sys.executable, "-m", "saliency.cli.main", "map", str(image), "--method", "smoothgrad",
+                             "--samples", "1000000", "--out", str(tmp_path / "m.png")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(8)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and err.strip().splitlines()[-1] == "interrupted", err
+    assert not (tmp_path / "m.png").exists()
