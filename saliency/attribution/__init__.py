@@ -39,8 +39,8 @@ from .store_evaluation import evaluate as evaluate_store
 METHODS = {name: record.function for name, record in registry.METHODS.items()}
 
 __all__ = ["Attribution", "InputError", "ModelError", "SeedError", "baselines", "gradcam", "gradient",
-           "guided_backprop", "input_x_gradient", "integrated_gradients", "occlusion", "registry", "seeds", "smoothgrad",
-           "vargrad"]
+           "guided_backprop", "input_x_gradient", "integrated_gradients", "occlusion", "registry", "seeds",
+           "smoothgrad", "vargrad"]
 __all__ += ["receptive_field"]
 __all__ += ["LookDistance", "jacobian_rows", "look_distance"]
 __all__ += ["DeletionInsertion", "RandomisationCheck", "deletion_insertion", "randomisation_check"]

@@ -13,12 +13,6 @@ Batch = namedtuple("Batch", "done damage predicted errors")
 NOT_DONE = Batch(False, None, None, None)
 
 
-def one_line(exc):
-    """An exception's message on one line of at most 200 characters (zarr's may span several)."""
-    text = " ".join(str(exc).split()) or type(exc).__name__
-    return text if len(text) <= 200 else text[:197] + "..."
-
-
 class MapStore:
     """Maps of `len(files)` images, `batch_size` per chunk. Open one with `open_store`, make one
     with `create_store`. A store opened with a lock keeps it until `close()` (or the end of a

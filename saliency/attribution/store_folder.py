@@ -7,7 +7,8 @@ import re
 
 import numpy as np
 
-from .store_base import NOT_DONE, Batch, MapStore, one_line
+from ..nn.errors import one_line
+from .store_base import NOT_DONE, Batch, MapStore
 from .store_files import StoreError, check_attrs, check_files, npy_bytes, read_json, read_npy, write_file
 
 

@@ -5,7 +5,8 @@ import os
 
 import numpy as np
 
-from .store_base import NOT_DONE, Batch, MapStore, one_line
+from ..nn.errors import one_line
+from .store_base import NOT_DONE, Batch, MapStore
 from .store_files import (
            ARRAYS,
            ESCAPED_NAMES,
@@ -162,11 +163,6 @@ def _writes_plain_chunks(arrays, batch_size):
                 or list(meta["chunk_grid"]["configuration"]["chunk_shape"][1:]) != list(meta["shape"][1:])):
             return False
     return True
-
-
-def one_line(exc):
-    text = " ".join(str(exc).split()) or type(exc).__name__
-    return text if len(text) <= 200 else text[:197] + "..."
 
 
 def create_zarr(path, files, map_shape, batch_size, attrs):

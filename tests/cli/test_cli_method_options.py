@@ -9,10 +9,12 @@ import pytest
 from PIL import Image
 from typer.testing import CliRunner
 
+from _cli import run_cli
+
 from saliency import attribution, models
 from saliency.attribution import registry
 from saliency.attribution import store as stores
-from saliency.cli.main import app, main
+from saliency.cli.main import app
 
 runner = CliRunner()
 
@@ -29,14 +31,6 @@ def folder(tmp_path):
     for i, chw in enumerate(models.data.shapes(3, seed=9)[0]):
         Image.fromarray((np.moveaxis(chw, 0, -1) * 255).round().astype(np.uint8)).save(path / f"img{i}.png")
     return path
-
-
-def _main(capsys, *args):
-    with pytest.raises(SystemExit) as info:
-        main([str(a) for a in args])
-        raise SystemExit(0)
-    captured = capsys.readouterr()
-    return info.value.code, captured.out, captured.err
 
 
 def test_help_lists_every_methods_options_under_its_name():
@@ -60,7 +54,7 @@ def test_help_lists_every_methods_options_under_its_name():
     (["--method", "gradcam", "--layer", "features.block2.conv"], "gradcam", {"layer": "features.block2.conv"}),
 ])
 def test_batch_maps_with_options_are_the_librarys(shapes, folder, tmp_path, capsys, args, method, options):
-    code, _, err = _main(capsys, "batch", folder, "--out", tmp_path / "out", *args)
+    code, _, err = run_cli(capsys, "batch", folder, "--out", tmp_path / "out", *args)
     assert code == 0, err
     store = attribution.open_store(stores.store_path(tmp_path / "out"))
     want = attribution.batch(shapes, sorted(folder.iterdir()), method, **options)
@@ -82,7 +76,7 @@ def test_batch_maps_with_options_are_the_librarys(shapes, folder, tmp_path, caps
     (["--method", "lime"], "error: unknown method 'lime'; choose one of: gradient"),
 ])
 def test_a_bad_option_is_one_line_before_any_work(folder, tmp_path, capsys, args, message):
-    code, _, err = _main(capsys, "map", folder / "img0.png", "--out", tmp_path / "m.png", *args)
+    code, _, err = run_cli(capsys, "map", folder / "img0.png", "--out", tmp_path / "m.png", *args)
     assert code == 2 and err.startswith(message) and err.count("\n") == 1, err
     assert not (tmp_path / "m.png").exists()
 
@@ -90,8 +84,8 @@ def test_a_bad_option_is_one_line_before_any_work(folder, tmp_path, capsys, args
 def test_map_with_an_option_draws_the_librarys_map(shapes, folder, tmp_path, capsys):
     from saliency.cli.mapping import compute
 
-    code, out, err = _main(capsys, "map", folder / "img1.png", "--method", "smoothgrad", "--samples", "2",
-                           "--out", tmp_path / "m.png")
+    code, out, err = run_cli(capsys, "map", folder / "img1.png", "--method", "smoothgrad", "--samples", "2",
+                             "--out", tmp_path / "m.png")
     assert code == 0 and "method: smoothgrad" in out and (tmp_path / "m.png").is_file()
     x, attr, _ = compute(shapes, folder / "img1.png", "smoothgrad", None, {"n": 2})
     np.testing.assert_array_equal(attr.map, attribution.smoothgrad(shapes, x, n=2).map)
@@ -100,10 +94,10 @@ def test_map_with_an_option_draws_the_librarys_map(shapes, folder, tmp_path, cap
 def test_resume_with_other_options_is_refused_and_evaluate_uses_the_recorded_ones(folder, tmp_path, capsys,
                                                                                   monkeypatch):
     out = tmp_path / "out"
-    assert _main(capsys, "batch", folder, "--out", out, "--method", "integrated_gradients", "--steps", "3",
-                 "--baseline", "blur")[0] == 0
-    code, _, err = _main(capsys, "batch", folder, "--out", out, "--method", "integrated_gradients", "--steps", "4",
-                         "--baseline", "blur", "--resume")
+    assert run_cli(capsys, "batch", folder, "--out", out, "--method", "integrated_gradients", "--steps", "3",
+                   "--baseline", "blur")[0] == 0
+    code, _, err = run_cli(capsys, "batch", folder, "--out", out, "--method", "integrated_gradients", "--steps", "4",
+                           "--baseline", "blur", "--resume")
     assert code == 2 and err == (f"error: --resume: the store in {out} was made with other steps (3 then, 4 now); "
                                  f"give the same images and options, or run without --resume to start again\n")
     seen = []
@@ -115,7 +109,7 @@ def test_resume_with_other_options_is_refused_and_evaluate_uses_the_recorded_one
 
     monkeypatch.setitem(registry.METHODS, "integrated_gradients",
                         dataclasses.replace(registry.get("integrated_gradients"), function=spy))
-    code, _, err = _main(capsys, "evaluate", out, "--out", tmp_path / "r", "--steps", "2", "--sample", "2")
+    code, _, err = run_cli(capsys, "evaluate", out, "--out", tmp_path / "r", "--steps", "2", "--sample", "2")
     assert code == 0, err
     assert seen and all(o == {"steps": 3, "baseline": attribution.baselines.Blur()} for o in seen)
     assert json.loads((tmp_path / "r" / "evaluation.json").read_text())

@@ -2,15 +2,15 @@
 forward can go wrong is one line and exit code 2 (a ModelError in the library), in `map` and in
 `batch`, where an image the model fails on is recorded and the others go on, whichever batch it
 is in."""
-import json
 
 import numpy as np
 import pytest
 from PIL import Image
 
+from _cli import run_cli
+
 from saliency import attribution
 from saliency.attribution import store as stores
-from saliency.cli.main import main
 
 HEADER = '''\
 import sys
@@ -62,19 +62,11 @@ def _model_file(tmp_path, body, name="net.py"):
     return f"{path}:Net"
 
 
-def _main(capsys, *args):
-    with pytest.raises(SystemExit) as info:
-        main([str(a) for a in args])
-        raise SystemExit(0)
-    captured = capsys.readouterr()
-    return info.value.code, captured.out, captured.err
-
-
 @pytest.mark.parametrize("case", list(FORWARDS))
 def test_a_forward_that_goes_wrong_is_one_line_and_exit_code_2(tmp_path, image, capsys, case):
     body, message = FORWARDS[case]
-    code, _, err = _main(capsys, "map", image, "--model", _model_file(tmp_path, body), "--random-seed", "1",
-                         "--out", tmp_path / "m.png")
+    code, _, err = run_cli(capsys, "map", image, "--model", _model_file(tmp_path, body), "--random-seed", "1",
+                           "--out", tmp_path / "m.png")
     lines = [line for line in err.splitlines() if not line.startswith("note:")]
     assert code == 2, err
     assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], err
@@ -82,21 +74,21 @@ def test_a_forward_that_goes_wrong_is_one_line_and_exit_code_2(tmp_path, image, 
 
 
 def test_a_forward_raising_memory_error_is_one_line_and_exit_code_2(tmp_path, image, capsys):
-    code, _, err = _main(capsys, "map", image, "--model", _model_file(tmp_path, "raise MemoryError"),
-                         "--out", tmp_path / "m.png")
+    code, _, err = run_cli(capsys, "map", image, "--model", _model_file(tmp_path, "raise MemoryError"),
+                           "--out", tmp_path / "m.png")
     assert code == 2 and err.splitlines()[-1].startswith("error: out of memory; try a smaller"), err
 
 
 def test_a_model_with_no_classes_is_one_line(tmp_path, image, capsys):
-    code, _, err = _main(capsys, "map", image, "--model", _model_file(tmp_path, "return self.features(x)"),
-                         "--model-args", '{"num_classes": 0}', "--out", tmp_path / "m.png")
+    code, _, err = run_cli(capsys, "map", image, "--model", _model_file(tmp_path, "return self.features(x)"),
+                           "--model-args", '{"num_classes": 0}', "--out", tmp_path / "m.png")
     assert code == 2 and "error: the model's output of shape (1, 0) is empty" in err
 
 
 def test_deeply_nested_model_arguments_are_one_line(tmp_path, image, capsys):
     nested = "[" * 100_000 + "]" * 100_000
-    code, _, err = _main(capsys, "map", image, "--model", _model_file(tmp_path, "return self.features(x)"),
-                         "--model-args", nested, "--out", tmp_path / "m.png")
+    code, _, err = run_cli(capsys, "map", image, "--model", _model_file(tmp_path, "return self.features(x)"),
+                           "--model-args", nested, "--out", tmp_path / "m.png")
     assert code == 2 and err.strip() == ("error: --model-args nests too deeply to read; give a flat JSON object "
                                          "such as '{\"num_classes\": 10}'")
 
@@ -138,9 +130,9 @@ def test_batch_records_each_image_the_model_fails_on_in_whatever_batch(tmp_path,
     bright = [m > 0.52 for m in means]
     assert any(bright) and not all(bright)
     out = tmp_path / "out"
-    code, stdout, err = _main(capsys, "batch", folder, "--out", out, "--model",
-                              _model_file(tmp_path, FAILS_ON_BRIGHT), "--random-seed", "3",
-                              "--batch-size", batch_size)
+    code, stdout, err = run_cli(capsys, "batch", folder, "--out", out, "--model",
+                                _model_file(tmp_path, FAILS_ON_BRIGHT), "--random-seed", "3",
+                                "--batch-size", batch_size)
     store = attribution.open_store(stores.store_path(out))
     assert code == 2 and f"wrote {len(means) - sum(bright)} of {len(means)} maps" in stdout
     assert [bool(e) for e in store.errors] == bright
@@ -152,8 +144,8 @@ def test_batch_records_each_image_the_model_fails_on_in_whatever_batch(tmp_path,
 
 def test_batch_on_a_model_that_fails_everywhere_records_every_image(tmp_path, capsys):
     folder = _folder(tmp_path, 3)
-    code, _, err = _main(capsys, "batch", folder, "--out", tmp_path / "out", "--batch-size", "1", "--model",
-                         _model_file(tmp_path, "sys.exit(3)"), "--random-seed", "3")
+    code, _, err = run_cli(capsys, "batch", folder, "--out", tmp_path / "out", "--batch-size", "1", "--model",
+                           _model_file(tmp_path, "sys.exit(3)"), "--random-seed", "3")
     assert code == 2 and "3 images failed" in err and err.count("called sys.exit(3)") == 3
 
 

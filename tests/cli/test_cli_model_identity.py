@@ -9,10 +9,11 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from _cli import run_cli
+
 import saliency as sl
 from saliency import attribution
 from saliency.attribution import store as stores
-from saliency.cli.main import main
 from saliency.models import zoo
 
 MODEL_FILE = '''\
@@ -49,21 +50,13 @@ def work(tmp_path):
     return tmp_path
 
 
-def _main(capsys, *args):
-    with pytest.raises(SystemExit) as info:
-        main([str(a) for a in args])
-        raise SystemExit(0)
-    captured = capsys.readouterr()
-    return info.value.code, captured.out, captured.err
-
-
 def _store(out):
     return attribution.open_store(stores.store_path(out))
 
 
 def test_a_random_initialisation_is_recorded_and_resumed_with_its_seed(work, capsys):
     model = f"{work / 'net.py'}:Net"
-    code, _, err = _main(capsys, "batch", work / "in", "--out", work / "out", "--model", model, "--batch-size", "2")
+    code, _, err = run_cli(capsys, "batch", work / "in", "--out", work / "out", "--model", model, "--batch-size", "2")
     assert code == 0, err
     record = _store(work / "out").attrs["record"]
     seed = record["random_seed"]
@@ -81,13 +74,13 @@ def test_a_random_initialisation_is_recorded_and_resumed_with_its_seed(work, cap
         done.unlink()
     else:  # the .npy folder format
         (store.path / "batch.1.json").unlink()
-    code, _, err = _main(capsys, "batch", work / "in", "--out", work / "out", "--model", model, "--batch-size", "2",
-                         "--resume")
+    code, _, err = run_cli(capsys, "batch", work / "in", "--out", work / "out", "--model", model, "--batch-size", "2",
+                           "--resume")
     assert code == 0, err
     np.testing.assert_array_equal(np.asarray(_store(work / "out").maps), maps)
 
-    code, _, err = _main(capsys, "batch", work / "in", "--out", work / "out", "--model", model, "--batch-size", "2",
-                         "--resume", "--random-seed", str(seed + 1))
+    code, _, err = run_cli(capsys, "batch", work / "in", "--out", work / "out", "--model", model, "--batch-size", "2",
+                           "--resume", "--random-seed", str(seed + 1))
     assert code == 2
     assert (f"the model differs from the one that made the maps in {work / 'out'}: the model's parameters" in err
             and f"the random seed of its initial weights ({seed} then, {seed + 1} now)" in err), err
@@ -99,53 +92,53 @@ def test_a_weights_file_replaced_at_the_same_path_is_refused_on_resume(work, cap
     sl.manual_seed(5)
     net = zoo.load_user(model)
     sl.nn.save(net, weights)
-    assert _main(capsys, "batch", work / "in", "--out", work / "out", "--model", model, "--weights", weights)[0] == 0
+    assert run_cli(capsys, "batch", work / "in", "--out", work / "out", "--model", model, "--weights", weights)[0] == 0
     assert "random_seed" in _store(work / "out").attrs["record"]
     before = _store(work / "out").attrs["record"]["identity"]["weights_sha256"]
     net.fc.bias.data.add_(1.0)
     sl.nn.save(net, weights)
-    code, _, err = _main(capsys, "batch", work / "in", "--out", work / "out", "--model", model, "--weights", weights,
-                         "--resume")
+    code, _, err = run_cli(capsys, "batch", work / "in", "--out", work / "out", "--model", model, "--weights", weights,
+                           "--resume")
     assert code == 2 and len(err.strip().splitlines()) == 1
     assert f"the weights file's content (sha256 {before[:12]} then, sha256 " in err and "now)" in err
 
 
 def test_a_changed_model_file_is_refused_on_resume(work, capsys):
     model = f"{work / 'net.py'}:Net"
-    assert _main(capsys, "batch", work / "in", "--out", work / "out", "--model", model, "--random-seed", "4")[0] == 0
+    assert run_cli(capsys, "batch", work / "in", "--out", work / "out", "--model", model, "--random-seed", "4")[0] == 0
     (work / "net.py").write_text(MODEL_FILE.replace("F.relu(", "F.leaky_relu("))
-    code, _, err = _main(capsys, "batch", work / "in", "--out", work / "out", "--model", model, "--resume")
+    code, _, err = run_cli(capsys, "batch", work / "in", "--out", work / "out", "--model", model, "--resume")
     assert code == 2 and "the model file's content (sha256 " in err
 
 
 def test_evaluate_never_imports_a_model_file_the_store_names(work, capsys):
     model = f"{work / 'net.py'}:Net"
-    assert _main(capsys, "batch", work / "in", "--out", work / "out", "--model", model, "--random-seed", "4")[0] == 0
+    assert run_cli(capsys, "batch", work / "in", "--out", work / "out", "--model", model, "--random-seed", "4")[0] == 0
     (work / "imported.txt").unlink()
-    code, _, err = _main(capsys, "evaluate", work / "out", "--out", work / "report", "--steps", "2", "--sample", "0")
+    code, _, err = run_cli(capsys, "evaluate", work / "out", "--out", work / "report", "--steps", "2", "--sample", "0")
     assert code == 2 and not (work / "imported.txt").exists()
     assert err.strip() == (f"error: the maps of {_store(work / 'out').path} were made with the model file {model}; "
                            f"evaluating them runs that file, so name it yourself: --model {model}")
     # named, it runs, with the random seed the store recorded
-    code, out, err = _main(capsys, "evaluate", work / "out", "--out", work / "report", "--steps", "2", "--sample",
-                           "0", "--model", model)
+    code, out, err = run_cli(capsys, "evaluate", work / "out", "--out", work / "report", "--steps", "2", "--sample",
+                             "0", "--model", model)
     assert code == 0, err
     assert json.loads((work / "report" / "evaluation.json").read_text())
 
 
 def test_evaluate_with_another_model_than_the_one_that_made_the_maps_is_one_line(work, capsys):
-    assert _main(capsys, "batch", work / "in", "--out", work / "out")[0] == 0
-    code, _, err = _main(capsys, "evaluate", work / "out", "--out", work / "report", "--model", "digits")
+    assert run_cli(capsys, "batch", work / "in", "--out", work / "out")[0] == 0
+    code, _, err = run_cli(capsys, "evaluate", work / "out", "--out", work / "report", "--model", "digits")
     assert code == 2 and "were made by another model than digits: the weights file's content" in err
 
 
 def test_evaluate_checks_its_out_folder_and_steps_before_any_work(work, capsys, monkeypatch):
-    assert _main(capsys, "batch", work / "in", "--out", work / "out")[0] == 0
+    assert run_cli(capsys, "batch", work / "in", "--out", work / "out")[0] == 0
     monkeypatch.setattr(attribution, "evaluate_store", lambda *a, **k: pytest.fail("evaluated"))
     (work / "file").write_text("")
-    code, _, err = _main(capsys, "evaluate", work / "out", "--out", work / "file" / "report")
+    code, _, err = run_cli(capsys, "evaluate", work / "out", "--out", work / "file" / "report")
     assert code == 2 and "cannot write the report into --out" in err and "nothing was evaluated" in err
-    code, _, err = _main(capsys, "evaluate", work / "out", "--out", work / "report", "--steps", "99999999999")
+    code, _, err = run_cli(capsys, "evaluate", work / "out", "--out", work / "report", "--steps", "99999999999")
     assert code == 2 and "--steps 99999999999 is more than the 4096 pixels of the maps" in err
 
 
@@ -156,8 +149,8 @@ CHDIR_MODEL = MODEL_FILE.replace("    def forward(self, x):\n",
 def test_a_model_that_changes_the_working_folder_does_not_move_the_output(work, capsys, monkeypatch):
     (work / "chdir.py").write_text(CHDIR_MODEL)
     monkeypatch.chdir(work)
-    code, out, err = _main(capsys, "map", "in/img0.png", "--model", "chdir.py:Net", "--random-seed", "1",
-                           "--out", "map.png")
+    code, out, err = run_cli(capsys, "map", "in/img0.png", "--model", "chdir.py:Net", "--random-seed", "1",
+                             "--out", "map.png")
     os.chdir(work)
     assert code == 0, err
     assert (work / "map.png").is_file() and "wrote map.png" in out
@@ -168,7 +161,7 @@ def test_a_model_that_changes_the_working_folder_does_not_move_the_output(work, 
     (["--seed", "class:\u0663"], "error: cannot read seed 'class:\u0663'"),
 ])
 def test_small_input_faults_are_one_line(work, capsys, args, message):
-    code, _, err = _main(capsys, "map", work / "in" / "img0.png", *args)
+    code, _, err = run_cli(capsys, "map", work / "in" / "img0.png", *args)
     assert code == 2 and err.startswith(message), err
 
 
@@ -178,8 +171,8 @@ def test_dask_workers_build_the_one_random_model_of_the_run(work, capsys, monkey
     from saliency.attribution import distributed as runner
 
     monkeypatch.setattr(runner, "TASK_IMAGES", 1)  # a task per batch: two worker processes build the model
-    code, _, err = _main(capsys, "batch", work / "in", "--out", work / "out", "--model", f"{work / 'net.py'}:Net",
-                         "--batch-size", "1", "--workers", "2")
+    code, _, err = run_cli(capsys, "batch", work / "in", "--out", work / "out", "--model", f"{work / 'net.py'}:Net",
+                           "--batch-size", "1", "--workers", "2")
     assert code == 0, err
     maps = np.asarray(_store(work / "out").maps)
     np.testing.assert_array_equal(maps[0], maps[3])  # byte-identical images in different tasks

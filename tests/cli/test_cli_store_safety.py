@@ -14,10 +14,11 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from _cli import run_cli
+
 from saliency import attribution
 from saliency.attribution import store as stores
 from saliency.attribution import store_files, store_lock
-from saliency.cli.main import main
 from saliency import models
 from saliency.models import data
 
@@ -37,14 +38,6 @@ def folder(tmp_path_factory):
     return path
 
 
-def _cli(capsys, *args):
-    with pytest.raises(SystemExit) as info:
-        main([*map(str, args)])
-        raise SystemExit(0)                  # main returns normally when all went well
-    captured = capsys.readouterr()
-    return info.value.code, captured.out, captured.err
-
-
 def _one_error(err):
     """The only line of `err` (an 'error: ...' line) but the progress bar's ("gradient maps" where
     stderr is not a terminal, written once batches were computed)."""
@@ -57,15 +50,15 @@ def test_a_folder_that_is_not_a_store_is_refused_and_kept(folder, tmp_path, caps
     path = stores.store_path(tmp_path)
     path.mkdir()
     (path / "thesis.txt").write_text("precious")
-    code, out, err = _cli(capsys, "batch", folder, "--out", tmp_path)
+    code, out, err = run_cli(capsys, "batch", folder, "--out", tmp_path)
     assert code == 2 and out == ""
     assert _one_error(err) == (f"error: {path} is not a map store of saliency-maps (it holds thesis.txt); nothing "
                                f"was deleted: move it away or give another --out")
     assert (path / "thesis.txt").read_text() == "precious"
     (path / "thesis.txt").unlink()
-    assert _cli(capsys, "batch", folder, "--out", tmp_path, "--batch-size", "2")[0] == 0
+    assert run_cli(capsys, "batch", folder, "--out", tmp_path, "--batch-size", "2")[0] == 0
     (path / "notes.txt").write_text("mine")                           # put into a store of ours
-    code, _, err = _cli(capsys, "batch", folder, "--out", tmp_path)
+    code, _, err = run_cli(capsys, "batch", folder, "--out", tmp_path)
     assert code == 2 and "is a map store, but also holds files that are not the store's (notes.txt)" in _one_error(err)
     assert (path / "notes.txt").exists() and attribution.open_store(path).done.all()
 
@@ -100,20 +93,20 @@ def test_a_store_being_written_is_refused_to_a_second_run_and_to_evaluate(folder
         refusal = (f"error: {path} is being written by process {proc.pid} on {socket.gethostname()} "
                    f"(saliency batch {folder} --out {out} --method smoothgrad --batch-size 1) since {since}; wait "
                    f"for it or stop it")
-        code, stdout, err = _cli(capsys, "batch", folder, "--out", out)
+        code, stdout, err = run_cli(capsys, "batch", folder, "--out", out)
         assert code == 2 and stdout == "" and _one_error(err) == refusal
-        code, stdout, err = _cli(capsys, "evaluate", out, "--out", tmp_path / "report")
+        code, stdout, err = run_cli(capsys, "evaluate", out, "--out", tmp_path / "report")
         assert code == 2 and stdout == "" and _one_error(err) == refusal
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=30)
     finally:
         proc.kill()
         proc.communicate()
-    code, stdout, err = _cli(capsys, "batch", folder, "--out", out, "--batch-size", "2")  # the lock died with it
+    code, stdout, err = run_cli(capsys, "batch", folder, "--out", out, "--batch-size", "2")  # the lock died with it
     assert code == 0, err
     assert stdout.startswith(f"wrote 8 of 8 maps to {path}")
     assert not store_lock.lock_path(path).exists()
-    assert _cli(capsys, "evaluate", out, "--out", tmp_path / "report", "--steps", "2", "--sample", "0")[0] == 0
+    assert run_cli(capsys, "evaluate", out, "--out", tmp_path / "report", "--steps", "2", "--sample", "0")[0] == 0
 
 
 @needs_zarr
@@ -128,12 +121,12 @@ def test_a_full_disk_says_which_file_how_far_and_that_resume_continues(folder, t
         write(where, data)
 
     monkeypatch.setattr(store_files, "_write_chunk", full_at_batch_1)
-    code, out, err = _cli(capsys, "batch", folder, "--out", tmp_path, "--batch-size", "2")
+    code, out, err = run_cli(capsys, "batch", folder, "--out", tmp_path, "--batch-size", "2")
     assert code == 2 and out == ""
     assert _one_error(err) == (f"error: cannot write {target}: No space left on device; 2 of 8 images are done in "
                                f"{path}; make room on its disk and run the same command with --resume to continue")
     monkeypatch.undo()
-    code, out, err = _cli(capsys, "batch", folder, "--out", tmp_path, "--batch-size", "2", "--resume")
+    code, out, err = run_cli(capsys, "batch", folder, "--out", tmp_path, "--batch-size", "2", "--resume")
     assert code == 0 and out.startswith("wrote 8 of 8 maps"), err
 
 
@@ -147,7 +140,7 @@ def test_a_run_whose_store_is_not_whole_at_the_end_fails(folder, tmp_path, capsy
             (store.path / "done" / "c" / "0").unlink()
 
     monkeypatch.setattr(stores._ZarrStore, "write_batch", write_then_lose_batch_0)
-    code, out, err = _cli(capsys, "batch", folder, "--out", tmp_path, "--batch-size", "2")
+    code, out, err = run_cli(capsys, "batch", folder, "--out", tmp_path, "--batch-size", "2")
     assert code == 2 and out == ""
     assert _one_error(err) == (f"error: the map store {stores.store_path(tmp_path)} is not whole after the run: "
                                f"batch 0 (images 0-1): not done; run the same command with --resume to compute it "
@@ -172,25 +165,25 @@ DAMAGE = {  # (use_zarr, batch 1's file, what is done to it, the reason the stor
 
 @pytest.mark.parametrize("case", sorted(DAMAGE))
 def test_a_damaged_store_is_one_line_for_evaluate_and_resume_recomputes_it(folder, reference, tmp_path, capsys,
-                                                                          monkeypatch, case):
+                                                                           monkeypatch, case):
     use_zarr, name, damage, reason = DAMAGE[case]
     if use_zarr and not stores.zarr_available():
         pytest.skip("zarr is not installed")
     monkeypatch.setattr(stores, "zarr_available", lambda: use_zarr)
     args = ["batch", folder, "--out", tmp_path, "--batch-size", "2"]
-    assert _cli(capsys, *args)[0] == 0
+    assert run_cli(capsys, *args)[0] == 0
     path = stores.store_path(tmp_path)
     damage(path / name)
     report = ["--out", tmp_path / "report", "--steps", "2", "--sample", "0"]
-    code, out, err = _cli(capsys, "evaluate", tmp_path, *report)
+    code, out, err = run_cli(capsys, "evaluate", tmp_path, *report)
     assert code == 2 and out == ""
     assert _one_error(err) == (f"error: the map store {path} has 1 batch marked done that cannot be read: batch 1 "
                                f"(images 2-3): {reason}; run saliency batch again with --out {tmp_path} --resume "
                                f"(the same images and options) to compute it again")
-    code, out, err = _cli(capsys, *args, "--resume")
+    code, out, err = run_cli(capsys, *args, "--resume")
     assert code == 0 and out.startswith(f"wrote 8 of 8 maps to {path}"), err
     np.testing.assert_array_equal(np.asarray(attribution.open_store(path).maps), reference[0])
-    assert _cli(capsys, "evaluate", tmp_path, *report)[0] == 0
+    assert run_cli(capsys, "evaluate", tmp_path, *report)[0] == 0
     numbers = json.loads((tmp_path / "report" / "evaluation.json").read_text())[str(tmp_path)]
     np.testing.assert_array_equal(numbers["deletion_auc"], reference[1])
 
@@ -202,14 +195,14 @@ def test_file_names_that_are_not_utf8_go_through(folder, tmp_path, capsys):
     images.mkdir()
     for name, source in zip(names, sorted(folder.iterdir())):
         (images / name).write_bytes(source.read_bytes())
-    code, out, err = _cli(capsys, "batch", images, "--out", tmp_path / "out", "--png")
+    code, out, err = run_cli(capsys, "batch", images, "--out", tmp_path / "out", "--png")
     assert code == 0, err
     store = attribution.open_store(stores.store_path(tmp_path / "out"))
     assert store.files == [str(images / name) for name in sorted(names)]
     assert (tmp_path / "out" / os.fsdecode(b"caf\xff_gradient.png")).is_file()
-    code, out, err = _cli(capsys, "batch", images, "--out", tmp_path / "out", "--png", "--resume")
+    code, out, err = run_cli(capsys, "batch", images, "--out", tmp_path / "out", "--png", "--resume")
     assert code == 0 and out.startswith("wrote 3 of 3 maps"), err
-    code, _, err = _cli(capsys, "evaluate", tmp_path / "out", "--out", tmp_path / "report", "--steps", "2")
+    code, _, err = run_cli(capsys, "evaluate", tmp_path / "out", "--out", tmp_path / "report", "--steps", "2")
     assert code == 0, err
 
 
@@ -218,7 +211,7 @@ def test_file_names_that_are_not_utf8_go_through(folder, tmp_path, capsys):
 def test_on_dask_the_client_checks_the_store_before_sending_any_task(folder, tmp_path, capsys):
     from saliency.cli import evaluate
 
-    assert _cli(capsys, "batch", folder, "--out", tmp_path, "--batch-size", "2")[0] == 0
+    assert run_cli(capsys, "batch", folder, "--out", tmp_path, "--batch-size", "2")[0] == 0
     store = attribution.open_store(stores.store_path(tmp_path))
     (store.path / ("maps/c/2/0/0/0" if store.backend == "zarr" else "maps.2.npy")).unlink()
 
@@ -235,7 +228,7 @@ def test_on_dask_the_client_checks_the_store_before_sending_any_task(folder, tmp
 @pytest.mark.skipif(os.name != "posix", reason="worker processes")
 def test_on_dask_a_workers_store_error_is_one_line(folder, tmp_path, capsys):
     pytest.importorskip("distributed")
-    assert _cli(capsys, "batch", folder, "--out", tmp_path, "--batch-size", "2")[0] == 0
+    assert run_cli(capsys, "batch", folder, "--out", tmp_path, "--batch-size", "2")[0] == 0
     path = stores.store_path(tmp_path)
     chunk = path / "maps" / "c" / "2" / "0" / "0" / "0"
     chunk.write_bytes(np.full(chunk.stat().st_size // 4, np.nan, "<f4").tobytes())  # whole by its size
