@@ -183,9 +183,18 @@ def _load_weights(model, path, what):
         raise ZooError(f"{_shown(path)} does not fit {what}: {detail}") from None
 
 
-def load(name, weights=None):
+def load(name, weights=None, **kwargs):
     """The shipped model `name` in eval mode with its weights, `.task`, `.input_shape`, `.classes`
-    and `.metrics`; `weights` loads another ``.npz``, ``.safetensors`` or ``.pth`` file into the same architecture."""
+    and `.metrics`; `weights` loads another ``.npz``, ``.safetensors`` or ``.pth`` file into the same architecture.
+    A torchvision architecture's name (`vision.ARCHITECTURES`: "resnet50", "vit_b_16", ...) builds
+    it with torchvision's keyword arguments `kwargs` and loads its weights (`vision.loading.load`)."""
+    if name not in SPECS:
+        from .vision import ARCHITECTURES, loading
+
+        if name in ARCHITECTURES:
+            return loading.load(name, weights, **kwargs)
+    if kwargs:
+        raise ZooError(f"the zoo model {name!r} takes no arguments, got {', '.join(kwargs)}")
     model = build(name)
     path = Path(weights) if weights is not None else WEIGHTS_DIR / f"{model.name}.npz"
     if not _is_file(path, "the weights file"):
