@@ -3,6 +3,45 @@ import contextlib
 import statistics
 import time
 
+SETTLE = 0.15  # seconds: longer than either engine's idle threads spin after their work
+
+
+def alternate(fa, fb, repeats):
+    """Medians (seconds) of `repeats` alternating timed calls of fa and fb. Before each timed call
+    a pause of SETTLE seconds and, for calls shorter than a second, one untimed call of the same
+    engine: each engine's idle threads spin-wait after its work (OpenBLAS's and OpenMP's), and
+    timing one engine right after the other would charge it for the other's spinning threads."""
+    times = {fa: [], fb: []}
+    last = {fa: 0.0, fb: 0.0}
+    fa(), fb()
+    for _ in range(repeats):
+        for f in (fa, fb):
+            time.sleep(SETTLE)
+            if last[f] < 1.0:
+                f()
+            t0 = time.perf_counter()
+            f()
+            last[f] = time.perf_counter() - t0
+            times[f].append(last[f])
+    return statistics.median(times[fa]), statistics.median(times[fb])
+
+
+# The child's peak resident memory: VmHWM of /proc/self/status where there is one (it belongs to
+# the process's own memory map; ru_maxrss can carry the parent's peak across fork and exec on
+# Linux, so a child started from a large benchmark process would report the parent's size).
+PEAK = """
+import resource
+def peak_mb():
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+"""
+
 
 def median_ms(fn, repeats):
     """Median wall time of `repeats` calls of fn(), in milliseconds."""

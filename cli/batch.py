@@ -92,10 +92,11 @@ def output_folder(out):
     return Path(out).absolute()
 
 
-def run_batch(folder, source, run, workers=None, scheduler=None):
+def run_batch(folder, source, run, workers=None, scheduler=None, request=None):
     """The store of `saliency batch`: the images of `folder`, the model of `source` (a
-    `zoo.ModelSource`), the `attribution.Run` `run` (its model and record added here), in this
-    process or on the Dask cluster of `workers` / `scheduler`; its notes and progress on stderr."""
+    `zoo.ModelSource`), the `attribution.Run` `run` (its model, record and preprocessing added
+    here: the model's and the options' of `request`, a `preprocessing.Request`), in this process or
+    on the Dask cluster of `workers` / `scheduler`; its notes and progress on stderr."""
     from dataclasses import replace
 
     from saliency import attribution
@@ -105,7 +106,8 @@ def run_batch(folder, source, run, workers=None, scheduler=None):
     net, source, record, notes = load_run_model(source, run.out, run.resume)
     style = run.style
     record.update({"sign": style.sign, "reduce": style.reduce, "overlay": style.overlay, "png": run.png is not None})
-    run = replace(run, record=record, model=source)
+    preprocess = request.apply(net) if request is not None else None
+    run = replace(run, record=record, model=source, preprocess=preprocess)
     note = zarr_note(run.out)
     for line in notes + ([note] if note else []):
         typer.echo(line, err=True)

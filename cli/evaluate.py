@@ -35,15 +35,16 @@ def find_store(path):
 
 def model_source(store, model, weights, model_args, random_seed=None):
     """The `zoo.ModelSource` of the model to evaluate the store's maps with, pinned to the identity
-    of the model that made them (what the store recorded). `model` None: the store's zoo model; a
-    store made with a model file names it, and the file is imported only when the user names it
-    (--model): a store shared by someone else cannot make this command run code. A model file given
-    no weights is built with the random seed the store recorded, unless given."""
+    of the model that made them (what the store recorded). `model` None: the store's zoo model
+    or torchvision architecture; a store made with a model file names it, and the file is
+    imported only when the user names it (--model): a store shared by someone else cannot make
+    this command run code. A model file given no weights is built with the random seed the store
+    recorded, unless given."""
     record = store.attrs.get("record") or {}
     if model is None:
         if not record.get("model"):
             raise MapError(f"the store {store.path} does not say which model made its maps; give --model")
-        if record["model"] not in zoo.SPECS:
+        if record["model"] not in zoo.SPECS and not zoo.is_vision(record["model"]):
             args = f" --model-args '{record['model_args']}'" if record.get("model_args") else ""
             weights_hint = f" --weights {record['weights']}" if record.get("weights") else ""
             raise MapError(f"the maps of {store.path} were made with the model file {record['model']}; evaluating "
@@ -65,6 +66,25 @@ def model_of(source, store):
                        f"{' with ' + source.weights if source.weights else ''}: {'; '.join(changes)}; evaluate "
                        f"them with the model and weights that made them")
     return net
+
+
+def check_preprocess(store, net, request):
+    """`model_of`'s model given the --classes names of `request` (a `preprocessing.Request`); a
+    MapError when the preprocessing options given make another preprocessing than the one that
+    read the images of the store's maps (the evaluation reads them as the store records)."""
+    from saliency.attribution.resume import json_round_trip
+
+    made = request.apply(net)
+    if not (request.shapes_given or request.values_given):
+        return
+    then = store.attrs.get("preprocess")
+    now = json_round_trip(made.record()) if made is not None else None
+    if then != now:
+        def shown(record):
+            return viz.Preprocess.from_record(record).describe() if record else "none (the image at the model's size)"
+
+        raise MapError(f"the images of {store.path}'s maps were read with {shown(then)}; the options given make "
+                       f"{shown(now)}; evaluate them without preprocessing options, or with the same")
 
 
 def report_folder(out):

@@ -34,7 +34,8 @@ def progress_bar(label, stream, delay=0.0):
             state["bar"].__exit__(None, None, None)
 
 
-def run_look_distance(image, source=zoo.ModelSource("depth"), stride=None, fraction=0.5, out=None, progress=None):
+def run_look_distance(image, source=zoo.ModelSource("depth"), stride=None, fraction=0.5, out=None, progress=None,
+                      request=None):
     """Compute the look-distance map of one image and write it as a PNG; returns the lines to print."""
     if stride is not None and stride < 1:
         raise MapError(f"--stride must be a positive integer (output pixels between samples), got {stride}")
@@ -43,13 +44,13 @@ def run_look_distance(image, source=zoo.ModelSource("depth"), stride=None, fract
     path = Path(image)
     out = output_file(out, f"{path.stem}_look_distance.png")
     shown = shown_path(out)
-    net, x, notes = model_and_input(image, source)
+    net, x, picture, notes = model_and_input(image, source, request)
     result = attribution.look_distance(net, x, stride=stride, fraction=fraction, progress=progress)
     radius = result.radius(fraction)
     pct = f"{100 * fraction:g}%"
     (h, w), grid = result.output_size, f"{len(result.rows)}x{len(result.cols)}"
     title = f"look distance: radius holding {pct} of |dy/dx|\n{grid} pixels, stride {result.stride}"
-    fig = viz.value_panels([radius], image=x, extents=result.extent, alpha=0.7, titles=[title],
+    fig = viz.value_panels([radius], image=picture, extents=result.extent, alpha=0.7, titles=[title],
                            labels=[f"radius (input px) holding {pct} of the gradient"])
     viz.save(fig, out)
     finite = radius[np.isfinite(radius)]

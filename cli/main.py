@@ -8,6 +8,7 @@ import typer
 from saliency.attribution import registry
 
 from .method_options import add_method_options
+from .preprocessing import add_preprocess_options
 
 app = typer.Typer(
     help="Input-attribution maps (dy/dx) from an autograd engine that shows its work.",
@@ -44,6 +45,13 @@ def _input_errors():
 
 
 METHOD_HELP = "One of: " + ", ".join(registry.METHODS) + "."
+MODEL_HELP = ("Zoo model name, a torchvision architecture (resnet50, vit_b_16, deeplabv3_resnet50, ...: "
+              "saliency models lists them), or path/to/file.py:Name (a Module class or a function that builds "
+              "the model).")
+WEIGHTS_HELP = ("Weights to load into it: .npz, .safetensors or a .pth state dict (a torchvision architecture: "
+                "its .pth file, found in PyTorch's hub cache when not given).")
+SEED_FORMS = ("predicted, ones, class:K, segment:K (the class-K logits of the pixels predicted K), pixel:ROW,COL or "
+              "region:R0,C0,R1,C1 (@K after either: output channel K only)")
 RANDOM_SEED_HELP = ("Random seed of the initial weights of a model file given no --weights (default: a new "
                     "one, printed), so that they are the same in every run and process.")
 
@@ -69,16 +77,15 @@ def explain(example: int = typer.Option(None, "--example", "-e", help="Show only
 
 @app.command("map")
 @add_method_options
+@add_preprocess_options
 def map_(image: str = typer.Argument(..., help="Image file (PNG, JPEG, ...; grey, RGB or RGBA, any size)."),
-         model: str = typer.Option("shapes", "--model", "-m", help="Zoo model name, or path/to/file.py:Name "
-                                   "(a Module class or a function that builds the model)."),
-         weights: str = typer.Option(None, "--weights", "-w", help="Weights to load into it: .npz, "
-                                     ".safetensors or a .pth state dict."),
+         model: str = typer.Option("shapes", "--model", "-m", help=MODEL_HELP),
+         weights: str = typer.Option(None, "--weights", "-w", help=WEIGHTS_HELP),
          model_args: str = typer.Option(None, "--model-args", help="JSON arguments for Name of a model file: "
                                         "an object of keyword arguments, e.g. '{\"num_classes\": 10}', or an array."),
          method: str = typer.Option("gradient", "--method", help=METHOD_HELP),
-         seed: str = typer.Option(None, "--seed", "-s", help="predicted, ones, class:K, pixel:ROW,COL or "
-                                  "region:R0,C0,R1,C1 (default: predicted for a classifier, ones for a dense output)."),
+         seed: str = typer.Option(None, "--seed", "-s", help=SEED_FORMS + " (default: predicted for a classifier, "
+                                  "ones for a dense output)."),
          sign: str = typer.Option("abs", "--sign", help="abs, positive, negative or all."),
          reduce: str = typer.Option("sum", "--reduce", help="Channels to one map: sum, max_abs, or rgb (3 panels)."),
          overlay: bool = typer.Option(False, "--overlay", help="Draw the map over the image."),
@@ -93,19 +100,22 @@ def map_(image: str = typer.Argument(..., help="Image file (PNG, JPEG, ...; grey
     from . import method_options as generated
     from .look import progress_bar
     from .mapping import run
+    from .preprocessing import take
 
     try:
+        request = take(method_options)
         options = generated.parse(method, method_options)
         style = viz.Style(sign, reduce, overlay=overlay)
         with progress_bar(f"{method}", sys.stderr, delay=1.0) as bar:
             lines = run(image, _source(model, weights, model_args, random_seed), method, seed, style, out, options,
-                        bar)
+                        bar, request)
     except _input_errors() as exc:
         raise UserError(str(exc)) from None
     typer.echo("\n".join(lines))
 
 
 @app.command("receptive-field")
+@add_preprocess_options
 def receptive_field(image: str = typer.Argument(..., help="Image file."),
                     pixel: str = typer.Option(..., "--pixel", "-p", help="Output pixel ROW,COL."),
                     model: str = typer.Option("depth", "--model", "-m", help="A model with a dense output."),
@@ -115,18 +125,22 @@ def receptive_field(image: str = typer.Argument(..., help="Image file."),
                     out: str = typer.Option(None, "--out", "-o", help="PNG to write (default: "
                                             "IMAGE-STEM_rf_ROW_COL.png); an existing file is overwritten, missing "
                                             "folders are created."),
-                    random_seed: int = typer.Option(None, "--random-seed", help=RANDOM_SEED_HELP)):
+                    random_seed: int = typer.Option(None, "--random-seed", help=RANDOM_SEED_HELP),
+                    **preprocess_options):
     """Which input pixels one output pixel depends on: its gradient map, 50%/90% radii, theoretical box."""
     from .mapping import run_receptive_field
+    from .preprocessing import take
 
     try:
-        lines = run_receptive_field(image, pixel, _source(model, weights, model_args, random_seed), out)
+        request = take(preprocess_options)
+        lines = run_receptive_field(image, pixel, _source(model, weights, model_args, random_seed), out, request)
     except _input_errors() as exc:
         raise UserError(str(exc)) from None
     typer.echo("\n".join(lines))
 
 
 @app.command("look-distance")
+@add_preprocess_options
 def look_distance(image: str = typer.Argument(..., help="Image file."),
                   model: str = typer.Option("depth", "--model", "-m", help="A model with a dense output."),
                   weights: str = typer.Option(None, "--weights", "-w", help="Weights to load into it."),
@@ -139,14 +153,17 @@ def look_distance(image: str = typer.Argument(..., help="Image file."),
                   out: str = typer.Option(None, "--out", "-o", help="PNG to write (default: "
                                           "IMAGE-STEM_look_distance.png); an existing file is overwritten, "
                                           "missing folders are created."),
-                  random_seed: int = typer.Option(None, "--random-seed", help=RANDOM_SEED_HELP)):
+                  random_seed: int = typer.Option(None, "--random-seed", help=RANDOM_SEED_HELP),
+                  **preprocess_options):
     """How far from each output pixel the model looks: the radius holding 50% (or 90%) of its gradient."""
     from .look import progress_bar, run_look_distance
+    from .preprocessing import take
 
     try:
+        request = take(preprocess_options)
         with progress_bar("pixel seeds", sys.stderr) as bar:
             lines = run_look_distance(image, _source(model, weights, model_args, random_seed), stride, fraction,
-                                      out, bar)
+                                      out, bar, request)
     except _input_errors() as exc:
         raise UserError(str(exc)) from None
     typer.echo("\n".join(lines))
@@ -154,13 +171,12 @@ def look_distance(image: str = typer.Argument(..., help="Image file."),
 
 @app.command()
 @add_method_options
+@add_preprocess_options
 def batch(folder: str = typer.Argument(..., help="Folder of images (its files, not subfolders)."),
           out: str = typer.Option(..., "--out", "-o", help="Folder for the maps (created if missing): OUT/maps.zarr "
                                   "(OUT/maps, .npy chunks, without zarr), and with --png one PNG per map."),
-          model: str = typer.Option("shapes", "--model", "-m", help="Zoo model name, or path/to/file.py:Name "
-                                    "(a Module class or a function that builds the model)."),
-          weights: str = typer.Option(None, "--weights", "-w", help="Weights to load into it: .npz, .safetensors "
-                                      "or a .pth state dict."),
+          model: str = typer.Option("shapes", "--model", "-m", help=MODEL_HELP),
+          weights: str = typer.Option(None, "--weights", "-w", help=WEIGHTS_HELP),
           model_args: str = typer.Option(None, "--model-args", help="JSON arguments for Name of a model file, "
                                          "as for saliency map."),
           method: str = typer.Option("gradient", "--method", help=METHOD_HELP),
@@ -191,13 +207,16 @@ def batch(folder: str = typer.Argument(..., help="Folder of images (its files, n
 
     from . import method_options as generated
     from .batch import output_folder, run_batch, summary
+    from .preprocessing import take
 
     try:
         out = output_folder(out)  # absolute: a model that calls os.chdir cannot move it
+        request = take(method_options)
         run = attribution.Run.build(method, seed or None, out=out, png=out if png else None,
                                     style=viz.Style(sign, reduce, overlay=overlay), batch_size=batch_size,
                                     resume=resume, **generated.parse(method, method_options))
-        store = run_batch(folder, _source(model, weights, model_args, random_seed), run, workers, scheduler)
+        store = run_batch(folder, _source(model, weights, model_args, random_seed), run, workers, scheduler,
+                          request)
     except KeyboardInterrupt:
         try:
             lines, _ = summary(attribution.open_store(attribution.store.store_path(out)), interrupted=True)
@@ -215,6 +234,7 @@ def batch(folder: str = typer.Argument(..., help="Folder of images (its files, n
 
 
 @app.command()
+@add_preprocess_options
 def evaluate(stores: list[str] = typer.Argument(..., help="Map stores made by saliency batch (its --out folder, "
                                                 "or the maps.zarr / maps folder in it); several to compare methods."),
              out: str = typer.Option(..., "--out", "-o", help="Folder for evaluation.md, evaluation.png and "
@@ -231,7 +251,8 @@ def evaluate(stores: list[str] = typer.Argument(..., help="Map stores made by sa
                                            "this running scheduler, e.g. tcp://10.0.0.5:8786 (the stores and "
                                            "their images must be at the same paths on every worker)."),
              random_seed: int = typer.Option(None, "--random-seed", help="Random seed of the initial weights of a "
-                                             "--model file given no --weights (default: the store's).")):
+                                             "--model file given no --weights (default: the store's)."),
+             **preprocess_options):
     """Deletion and insertion curves of every map of each store, and the randomisation check on a
     sample: a table per store (printed, and in OUT/evaluation.md), the mean curves
     (OUT/evaluation.png) and every number (OUT/evaluation.json). With --workers or --scheduler
@@ -239,10 +260,21 @@ def evaluate(stores: list[str] = typer.Argument(..., help="Map stores made by sa
     from saliency.attribution import distributed
 
     from .batch import Progress
-    from .evaluate import check_steps, evaluate as run, find_store, model_of, model_source, report, report_folder
+    from .evaluate import (
+        check_preprocess,
+        check_steps,
+        evaluate as run,
+        find_store,
+        model_of,
+        model_source,
+        report,
+        report_folder,
+    )
+    from .preprocessing import take
 
     found = []  # each store opened with its lock for reading, released at the end
     try:
+        request = take(preprocess_options)
         if sign not in ("abs", "all"):
             raise UserError(f"--sign must be abs or all, got {sign!r}")
         folder = report_folder(out)  # a model that calls os.chdir cannot move it; unwritable: before any work
@@ -256,9 +288,10 @@ def evaluate(stores: list[str] = typer.Argument(..., help="Map stores made by sa
             for path, store, source in zip(stores, found, sources):
                 label = path if path not in results else f"{path} ({len(results)})"
                 where = f" on {len(dask_client.scheduler_info()['workers'])} workers" if dask_client else ""
+                net = model_of(source, store)
+                check_preprocess(store, net, request)  # the images are read as the store records
                 with Progress(len(store), f"evaluating {path}{where}") as bar:
-                    results[label] = run(store, model_of(source, store), steps, sample, sign, bar, dask_client,
-                                         source)
+                    results[label] = run(store, net, steps, sample, sign, bar, dask_client, source)
         lines = report(results, folder, steps, sign)
     except _input_errors() as exc:
         raise UserError(str(exc)) from None
@@ -270,7 +303,8 @@ def evaluate(stores: list[str] = typer.Argument(..., help="Map stores made by sa
 
 @app.command()
 def models(measure: bool = typer.Option(False, "--measure", help="Re-measure each model on fresh held-out data.")):
-    """The zoo: each model's task, input, size and held-out quality, and how that was measured."""
+    """The zoo: each model's task, input, size and held-out quality, and how that was measured; then the
+    torchvision architectures, their weight files and which are in PyTorch's hub cache."""
     from .zoo import models_table
 
     typer.echo(models_table(measure))

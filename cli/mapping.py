@@ -16,26 +16,54 @@ class MapError(ValueError):
 
 
 def prediction_text(model, output):
-    """Top classes with softmax probabilities, or the depth range of a dense output."""
+    """Top classes with softmax probabilities; for a segmentation, the classes predicted most
+    (share of the pixels); or the depth range of a dense output."""
     out = np.asarray(output, dtype=np.float64)
     out = out[0] if out.ndim in (2, 4) else out
+    names = getattr(model, "classes", None) or []
     if out.ndim == 1:
         p = np.exp(out - out.max())
         p /= p.sum()
-        names = getattr(model, "classes", None) or [str(k) for k in range(len(out))]
         top = np.argsort(-p)[:3]
-        return "prediction: " + ", ".join(f"{names[k]} {100 * p[k]:.1f}%" for k in top)
+        return "prediction: " + ", ".join(f"{_name(names, k)} {100 * p[k]:.1f}%" for k in top)
+    if getattr(model, "task", None) == "segmentation" and out.ndim == 3:
+        share = np.bincount(out.argmax(axis=0).ravel(), minlength=len(out)) / out[0].size
+        top = [k for k in np.argsort(-share, kind="stable")[:3] if share[k] > 0]
+        return (f"prediction: a {'x'.join(map(str, out.shape[-2:]))} map of {len(out)} classes, most pixels: "
+                + ", ".join(f"{_name(names, k)} {100 * share[k]:.1f}%" for k in top))
     unit = " m" if getattr(model, "task", None) == "depth" else ""
     return (f"prediction: a {'x'.join(map(str, out.shape[-2:]))} map, "
             f"min {out.min():.3g}{unit}, median {np.median(out):.3g}{unit}, max {out.max():.3g}{unit}")
 
 
-def model_input(model, image_path):
-    """(image array (C, H, W), note) read for `model`: resized to its input_shape when it has one."""
+def _name(names, k):
+    return names[k] if k < len(names) else str(k)
+
+
+def reading(model, preprocess=None):
+    """The `viz.Preprocess` that reads images for `model`: `preprocess`, else the model's own
+    `.preprocess` (a torchvision architecture's), else None (the image at the model's input_shape)."""
+    from saliency.attribution.sources import model_preprocess
+
+    return preprocess if preprocess is not None else model_preprocess(model)
+
+
+def model_input(model, image_path, preprocess=None):
+    """(image array (C, H, W), note) read for `model`: through `reading(model, preprocess)` when
+    there is one, else resized to the model's input_shape when it has one."""
+    preprocess = reading(model, preprocess)
+    if preprocess is not None:
+        prepared = preprocess.prepare(image_path)
+        return prepared.input, prepared.note
     shape = getattr(model, "input_shape", None)
     if shape is not None:
         return viz.load_image(image_path, size=tuple(shape[1:]), channels=shape[0])
     return viz.load_image(image_path)
+
+
+def picture_of(x, preprocess=None):
+    """The picture to draw a map over: the input `x` as it is, or unnormalised by `preprocess`."""
+    return x if preprocess is None else preprocess.denormalize(x)
 
 
 def _image_file(image):
@@ -55,9 +83,15 @@ def _image_file(image):
 
 def load_model(source):
     """(model, source, notes) of a `zoo.ModelSource`: notes say the random seed of a model file's
-    random initial weights, with which --random-seed builds them again."""
-    net, source, _ = source.load()
-    return net, source, random_init_notes(source)
+    random initial weights, with which --random-seed builds them again, and for a torchvision
+    architecture the weights file found in PyTorch's hub cache and what its loader noted."""
+    net, loaded, _ = source.load()
+    notes = random_init_notes(loaded)
+    if source.weights is None and loaded.weights is not None:
+        named = getattr(net, "weights_name", None)
+        notes.append(f"note: weights {loaded.weights}{f' ({named})' if named else ''}, found in PyTorch's hub cache")
+    notes += [f"note: {text}" for text in getattr(net, "notes", None) or []]
+    return net, loaded, notes
 
 
 def random_init_notes(source):
@@ -68,12 +102,14 @@ def random_init_notes(source):
             f"--random-seed {source.random_seed} builds the same weights again)"]
 
 
-def model_and_input(image, source):
-    """(model, image array, notes) for an image file given on the command line and a `zoo.ModelSource`."""
+def model_and_input(image, source, request=None):
+    """(model, image array, picture, notes) for an image file given on the command line, a
+    `zoo.ModelSource` and the preprocessing options (`preprocessing.Request`, or None)."""
     path = _image_file(image).absolute()  # a model that calls os.chdir cannot move it
     net, _, notes = load_model(source)
-    x, note = model_input(net, path)
-    return net, x, notes + ([note] if note else [])
+    preprocess = request.apply(net) if request is not None else None
+    x, note = model_input(net, path, preprocess)
+    return net, x, picture_of(x, reading(net, preprocess)), notes + ([note] if note else [])
 
 
 def one_seed(seed):
@@ -86,13 +122,14 @@ def one_seed(seed):
     return seed_obj
 
 
-def compute(model, image_path, method="gradient", seed=None, options=None, progress=None):
+def compute(model, image_path, method="gradient", seed=None, options=None, progress=None, preprocess=None):
     """(image array (C, H, W), Attribution, notes) for one image file: `method` a name or a
     registry record, `seed` a Seed (or its command-line form), `options` the method's keyword
-    arguments; `progress(done, total)` for a method that reports it."""
+    arguments; `progress(done, total)` for a method that reports it; `preprocess` a
+    `viz.Preprocess` that reads the image (None: the model's own, or at its input_shape)."""
     record = attribution.registry.get(method)
     seed = one_seed(seed)
-    x, note = model_input(model, image_path)
+    x, note = model_input(model, image_path, preprocess)
     extra = {"progress": progress} if progress is not None and record.takes("progress") else {}
     attr = record(model, x, seed, **(options or {}), **extra)
     _check_output(model, attr, image_path)
@@ -114,15 +151,20 @@ def _check_output(model, attr, image_path):
                    f"or infinite values; {where}")
 
 
-def render_one(net, path, method="gradient", seed=None, style=viz.Style(), out=None, options=None, progress=None):
-    """Compute one image's map with a loaded model and write its PNG (drawn in `style`); returns
-    the lines to print (but the last, which names the file written)."""
+def render_one(net, path, method="gradient", seed=None, style=viz.Style(), out=None, options=None, progress=None,
+               preprocess=None):
+    """Compute one image's map with a loaded model (the image read through `preprocess`, if
+    given) and write its PNG (drawn in `style`, over the crop the model saw); returns the lines to
+    print (but the last, which names the file written)."""
+    from .preprocessing import check_classes
+
     started = time.perf_counter()
-    x, attr, notes = compute(net, path, method, seed, options, progress)
+    x, attr, notes = compute(net, path, method, seed, options, progress, preprocess)
     seconds = time.perf_counter() - started
+    check_classes(net, np.asarray(attr.output))
     out = Path(out) if out is not None else Path(f"{Path(path).stem}_{attr.method}.png")
     classes = getattr(net, "classes", None) or None
-    viz.save(viz.attribution_figure(attr, x, classes=classes, style=style), out)
+    viz.save(viz.attribution_figure(attr, picture_of(x, reading(net, preprocess)), classes=classes, style=style), out)
     return notes + [prediction_text(net, attr.output),
                     f"seed: {attr.seed.describe(classes)}   method: {attr.method}   time: {1000 * seconds:.0f} ms"]
 
@@ -151,16 +193,19 @@ def output_file(out, default):
 
 
 def run(image, source=zoo.ModelSource(), method="gradient", seed=None, style=viz.Style(), out=None, options=None,
-        progress=None):
-    """Load the model of `source` (a `zoo.ModelSource`), compute and write one heatmap; returns the
-    lines to print. Everything about the request is checked before the model is loaded."""
+        progress=None, request=None):
+    """Load the model of `source` (a `zoo.ModelSource`), compute and write one heatmap, the image
+    read as the preprocessing options `request` (a `preprocessing.Request`) and the model say;
+    returns the lines to print. Everything about the request is checked before the model is loaded."""
     record = attribution.registry.get(method)
     seed = one_seed(seed)
     path = _image_file(image).absolute()  # a model that calls os.chdir cannot move it
     out = output_file(out, f"{path.stem}_{record.name}.png")
     shown = shown_path(out)
     net, _, notes = load_model(source)
-    return notes + render_one(net, path, record, seed, style, out, options, progress) + [f"wrote {shown}"]
+    preprocess = request.apply(net) if request is not None else None
+    lines = render_one(net, path, record, seed, style, out, options, progress, preprocess)
+    return notes + lines + [f"wrote {shown}"]
 
 
 def _pair(text, what):
@@ -171,7 +216,7 @@ def _pair(text, what):
     return a, b
 
 
-def run_receptive_field(image, pixel, source=zoo.ModelSource("depth"), out=None):
+def run_receptive_field(image, pixel, source=zoo.ModelSource("depth"), out=None, request=None):
     """The receptive field of one output pixel, drawn with its 50%/90% mass circles; the lines to print."""
     from matplotlib.patches import Circle, Rectangle
 
@@ -179,13 +224,13 @@ def run_receptive_field(image, pixel, source=zoo.ModelSource("depth"), out=None)
     path = _image_file(image)
     out = output_file(out, f"{path.stem}_rf_{row}_{col}.png")
     shown = shown_path(out)
-    net, x, notes = model_and_input(image, source)
+    net, x, picture, notes = model_and_input(image, source, request)
     started = time.perf_counter()
     attr = attribution.receptive_field(net, x, (row, col))
     seconds = time.perf_counter() - started
     ex = attr.extras
     box = ex["box"]
-    fig = viz.panels([attr.map], image=x, titles=[f"d y[{row}, {col}] / d x"], sign="abs")
+    fig = viz.panels([attr.map], image=picture, titles=[f"d y[{row}, {col}] / d x"], sign="abs")
     (cy, cx), (image_ax, map_ax) = ex["centre"], fig.panel_axes[0]
     for ax in (image_ax, map_ax):
         ax.plot([cx], [cy], marker="+", color="cyan", markersize=10)

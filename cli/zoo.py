@@ -14,7 +14,8 @@ def _metrics_text(task, metrics):
 
 
 def models_table(measure=False):
-    """The table `saliency models` prints; with `measure`, metrics re-measured on fresh held-out data."""
+    """The tables `saliency models` prints: the zoo (with `measure`, metrics re-measured on fresh
+    held-out data), then the torchvision architectures."""
     rows = [("name", "task", "input", "parameters", "held-out quality", "measured by")]
     for name, spec in zoo.SPECS.items():
         shipped = name in zoo.available()
@@ -27,10 +28,31 @@ def models_table(measure=False):
         params = card.get("parameters") or n_parameters(zoo.build(name))
         quality = _metrics_text(spec.task, metrics) if shipped else "no weights shipped"
         rows.append((name, spec.task, "x".join(map(str, spec.input_shape)), f"{params:,}", quality, how))
+    return "\n".join(_table(rows) + [""] + vision_table())
+
+
+def _table(rows):
+    """Lines of a table: the rows' cells in columns, a rule under the first."""
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
+    return lines
+
+
+def vision_table():
+    """The lines listing the torchvision architectures: name, task, which of torchvision's weight
+    files are in PyTorch's hub cache, and those files (DEFAULT first)."""
+    from saliency.models.vision import ARCHITECTURES
+    from saliency.models.vision import weights as published
+
+    folder = published.hub_checkpoints()
+    rows = [("architecture", "task", "in the hub cache", "torchvision's weight files (DEFAULT first)")]
+    for name in sorted(ARCHITECTURES):
+        files = [w.file for w in published.preferred(name)]
+        found = published.in_hub(name)
+        rows.append((name, ARCHITECTURES[name].task, ", ".join(found) or "-", ", ".join(files) or "-"))
+    return [f"torchvision architectures (saliency map IMAGE --model NAME [--weights FILE]; without --weights, "
+            f"the first file found in PyTorch's hub cache {folder}; nothing is downloaded):", ""] + _table(rows)
 
 
 def weights_out(name, out):

@@ -161,18 +161,35 @@ def _check_finite(state, path):
                        f"tensor{'s' if len(bad) > 1 else ''} ({_some(bad)}); a map needs finite weights")
 
 
+def _with_counters(model, state):
+    """`state` with the counters `num_batches_tracked` of the batch norms it holds taken from the
+    model where it lacks them: files saved before PyTorch 0.4.1 (torchvision's oldest published
+    weights among them) have none, and PyTorch loads them anyway (the counter plays no part in
+    eval mode)."""
+    counter = "num_batches_tracked"
+    missing = [k for k in model.state_dict(keep_vars=True)
+               if k.endswith(counter) and k not in state and k[:-len(counter)] + "running_mean" in state]
+    if not missing:
+        return state
+    own = model.state_dict()
+    return {**state, **{k: own[k] for k in missing}}
+
+
 def _load_weights(model, path, what):
     """Load a weights file into `model`, or ZooError in one line naming a few missing, unexpected or
     mis-shaped keys, a refused dtype, or the tensors that hold NaN or infinite values. The names and
     shapes of an `.npz` file are checked from its headers before any array is read (a small
     compressed file may declare gigabytes). A malformed file raises `saliency.nn.WeightsError`
-    unchanged: it names the file and the defect."""
+    unchanged: it names the file and the defect. A model with an `upgrade_keys(mapping)` method
+    (torchvision's ViT and DenseNet, whose published files use older key names) has the file's
+    keys renamed by it first."""
     from saliency.nn.npz import read_npz_shapes
 
+    upgrade = getattr(model, "upgrade_keys", None) or (lambda mapping: mapping)
     try:
         if _file_kind(path) == "an .npz archive":
-            _fit(model, {k: shape for k, (_, shape) in read_npz_shapes(path).items()}, path, what)
-        state = nn.load(path)
+            _fit(model, upgrade({k: shape for k, (_, shape) in read_npz_shapes(path).items()}), path, what)
+        state = _with_counters(model, upgrade(nn.load(path)))
         _fit(model, {k: getattr(v, "shape", ()) for k, v in state.items()}, path, what)
         _check_finite(state, path)
         model.load_state_dict(state)
@@ -215,7 +232,14 @@ def load_user(spec, weights=None, args=None):
 
     path, sep, fn = str(spec).rpartition(":")
     if not sep or not path.endswith(".py") or not fn.isidentifier():
-        raise ZooError(f"unknown model {spec!r}: give a zoo name ({', '.join(SPECS)}) or path/to/file.py:Name "
+        import difflib
+
+        from .vision import ARCHITECTURES
+
+        close = difflib.get_close_matches(str(spec), list(SPECS) + list(ARCHITECTURES), n=1)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        raise ZooError(f"unknown model {spec!r}{hint}: give a zoo name ({', '.join(SPECS)}), a torchvision "
+                       f"architecture (resnet50, vit_b_16, ...: saliency models lists them) or path/to/file.py:Name "
                        f"(a Module class or a function that builds the model)")
     positional, keywords = _model_args(args)
     if not _is_file(path, "the model file"):
@@ -272,16 +296,33 @@ def _model_args(text):
                    f"got {type(value).__name__} {text!r}")
 
 
+def is_vision(name):
+    """Whether `name` is a torchvision architecture's name (`vision.ARCHITECTURES`) and no zoo model's."""
+    if name in SPECS or not isinstance(name, str):
+        return False
+    from .vision import ARCHITECTURES
+
+    return name in ARCHITECTURES
+
+
 def resolve(name_or_path, weights=None, args=None, random_seed=None):
-    """A zoo model by name (with other `weights` if given) or a user's model by path:Name built
-    with `args` (JSON), fused (`saliency.nn.fuse`) as the command line runs it: same maps, fewer
-    nodes. A model file given no `weights` is built after `saliency.manual_seed(random_seed)`
-    (when given), so that its random initial weights are the same in every process."""
+    """A zoo model by name (with other `weights` if given), a torchvision architecture by name
+    (`weights` its file, or found in PyTorch's hub cache; `args` a JSON object of its builder's
+    keyword arguments), or a user's model by path:Name built with `args` (JSON), fused
+    (`saliency.nn.fuse`) as the command line runs it: same maps, fewer nodes. A model file given
+    no `weights` is built after `saliency.manual_seed(random_seed)` (when given), so that its
+    random initial weights are the same in every process."""
     if name_or_path in SPECS:
         if args:
             raise ZooError(f"--model-args is for a model file (path/to/file.py:Name); the zoo model "
                            f"{name_or_path!r} takes none")
         return load(name_or_path, weights)
+    if is_vision(name_or_path):
+        positional, keywords = _model_args(args)
+        if positional:
+            raise ZooError(f"--model-args of {name_or_path} is a JSON object of its builder's keyword arguments, "
+                           f"e.g. '{{\"num_classes\": 10}}', got an array")
+        return load(name_or_path, weights, **keywords)
     if random_seed is not None:
         manual_seed(random_seed)
     model = load_user(name_or_path, weights, args)
@@ -290,9 +331,10 @@ def resolve(name_or_path, weights=None, args=None, random_seed=None):
 
 @dataclass(frozen=True)
 class ModelSource:
-    """A model as the command line names it: a zoo name or path/to/file.py:Name, its weights file,
-    the JSON arguments of Name, and the random seed of its initial weights (a model file given no
-    weights; None elsewhere). `load()` builds it and says what identifies it."""
+    """A model as the command line names it: a zoo name, a torchvision architecture's name or
+    path/to/file.py:Name, its weights file, the JSON arguments of Name (or of the architecture's
+    builder), and the random seed of its initial weights (a model file given no weights; None
+    elsewhere). `load()` builds it and says what identifies it."""
 
     model: str = "shapes"
     weights: str = None
@@ -320,14 +362,23 @@ class ModelSource:
     @property
     def random_init(self):
         """Whether the model's weights are its random initialisation (a model file without weights)."""
-        return self.model not in SPECS and self.weights is None
+        return self.model not in SPECS and self.weights is None and not is_vision(self.model)
 
     def load(self):
         """(model, source, identity): the model; this source with the random seed it was built
-        with (drawn now for a random initialisation that has none); and `identity`'s record."""
+        with (drawn now for a random initialisation that has none), or with the weights file found
+        in PyTorch's hub cache for a torchvision architecture given none (so that every process
+        loads that file); and `identity`'s record."""
         source = self
         if self.random_init and self.random_seed is None:
             source = replace(self, random_seed=secrets.randbelow(2 ** 31))
+        if self.weights is None and is_vision(self.model):
+            from .vision import weights as published
+
+            found = published.find_in_hub(self.model)
+            if found is None:
+                raise ZooError(published.missing_message(self.model))
+            source = replace(self, weights=str(found))
         model = resolve(source.model, source.weights, source.model_args,
                         source.random_seed if source.random_init else None)
         return model, source, identity(model, source)
@@ -366,9 +417,9 @@ def identity(model, source):
     """What identifies the weights and code of a model loaded from `source`: the SHA-256 of its
     model file (a zoo model: None, its code is this package's), of its weights file (a zoo model's
     shipped one when none is given) and of its parameters, and the random seed of a random
-    initialisation. A resumed run or a Dask worker whose model differs is refused by comparing
-    these."""
-    path = source.model.rpartition(":")[0] if source.model not in SPECS else None
+    initialisation. A torchvision architecture has no model file (its code is this package's).
+    A resumed run or a Dask worker whose model differs is refused by comparing these."""
+    path = source.model.rpartition(":")[0] if source.model not in SPECS and not is_vision(source.model) else None
     weights = source.weights if source.weights is not None else (
         WEIGHTS_DIR / f"{source.model}.npz" if source.model in SPECS else None)
     return {"model_sha256": file_sha256(path) if path else None,

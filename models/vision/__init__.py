@@ -36,7 +36,7 @@ def register(name, build, *, task="classification", min_size=32):
 
 
 # the families register their builders as they are imported
-from . import (  # noqa: E402,I100
+from . import (  # noqa: E402,I100,F401
     alexnet,
     convnext,
     densenet,

@@ -20,6 +20,7 @@ import math
 import queue
 import threading
 from collections import namedtuple
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -51,8 +52,10 @@ def _run_of(method, seed, out, run, parts):
 
 
 def _plan(model, images, run):
-    """What `run` computes on `images` with `model`."""
-    source = ImageSource(model, images)
+    """What `run` computes on `images` with `model` (its preprocessing: the run's, or the model's)."""
+    source = ImageSource(model, images, run.preprocess)
+    if source.preprocess is not run.preprocess:
+        run = replace(run, preprocess=source.preprocess)
     map_shape = run.map_shape(source.shape)
     batch_size = _bounded_batch(int(run.batch_size), len(source), source.shape, map_shape)
     return _Plan(run, source, map_shape, run.attrs(getattr(model, "classes", None)), batch_size)
@@ -77,12 +80,14 @@ def _bounded_batch(batch_size, n, image_shape, map_shape):
 def batch(model, images, method="gradient", seed=None, out=None, *, run=None, progress=None, **parts):
     """Maps of every image, a batch of `batch_size` at a time.
 
-    `images`: image files (read at the model's `input_shape`, or at the first image's size for a
-    model without one), or an array (N, C, H, W). What to compute is a `Run`: `run=`, or its parts
+    `images`: image files (read by the run's `preprocess`, else the model's `.preprocess`, else at
+    the model's `input_shape`, or at the first image's size for a model without one), or an array
+    (N, C, H, W), the model's input as it is. What to compute is a `Run`: `run=`, or its parts
     here: `method` (a name, a method function), `seed` (a seed or its command-line form; K seeds
     at once, e.g. seeds.classes([...]), make K maps per image, stored as an axis after the
-    image's), `out`, and by name `batch_size`, `png`, `style`, `resume`, `use_zarr`, `record` and
-    the method's options (`steps=`, `n=`, `layer=`, ...), all checked before any work.
+    image's), `out`, and by name `batch_size`, `png`, `style`, `resume`, `use_zarr`, `record`,
+    `preprocess` (a `viz.Preprocess`) and the method's options (`steps=`, `n=`, `layer=`, ...), all
+    checked before any work.
 
     With `out` (a folder), the maps go into its store (out/maps.zarr, or out/maps without Zarr;
     `use_zarr` forces either) and the store is returned (`MapStore`: .maps, .predicted, .errors,
@@ -163,8 +168,9 @@ def _run(model, plan, target, batches, progress):
 
     def write(k, x, maps, predicted, errors):
         a, b = k * batch_size, min(n, (k + 1) * batch_size)
-        if names is not None:
-            write_pngs(run.png, [names[Path(p)] for p in source.names[a:b]], x, maps, errors, style)
+        if names is not None:  # over the crop the model saw, unnormalised
+            pictures = x if source.preprocess is None else source.preprocess.denormalize(x)
+            write_pngs(run.png, [names[Path(p)] for p in source.names[a:b]], pictures, maps, errors, style)
         if isinstance(target, MapStore):
             try:
                 target.write_batch(k, maps, predicted, errors)

@@ -4,13 +4,14 @@ It is built once where a request comes in (the command line, a script: `Run.buil
 and checks everything) and handed down whole: to `batch`, `prepare` and `fill`, to the Dask runner
 (`distributed`), and into the store's attributes (`attrs`), which a resumed run compares.
 """
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 
 import numpy as np
 
 from . import registry
 from . import seeds as seeds_module
 from ._core import InputError
+from .sources import checked_preprocess
 
 BATCH_SIZE = 32
 
@@ -32,6 +33,9 @@ class Run:
         model's source and options there).
     model: where other processes get the model (the Dask runner's workers): a picklable callable
         of no argument that returns it, or None.
+    preprocess: a `viz.Preprocess` that reads each image file (`preprocess(path)`), or None: the
+        model's `.preprocess` when it has one (a torchvision architecture's), else the image at the
+        model's `input_shape`. The store keeps its record, and a resumed run compares it.
     """
 
     method: registry.Method
@@ -46,6 +50,7 @@ class Run:
     use_zarr: bool = None
     record: dict = field(default_factory=dict)
     model: object = None
+    preprocess: object = None
 
     @classmethod
     def build(cls, method="gradient", seed=None, **parts):
@@ -67,7 +72,7 @@ class Run:
         batch_size = run.batch_size
         if not isinstance(batch_size, (int, np.integer)) or isinstance(batch_size, bool) or batch_size < 1:
             raise InputError(f"batch_size must be a positive int, got {batch_size!r}")
-        return run
+        return replace(run, preprocess=checked_preprocess(run.preprocess))
 
     @property
     def name(self):
@@ -80,7 +85,8 @@ class Run:
 
     def attrs(self, classes=None):
         """The store's attributes of this run (JSON values): method, seed (described with the
-        model's `classes`), its command-line form, the options, the record."""
+        model's `classes`), its command-line form, the options, the record, the preprocessing."""
         seed_text = self.seed.describe(classes) if self.seed is not None else "default"
         return {"method": self.name, "seed": seed_text, "seed_spec": self.seed_spec,
-                "options": self.method.record(self.options), "record": dict(self.record)}
+                "options": self.method.record(self.options), "record": dict(self.record),
+                "preprocess": self.preprocess.record() if self.preprocess is not None else None}

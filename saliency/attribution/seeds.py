@@ -5,12 +5,13 @@ of the same shape: the map is then the gradient of sum(v * y). A batched seed (`
 `classes`) has `count = K` and returns v of shape (K, N, ...): K maps from one backward pass.
 Classification outputs are (N, K); dense outputs are (N, C, H, W) (or (N, H, W)), and pixel and
 region seeds address their last two dimensions, over all channels unless `channel` is given.
-A seed that does not fit the output raises `SeedError`.
+A segmentation output (N, classes, H, W) has `segment(k)`: the class-k logits of the pixels
+predicted k. A seed that does not fit the output raises `SeedError`.
 """
 import numpy as np
 
 __all__ = ["Seed", "SeedError", "classes", "one_hot", "ones", "parse", "pixel", "pixels", "predicted", "region",
-           "target", "weights"]
+           "segment", "target", "weights"]
 
 
 class SeedError(ValueError):
@@ -40,6 +41,11 @@ def _map_of(y, seed):
         raise SeedError(f"{seed} needs a dense output of shape (N, C, H, W), but the output has shape {y.shape}; "
                         f"use one_hot(), predicted(), classes() or ones() for a classification output")
     return y.shape[-2:]
+
+
+def _named(k, classes):
+    """Class or channel k for a caption: 'k (name)' when `classes` names it."""
+    return f"{k} ({classes[k]})" if classes is not None and k < len(classes) else str(k)
 
 
 def _check_channel(channel, y):
@@ -161,7 +167,8 @@ class _Pixel(Seed):
         return _fill(np.zeros(y.shape, dtype=y.dtype), self.channel, self.row, self.col)
 
     def describe(self, classes=None):
-        return f"pixel ({self.row}, {self.col})" + ("" if self.channel is None else f" channel {self.channel}")
+        tail = "" if self.channel is None else f" channel {_named(self.channel, classes)}"
+        return f"pixel ({self.row}, {self.col})" + tail
 
 
 def _is_int_box(value):
@@ -205,11 +212,48 @@ class _Region(Seed):
         return _fill(v, self.channel, *np.nonzero(self.mask))
 
     def describe(self, classes=None):
-        tail = "" if self.channel is None else f" channel {self.channel}"
+        tail = "" if self.channel is None else f" channel {_named(self.channel, classes)}"
         if self.box is not None:
             r0, c0, r1, c1 = self.box
             return f"region rows {r0}..{r1 - 1}, cols {c0}..{c1 - 1}{tail}"
         return f"region of {int(self.mask.sum())} pixels{tail}"
+
+
+class _Segment(Seed):
+    def __init__(self, k):
+        self.k = _index(k, "class")
+
+    def resolve(self, y):
+        if y.ndim != 4:
+            raise SeedError(f"{self} needs a segmentation output of shape (N, classes, H, W), but the output has "
+                            f"shape {y.shape}; use one_hot() or predicted() for a classification output")
+        _check_channel(self.k, y)
+        return _SegmentMask(self.k, np.argmax(y, axis=1) == self.k)
+
+    def vector(self, y):
+        return self.resolve(y).vector(y)
+
+    def describe(self, classes=None):
+        return f"class {_named(self.k, classes)} where predicted"
+
+
+class _SegmentMask(Seed):
+    """segment(k) resolved at an output: v = 1 at channel k of the pixels `mask` (N, H, W)."""
+
+    def __init__(self, k, mask):
+        self.k, self.mask = k, mask
+
+    def vector(self, y):
+        if y.ndim != 4 or y.shape[0] != self.mask.shape[0] or y.shape[2:] != self.mask.shape[1:]:
+            raise SeedError(f"{self} was resolved for an output of {self.mask.shape[0]} images of "
+                            f"{self.mask.shape[1]}x{self.mask.shape[2]} pixels, not of shape {y.shape}")
+        _check_channel(self.k, y)
+        v = np.zeros(y.shape, dtype=y.dtype)
+        v[:, self.k] = self.mask
+        return v
+
+    def describe(self, classes=None):
+        return f"class {_named(self.k, classes)} where predicted ({int(self.mask.sum())} pixels)"
 
 
 class _Weights(Seed):
@@ -271,7 +315,8 @@ class _Pixels(Seed):
 
     def describe(self, classes=None):
         shown = ", ".join(f"({p.row}, {p.col})" for p in self.items[:4])
-        return f"{self.count} pixels {shown}" + (", ..." if self.count > 4 else "")
+        tail = "" if self.channel is None else f" channel {_named(self.channel, classes)}"
+        return f"{self.count} pixels {shown}" + (", ..." if self.count > 4 else "") + tail
 
 
 class _Classes(Seed):
@@ -321,6 +366,13 @@ def region(mask_or_box, *, channel=None):
     return _Region(mask_or_box, channel)
 
 
+def segment(k):
+    """v = 1 at class k of a segmentation output (N, classes, H, W), at the pixels whose predicted
+    class (argmax over classes) is k, found at x: the gradient of the sum of the class-k logits of
+    the pixels predicted k (pytorch-grad-cam's SemanticSegmentationTarget). No such pixel: v = 0."""
+    return _Segment(k)
+
+
 def weights(v):
     """v = the given array, broadcast to the output shape: the gradient of sum(v * y)."""
     return _Weights(v)
@@ -341,10 +393,11 @@ def classes(ks):
     return _Classes(ks)
 
 
-_FORMS = "predicted, ones, class:K, pixel:ROW,COL, region:R0,C0,R1,C1, classes:K1,K2,..., pixels:ROW,COL;ROW,COL;..."
+_FORMS = ("predicted, ones, class:K, segment:K, pixel:ROW,COL, region:R0,C0,R1,C1, classes:K1,K2,..., "
+          "pixels:ROW,COL;ROW,COL;... (pixel, region and pixels take @K for output channel K only: pixel:ROW,COL@K)")
 
 
-def _parse_many(text, name, args):
+def _parse_many(text, name, args, channel=None):
     """classes:K1,K2,... or pixels:R,C;R,C;... (at least one entry each)."""
     try:
         if name == "classes":
@@ -355,7 +408,7 @@ def _parse_many(text, name, args):
                 raise ValueError
     except ValueError:
         raise SeedError(f"cannot read seed {text!r}; use one of: {_FORMS}") from None
-    return classes(entries) if name == "classes" else pixels(entries)
+    return classes(entries) if name == "classes" else pixels(entries, channel=channel)
 
 
 def _ascii_int(text):
@@ -368,21 +421,33 @@ def _ascii_int(text):
 
 
 def parse(text):
-    """A seed from its command-line form: 'predicted', 'ones', 'class:K', 'pixel:ROW,COL',
-    'region:R0,C0,R1,C1' (box end-exclusive), or K seeds at once (K maps in one backward pass):
-    'classes:K1,K2,...' and 'pixels:ROW,COL;ROW,COL;...'."""
+    """A seed from its command-line form: 'predicted', 'ones', 'class:K', 'segment:K' (the class-K
+    logits of the pixels predicted K), 'pixel:ROW,COL', 'region:R0,C0,R1,C1' (box end-exclusive),
+    or K seeds at once (K maps in one backward pass): 'classes:K1,K2,...' and
+    'pixels:ROW,COL;ROW,COL;...'. A pixel, region or pixels seed ending in '@K' takes output
+    channel K only ('pixel:100,40@15': class 15's logit at that pixel of a segmentation)."""
     if not isinstance(text, str):
         raise SeedError(f"a seed string is one of {_FORMS}, got {type(text).__name__} {text!r}")
-    name, _, args = text.strip().partition(":")
+    body, at, channel_text = text.strip().partition("@")
+    name, colon, args = body.partition(":")
     name = name.strip().lower()
+    channel = None
+    if at:
+        try:
+            channel = _ascii_int(channel_text)
+        except ValueError:
+            channel = -1
+        if name not in ("pixel", "region", "pixels") or channel < 0:
+            raise SeedError(f"cannot read seed {text!r}: @K (a non-negative channel) follows only pixel, region "
+                            f"or pixels; use one of: {_FORMS}")
     if name in ("classes", "pixels"):
-        return _parse_many(text, name, args)
+        return _parse_many(text, name, args, channel)
     try:
         nums = [_ascii_int(a) for a in args.split(",")] if args.strip() else []
     except ValueError:
         nums = None
-    arity = {"predicted": 0, "ones": 0, "class": 1, "pixel": 2, "region": 4}
-    if name not in arity or nums is None or len(nums) != arity[name] or (not args.strip() and ":" in text):
+    arity = {"predicted": 0, "ones": 0, "class": 1, "segment": 1, "pixel": 2, "region": 4}
+    if name not in arity or nums is None or len(nums) != arity[name] or (not args.strip() and colon):
         raise SeedError(f"cannot read seed {text!r}; use one of: {_FORMS}")
     if name == "predicted":
         return predicted()
@@ -390,6 +455,8 @@ def parse(text):
         return ones()
     if name == "class":
         return one_hot(nums[0])
+    if name == "segment":
+        return segment(nums[0])
     if name == "pixel":
-        return pixel(*nums)
-    return region(tuple(nums))
+        return pixel(*nums, channel=channel)
+    return region(tuple(nums), channel=channel)

@@ -1,9 +1,10 @@
 """The images of a run, and the thread that reads them ahead of the model, a batch at a time.
 
-`ImageSource` is image files (read at the model's `input_shape`, or at the first readable
-image's size for a model without one) or an array (N, C, H, W); `BatchReader` reads its batches
-on a thread of its own while the model works on the last one. An image that cannot be read (or
-holds NaN) reads as zeros with its error beside it: the run records it and goes on.
+`ImageSource` is image files (read through a `viz.Preprocess`, the run's or the model's
+`.preprocess`; without one, at the model's `input_shape`, or at the first readable image's size
+for a model without one) or an array (N, C, H, W); `BatchReader` reads its batches on a thread
+of its own while the model works on the last one. An image that cannot be read (or holds NaN)
+reads as zeros with its error beside it: the run records it and goes on.
 """
 import queue
 import threading
@@ -16,16 +17,44 @@ from ._core import InputError
 QUEUED_BATCHES = 2  # batches read ahead of the model at most (and waiting to be written)
 
 
-class ImageSource:
-    """The images of a run: paths (read with the model's input size) or an array (N, C, H, W);
-    `names` (the paths as text, or image0, image1, ...), `shape` (C, H, W)."""
+def model_preprocess(model):
+    """The model's `.preprocess` when it is a `viz.Preprocess` (a torchvision architecture's), else None."""
+    found = getattr(model, "preprocess", None)
+    if found is None:
+        return None
+    from .. import viz  # only then: `import saliency.attribution` stays without matplotlib
 
-    def __init__(self, model, images):
-        self.array = None
+    return found if isinstance(found, viz.Preprocess) else None
+
+
+def checked_preprocess(preprocess):
+    """`preprocess` if it is None or a `viz.Preprocess` (a record of one is read), else InputError."""
+    if preprocess is None:
+        return None
+    from .. import viz
+
+    if isinstance(preprocess, dict):
+        return viz.Preprocess.from_record(preprocess)
+    if not isinstance(preprocess, viz.Preprocess):
+        raise InputError(f"preprocess must be a saliency.viz.Preprocess or None, got {type(preprocess).__name__}")
+    return preprocess
+
+
+class ImageSource:
+    """The images of a run: paths (read through `preprocess`, by default the model's `.preprocess`;
+    without one, at the model's input size) or an array (N, C, H, W), the model's input as it is;
+    `names` (the paths as text, or image0, image1, ...), `shape` (C, H, W), `preprocess` (what
+    reads the paths, or None)."""
+
+    def __init__(self, model, images, preprocess=None):
+        self.array = self.preprocess = None
+        preprocess = checked_preprocess(preprocess)
         if isinstance(images, np.ndarray):
             if images.ndim != 4:
                 raise InputError(f"images must be a list of image files or an array (N, C, H, W), got shape "
                                  f"{images.shape}")
+            if preprocess is not None:
+                raise InputError("preprocess reads image files; an array of images is the model's input as it is")
             self.array = images
             self.names = [f"image{i}" for i in range(len(images))]
             self.shape = images.shape[1:]
@@ -34,8 +63,9 @@ class ImageSource:
         if not self.paths:
             raise InputError("no images given")
         self.names = [str(p) for p in self.paths]
-        shape = getattr(model, "input_shape", None)
-        if shape is None:  # a model of any input size: every image at the size of the first that reads
+        self.preprocess = preprocess if preprocess is not None else model_preprocess(model)
+        shape = self.preprocess.input_shape if self.preprocess is not None else getattr(model, "input_shape", None)
+        if shape is None:  # any input size: every image at the size of the first that reads
             shape = self._first_shape()
         self.shape = tuple(int(s) for s in shape)
 
@@ -44,10 +74,24 @@ class ImageSource:
 
         for p in self.paths:
             try:
-                return viz.load_image(p)[0].shape
+                return self.preprocess(p).shape if self.preprocess is not None else viz.load_image(p)[0].shape
             except Exception:  # noqa: BLE001: an unreadable image is recorded when its batch is read
                 continue
         raise InputError(f"none of the {len(self.paths)} images can be read")
+
+    def _image(self, path):
+        """One image file as the model's input of `shape`; an image whose preprocessed size is not
+        the run's (no crop, images of other shapes) is a ValueError."""
+        from .. import viz
+
+        if self.preprocess is None:
+            return viz.load_image(path, size=self.shape[1:], channels=self.shape[0])[0]
+        x = self.preprocess(path)
+        if x.shape != self.shape:
+            raise ValueError(f"its preprocessed size {x.shape[2]}x{x.shape[1]} is not the run's "
+                             f"{self.shape[2]}x{self.shape[1]} (the first image's); a batch of images of several "
+                             f"shapes needs a crop (or a size) that makes them one")
+        return x
 
     def __len__(self):
         return len(self.names)
@@ -59,13 +103,11 @@ class ImageSource:
             finite = np.isfinite(x.reshape(len(x), -1)).all(axis=1)
             x[~finite] = 0
             return x, ["" if ok else "the image holds NaN or infinite values" for ok in finite]
-        from .. import viz
-
         x = np.zeros((b - a,) + self.shape, np.float32)
         errors = []
         for i, p in enumerate(self.paths[a:b]):
             try:
-                x[i] = viz.load_image(p, size=self.shape[1:], channels=self.shape[0])[0]
+                x[i] = self._image(p)
                 errors.append("")
             except Exception as exc:  # noqa: BLE001: any image may fail; the run goes on and says why
                 errors.append(error_text(exc))

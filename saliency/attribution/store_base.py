@@ -125,7 +125,8 @@ class MapStore:
 
     def attribution(self, index):
         """Map `index` of the store as an `Attribution`, to draw it: its method and seed as the
-        store records them, its image read again from its file at the map's size (when it reads),
+        store records them, its image read again from its file at the map's size (through the
+        store's preprocessing: the crop the model saw) when it reads,
         no output (the model is not run) and no time. A StoreError for a map that is not done."""
         from .result import Attribution
 
@@ -142,7 +143,7 @@ class MapStore:
             text = f"predicted class {predicted}"
         seed = _StoredSeed(text, self.map_shape[0] if len(self.map_shape) == 4 else None)
         return Attribution(map=amap, seed=seed, method=self.attrs.get("method", "map"), output=None, seconds=0.0,
-                           input=_image(self.files[index], self.map_shape[-2:]))
+                           input=_image(self.files[index], self.map_shape[-2:], self.attrs.get("preprocess")))
 
     def figure(self, index=0, style=None, **style_fields):
         """The Figure of map `index`: its image beside it (`Attribution.figure`)."""
@@ -224,12 +225,15 @@ class _StoredSeed:
         return self.text
 
 
-def _image(name, size):
-    """The image file `name` read at `size` (H, W) for a picture, or None when it does not read
-    (an array's images, image0, ...; a file moved since)."""
+def _image(name, size, preprocess=None):
+    """The image file `name` read at `size` (H, W) for a picture (with `preprocess`, the record of
+    the `viz.Preprocess` that read it for the model: the crop the model saw), or None when it does
+    not read (an array's images, image0, ...; a file moved since)."""
     from .. import viz
 
     try:
+        if preprocess is not None:
+            return viz.Preprocess.from_record(preprocess).picture(Path(name))
         return viz.load_image(Path(name), size=tuple(size))[0]
     except (OSError, ValueError):
         return None

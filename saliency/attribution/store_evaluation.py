@@ -17,7 +17,7 @@ from ._core import InputError
 from . import registry
 from .pipeline import by_halves
 from .seeds import Seed, parse
-from .sources import BatchReader, ImageSource
+from .sources import BatchReader, ImageSource, checked_preprocess
 from .evaluation import deletion_insertion, randomisation_check
 from .seeds import SeedError
 from .store import MapStore, StoreError, open_store
@@ -82,7 +82,8 @@ def _checked(model, store, images, sign, seed):
         except SeedError as exc:  # not a seed this version reads: a damaged store (or a newer one)
             raise StoreError(f"the map store {store.path} records its seed as {store.attrs['seed_spec']!r}, which "
                              f"cannot be read ({exc}); pass the seed the maps were made with (seed=)") from None
-    source = ImageSource(model, store.files if images is None else images)
+    preprocess = None if isinstance(images, np.ndarray) else stored_preprocess(store)
+    source = ImageSource(model, store.files if images is None else images, preprocess)
     if len(source) != len(store):
         raise InputError(f"{len(source)} images given for the {len(store)} maps of {store.path}")
     if tuple(store.map_shape[1:]) != tuple(source.shape[1:]):
@@ -92,6 +93,18 @@ def _checked(model, store, images, sign, seed):
     if seed is not None and not isinstance(seed, Seed):
         raise TypeError(f"seed must be a seed object or its command-line form, got {type(seed).__name__}")
     return _Checked(store, seed, source, store.done & np.array([not e for e in store.errors], bool))
+
+
+def stored_preprocess(store):
+    """The `viz.Preprocess` that read the images of `store`'s maps (its attribute "preprocess"), or
+    None; a StoreError when the record cannot be read."""
+    record = store.attrs.get("preprocess")
+    if record is None:
+        return None
+    try:
+        return checked_preprocess(record)
+    except ValueError as exc:
+        raise StoreError(f"the map store {store.path} records a preprocessing that cannot be read ({exc})") from None
 
 
 def check(model, store, *, images=None, sign="abs", seed=None):

@@ -18,6 +18,7 @@ import numpy as np
 
 from .backward import backward as _run_backward
 from .ops.activation import Elu, Gelu, Hardsigmoid, Hardswish, Hardtanh, LeakyRelu, Mish, Prelu, Silu, Softplus
+from .ops.attention import ScaledDotProductAttention
 from .ops.conv import Convolution, ConvolutionTranspose, UpsampleConvolution
 from .ops.elementwise import (Abs, Add, Cast, Clamp, Clone, Div, Exp, Log, Maximum, Minimum, Mul, Neg, Pow, Relu,
                               Sigmoid, Sqrt, Sub, Tanh, Where)
@@ -27,10 +28,11 @@ from .ops.norm import BatchNorm, GroupNorm, LayerNorm
 from .ops.pool import AdaptiveAvgPool2d, AdaptiveMaxPool2d, AvgPool2d, MaxPool2d
 from .. import kernels as _kernels
 from .ops.reduce import Amax, Amin, LogSumExp, MaxAll, MaxDim, Mean, MinAll, Norm, Sum, arg_index, normalize_dims
-from .ops.pad import TablePad
+from .ops.pad import Roll, TablePad
 from .ops.resize import Upsample
 from .ops.shuffle import PixelShuffle, PixelUnshuffle
 from .ops.shape import Cat, Expand, GetItem, Pad, Permute, Reshape, Squeeze, Stack, Transpose, Unsqueeze
+from .rng import generator as _random_generator
 from .tensor import Tensor, as_array, index_key, to_arguments
 
 SURFACES = ("Tensor", "saliency", "F")
@@ -236,6 +238,68 @@ def log_softmax(input, dim):
     return LogSoftmax.apply(input, dim=dim)
 
 
+@public("F")
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+                                 enable_gqa=False):
+    """softmax(query @ key^T * scale + bias) @ value over the last two dimensions: query (..., L, E), key
+    (..., S, E), value (..., S, Ev) -> (..., L, Ev), the leading dimensions broadcast; scale None is
+    1 / sqrt(E). attn_mask broadcasts to (..., L, S): boolean (True: the query attends to that key) or
+    added to the scores (a Tensor that requires grad gets its gradient). is_causal lets query i attend
+    to keys 0..i only. dropout_p drops attention weights at random, always (a layer passes 0 in eval
+    mode). enable_gqa repeats each head of key and value (dimension -3) for its group of query heads."""
+    query, key, value = _tensor(query), _tensor(key), _tensor(value)
+    if query.ndim < 2 or key.ndim < 2 or value.ndim < 2:
+        raise ValueError(f"scaled_dot_product_attention needs query, key and value of at least 2 dimensions "
+                         f"(..., L, E), got shapes {query.shape}, {key.shape} and {value.shape}")
+    (L, E), S = query.shape[-2:], key.shape[-2]
+    if key.shape[-1] != E or value.shape[-2] != S:
+        raise ValueError(f"scaled_dot_product_attention: key {key.shape} must end in (S, {E}) as query "
+                         f"{query.shape} ends in E = {E}, and value {value.shape} must have S = {S} rows as key")
+    if enable_gqa and query.ndim >= 3 and key.shape[-3] != query.shape[-3]:
+        groups = query.shape[-3] // key.shape[-3]
+        if groups * key.shape[-3] != query.shape[-3] or value.shape[-3] != key.shape[-3]:
+            raise ValueError(f"enable_gqa needs key and value heads {key.shape[-3]}, {value.shape[-3]} that "
+                             f"divide the query heads {query.shape[-3]}")
+        key, value = (_repeat_heads(t, groups) for t in (key, value))
+    dtype = np.result_type(query.dtype, key.dtype)
+    mask = None
+    if is_causal:
+        if attn_mask is not None:
+            raise ValueError("scaled_dot_product_attention: an explicit attn_mask should not be set when "
+                             "is_causal=True; pass one of them")
+        mask = np.where(np.tri(L, S, dtype=bool), 0.0, -np.inf).astype(dtype)
+    elif attn_mask is not None:
+        mask = attn_mask if isinstance(attn_mask, Tensor) and attn_mask.dtype.kind == "f" else as_array(attn_mask)
+        if mask.dtype == bool:
+            mask = np.where(mask, 0.0, -np.inf).astype(dtype)
+        elif not isinstance(mask, Tensor):
+            mask = mask.astype(dtype)
+    keep, factor = None, 1.0
+    if dropout_p > 0.0:
+        shape = np.broadcast_shapes(query.shape[:-1] + (S,), key.shape[:-2] + (L, S), np.shape(mask))
+        draw = np.float64 if dtype == np.float64 else np.float32
+        keep = _random_generator(None).random(shape, dtype=draw) >= dropout_p
+        factor = 0.0 if dropout_p >= 1.0 else 1.0 / (1.0 - dropout_p)
+    scale = 1.0 / math.sqrt(E) if scale is None else float(scale)
+    return ScaledDotProductAttention.apply(query, key, value, mask, scale=scale, keep=keep, factor=factor)
+
+
+def _repeat_heads(t, groups):
+    """t (..., H, S, E) -> (..., H * groups, S, E), each head repeated `groups` times in a row."""
+    shape = t.shape
+    out = Expand.apply(Unsqueeze.apply(t, dim=-3), shape=shape[:-2] + (groups,) + shape[-2:])
+    return Reshape.apply(out, shape=shape[:-3] + (shape[-3] * groups,) + shape[-2:])
+
+
+@public("F")
+def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
+    """input / max(||input||_p, eps) along dim: unit vectors (a zero vector stays zero)."""
+    if out is not None:
+        raise NotImplementedError("normalize(out=...) is not supported; use the returned tensor")
+    input = _tensor(input)
+    return Div.apply(input, Clamp.apply(Norm.apply(input, p=p, dim=dim, keepdim=True), lo=eps, hi=None))
+
+
 # ---- activations (ops/activation.py); `inplace` is accepted and ignored: an in-place op would cut the
 # graph, and the values are the same -----------------------------------------------------------------
 @public("F")
@@ -429,6 +493,30 @@ def broadcast_to(input, size):
 
 
 @public("Tensor", "saliency")
+def roll(input, shifts, dims=None):
+    """Shift cyclically along `dims` by `shifts` (ints, or sequences of equal length): element i of a
+    dimension moves to (i + shift) mod n. Without dims, the flattened tensor rolls by one shift."""
+    shifts = _int_tuple(shifts, "shifts")
+    if dims is None:
+        if len(shifts) != 1:
+            raise ValueError(f"shifts and dimensions must align: roll without dims takes one shift, got {shifts}; "
+                             f"pass dims= with one dimension per shift")
+        return Roll.apply(input, shifts=shifts, dims=None)
+    dims = _int_tuple(dims, "dims")
+    if len(shifts) != len(dims) or not dims:
+        raise ValueError(f"shifts and dimensions must align: {len(shifts)} shift(s) {shifts} for {len(dims)} "
+                         f"dimension(s) {dims}")
+    return Roll.apply(input, shifts=shifts, dims=tuple(normalize_dims(d, input.ndim)[0] for d in dims))
+
+
+def _int_tuple(v, what):
+    values = tuple(v) if isinstance(v, (tuple, list)) else (v,)
+    if not all(isinstance(n, (int, np.integer)) and not isinstance(n, bool) for n in values):
+        raise TypeError(f"roll: {what} must be an int or a sequence of ints, got {v!r}")
+    return tuple(int(n) for n in values)
+
+
+@public("Tensor", "saliency")
 def clone(input):
     return Clone.apply(input)
 
@@ -441,6 +529,42 @@ def to(input, *args, dtype=None, device=None, non_blocking=False, copy=False, me
     if dtype is None or dtype == input.dtype:
         return Clone.apply(input) if copy else input
     return Cast.apply(input, dtype=dtype)
+
+
+def _new(input, fill, size, dtype, device, requires_grad):
+    """A tensor of `size` filled with `fill`, of input's dtype unless `dtype` (PyTorch's Tensor.new_*)."""
+    dtype, _ = to_arguments((), dtype, device)
+    return Tensor(np.full(_shape_args(size), fill, dtype=dtype or input.dtype), requires_grad=requires_grad)
+
+
+@public("Tensor")
+def new_zeros(input, *size, dtype=None, device=None, requires_grad=False, layout=None, pin_memory=False):
+    """Zeros of `size` (a sequence, or ints) with input's dtype unless `dtype`; not on the graph."""
+    return _new(input, 0, size, dtype, device, requires_grad)
+
+
+@public("Tensor")
+def new_ones(input, *size, dtype=None, device=None, requires_grad=False, layout=None, pin_memory=False):
+    return _new(input, 1, size, dtype, device, requires_grad)
+
+
+@public("Tensor")
+def new_empty(input, *size, dtype=None, device=None, requires_grad=False, layout=None, pin_memory=False):
+    """Zeros: an 'uninitialised' tensor with defined values."""
+    return _new(input, 0, size, dtype, device, requires_grad)
+
+
+@public("Tensor")
+def new_full(input, size, fill_value, *, dtype=None, device=None, requires_grad=False, layout=None,
+             pin_memory=False):
+    return _new(input, fill_value, (size,), dtype, device, requires_grad)
+
+
+@public("Tensor")
+def new_tensor(input, data, *, dtype=None, device=None, requires_grad=False, layout=None, pin_memory=False):
+    """A copy of `data` (not on the graph) with input's dtype unless `dtype`."""
+    dtype, _ = to_arguments((), dtype, device)
+    return Tensor(np.array(as_array(data), dtype=dtype or input.dtype, copy=True), requires_grad=requires_grad)
 
 
 @public("Tensor")

@@ -162,7 +162,7 @@ def _window_starts(size, kernel, stride, padding, name, dilation=1, ceil_mode=Fa
         raise ValueError(f"{name} needs kernel >= 1, stride >= 1, dilation >= 1 and 0 <= padding <= kernel/2 "
                          f"(as PyTorch), got kernel={kernel}, stride={stride}, padding={padding}")
     span = size + 2 * padding - (kernel - 1) * dilation - 1
-    n_out = (span + (stride - 1 if ceil_mode else 0)) // stride + 1 if span >= 0 else 0
+    n_out = (span + (stride - 1 if ceil_mode else 0)) // stride + 1  # floor division, as PyTorch's div_rtn
     if ceil_mode and n_out > 0 and (n_out - 1) * stride >= size + padding:
         n_out -= 1
     if n_out < 1:

@@ -12,6 +12,7 @@ submodules; `unfuse(model)` undoes it (see `saliency.nn.fusion`). The zoo's mode
 from . import functional, init
 from .activation import (ELU, GELU, Hardsigmoid, Hardswish, Hardtanh, LeakyReLU, LogSoftmax, Mish, PReLU, ReLU, ReLU6,
                          SiLU, Sigmoid, Softmax, Softplus, Tanh)
+from .attention import MultiheadAttention
 from .batchnorm import BatchNorm1d, BatchNorm2d
 from .containers import ModuleDict, ModuleList, Sequential
 from .conv import Conv2d, ConvTranspose2d
@@ -35,8 +36,8 @@ __all__ = ["AdaptiveAvgPool2d", "AdaptiveMaxPool2d", "AvgPool2d", "BatchNorm1d",
            "Conv2d", "ConvTranspose2d", "CrossEntropyLoss", "Dropout", "Dropout2d", "ELU", "Flatten",
            "GELU", "GroupNorm", "Hardsigmoid", "Hardswish", "Hardtanh", "Identity", "IncompatibleKeys",
            "InstanceNorm2d", "LayerNorm", "LeakyReLU", "Linear", "LogSoftmax", "MaxPool2d", "Mish",
-           "Module", "ModuleDict", "ModuleList", "MSELoss", "NLLLoss", "Parameter", "PixelShuffle",
-           "PixelUnshuffle", "PReLU", "ReflectionPad2d", "ReLU", "ReLU6", "RemovableHandle",
+           "Module", "ModuleDict", "ModuleList", "MSELoss", "MultiheadAttention", "NLLLoss", "Parameter",
+           "PixelShuffle", "PixelUnshuffle", "PReLU", "ReflectionPad2d", "ReLU", "ReLU6", "RemovableHandle",
            "ReplicationPad2d", "Sequential", "Sigmoid", "SiLU", "Softmax", "Softplus", "Tanh", "Upsample",
            "UpsamplingBilinear2d", "UpsamplingNearest2d", "WeightsError", "ZeroPad2d", "functional", "fuse",
            "init", "load", "load_safetensors", "save", "save_safetensors", "unfuse"]

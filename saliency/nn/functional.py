@@ -73,6 +73,12 @@ def linear(input, weight, bias=None):
         raise LayerInputError(f"linear: input of shape {input.shape} does not fit a weight of shape {weight.shape}; "
                               f"the input's last dimension must equal in_features = {weight.shape[-1]}",
                               what="features", expected=weight.shape[-1], got=got, input_shape=input.shape)
+    if input.ndim > 2:
+        # one matrix product over all the leading dimensions, as PyTorch: the weight's VJP is then one
+        # product too, not one per leading index summed afterwards
+        lead = input.shape[:-1]
+        flat = input.reshape(int(np.prod(lead)), input.shape[-1])
+        return linear(flat, weight, bias).reshape(*lead, weight.shape[0])
     out = input @ weight.t()
     return out if bias is None else out + bias
 

@@ -17,6 +17,8 @@ Pictures are RGB uint8 (H, W, 3) arrays; Figures are matplotlib Figures on the A
 `fig.panel_axes`, a list of lists of Axes matching its panels ([row][column], image panel
 first), to draw on a panel without relying on the order of fig.axes. Panels with one scale
 (shared_scale, or a single vmax) share one colour bar; others each have their own.
+`Preprocess` turns an image file into a network's input as torchvision's transforms do (resize,
+centre crop, mean and std) and gives the crop the network saw, to draw its maps over.
 `value_panels` draws maps that are values in a unit (a radius in pixels, a depth in metres), each
 with a colour bar labelled with that unit, optionally over the image. Errors are VizError (a ValueError), ImageError for unreadable image files.
 """
@@ -33,12 +35,14 @@ from .normalize import (
     reduce_channels,
     signed_values,
 )
+from .preprocess import Preprocess
 from .result import attribution_figure, plot_attribution
 from .style import Style
 from .values import value_panels
 
 __all__ = [
     "ImageError",
+    "Preprocess",
     "Style",
     "VizError",
     "apply_sign",

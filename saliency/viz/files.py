@@ -357,8 +357,13 @@ def _load(path, size, channels):
             raise _bomb(path, fp, exc) from None
         except (OSError, ValueError, EOFError) as exc:
             raise ImageError(f"cannot read image '{_name(path)}': {exc}") from None
+    return _finished(arr, found, notes, size, channels, _name(path))
+
+
+def _finished(arr, found, notes, size, channels, name):
+    """load_image's (image, note) from `_read`'s (arr, found): checked, in `channels`, at `size`."""
     if found["bad"]:
-        raise ImageError(f"cannot read image '{_name(path)}': it holds {found['bad']} NaN or infinite values")
+        raise ImageError(f"cannot read image '{name}': it holds {found['bad']} NaN or infinite values")
     if found["turned"]:
         notes.insert(0, "rotated as its EXIF orientation says")
     if found["transparent"]:

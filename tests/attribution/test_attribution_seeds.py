@@ -111,6 +111,9 @@ def test_a_malformed_seed_is_refused_when_made(make, message):
     ("predicted", "predicted class"), ("ones", "all ones"), ("class:3", "class 3"), (" class: 3 ", "class 3"),
     ("pixel:10,20", "pixel (10, 20)"), ("region:1,2,5,9", "region rows 1..4, cols 2..8"), ("CLASS:0", "class 0"),
     ("classes:0,2", "classes 0, 2"), ("pixels:1,2;3,4", "2 pixels (1, 2), (3, 4)"),
+    ("segment:3", "class 3 where predicted"), ("pixel:10,20@2", "pixel (10, 20) channel 2"),
+    ("region:1,2,5,9@0", "region rows 1..4, cols 2..8 channel 0"),
+    ("pixels:1,2;3,4@1", "2 pixels (1, 2), (3, 4) channel 1"),
 ])
 def test_parse_reads_the_command_line_forms(text, expected):
     assert seeds.parse(text).describe() == expected
@@ -118,10 +121,11 @@ def test_parse_reads_the_command_line_forms(text, expected):
 
 @pytest.mark.parametrize("text", ["", "foo", "class", "class:", "class:x", "class:1,2", "pixel:1", "pixel:1,2,3",
                                   "region:1,2,3", "predicted:1", "ones:", "pixel:a,b", "classes:", "classes:1;2",
-                                  "pixels:1,2;3", "pixels:1,2,3"])
+                                  "pixels:1,2;3", "pixels:1,2,3", "segment:", "segment:1,2"])
 def test_parse_refuses_anything_else_and_lists_the_forms(text):
-    message = (f"cannot read seed {text!r}; use one of: predicted, ones, class:K, pixel:ROW,COL, "
-               f"region:R0,C0,R1,C1, classes:K1,K2,..., pixels:ROW,COL;ROW,COL;...")
+    message = (f"cannot read seed {text!r}; use one of: predicted, ones, class:K, segment:K, pixel:ROW,COL, "
+               f"region:R0,C0,R1,C1, classes:K1,K2,..., pixels:ROW,COL;ROW,COL;... (pixel, region and pixels "
+               f"take @K for output channel K only: pixel:ROW,COL@K)")
     with pytest.raises(SeedError, match=re.escape(message)):
         seeds.parse(text)
 
@@ -141,3 +145,39 @@ def test_captions():
     assert str(seeds.weights(np.ones((1, 10)))) == "weights of shape (1, 10)"
     assert str(seeds.target(np.ones((1, 10)))) == "target of shape (1, 10)"
     assert repr(seeds.ones()) == "<seed: all ones>"
+
+
+def test_segment_is_the_class_k_logits_of_the_pixels_predicted_k():
+    y = np.random.default_rng(0).standard_normal((2, 4, 5, 6))
+    seed = seeds.segment(2).resolve(y)
+    v = seed.vector(y)
+    expected = np.zeros_like(y)
+    expected[:, 2] = y.argmax(axis=1) == 2
+    np.testing.assert_array_equal(v, expected)
+    assert seed.describe(["bg", "a", "cat", "dog"]) == f"class 2 (cat) where predicted ({int(expected.sum())} pixels)"
+    # resolved at x: the same v for another output of the same shape (smoothgrad's noisy copies, IG's path)
+    np.testing.assert_array_equal(seed.vector(-y), v)
+    np.testing.assert_array_equal(seeds.segment(2).vector(y), v)
+
+
+@pytest.mark.parametrize("seed, output, message", [
+    (seeds.segment(1), np.zeros((1, 10)), "needs a segmentation output of shape (N, classes, H, W)"),
+    (seeds.segment(4), np.zeros((1, 4, 3, 3)), "channel 4 is out of range for an output with 4 channels"),
+])
+def test_segment_that_does_not_fit_says_why(seed, output, message):
+    with pytest.raises(SeedError, match=re.escape(message)):
+        seed.vector(output)
+
+
+@pytest.mark.parametrize("text", ["class:1@2", "pixel:1,2@", "pixel:1,2@x", "pixel:1,2@-1", "ones@1", "segment:1@1"])
+def test_a_channel_follows_only_pixel_region_and_pixels(text):
+    with pytest.raises(SeedError, match=re.escape("@K (a non-negative channel) follows only pixel, region or pixels")):
+        seeds.parse(text)
+
+
+def test_a_pixel_seed_with_a_channel_takes_that_channel_only():
+    y = np.zeros((1, 3, 4, 4))
+    v = seeds.parse("pixel:1,2@2").vector(y)
+    assert v.sum() == 1 and v[0, 2, 1, 2] == 1
+    assert seeds.parse("pixel:1,2@2").describe(["bg", "cat", "dog"]) == "pixel (1, 2) channel 2 (dog)"
+    assert seeds.parse("region:0,0,2,2@1").vector(y)[0, 1].sum() == 4

@@ -90,6 +90,7 @@ RUNNING_MEAN = np.array([0.3, -0.2])
 RUNNING_VAR = np.array([1.5, 0.7])
 TARGET_4D = np.array([[[0, 2], [1, 1]], [[2, 0], [0, 1]]])  # classes for (2, 3, 2, 2) logits
 F1D = np.array([0.5, -1.5, 2.0])                         # a constant operand
+ATTEND = np.array([[True, False, True, True], [False, False, False, False], [False, True, True, False]])  # (L, S)
 
 
 SPECS = [
@@ -302,6 +303,11 @@ SPECS = [
           ("circular", (2, 1), (2, 4)), ("circular", (1, 2, 3, 1), (1, 2, 4, 5)),
           ("circular", (-1, 2, 1, 0), (2, 4, 5)), ("circular", (1, 0, 1, 1, 1, 2), (1, 2, 3, 3, 4)),
       ]],
+    spec("roll_dims", lambda x: x.roll((1, -2), (1, -1)), [(2, 3, 4)]),
+    spec("roll_flattened", lambda x: x.roll(5), [(3, 4)]),
+    spec("roll_fn_past_the_size", lambda x: sl.roll(x, 7, 1), [(2, 3)], lambda x: torch.roll(x, 7, 1)),
+    spec("roll_a_dimension_twice", lambda x: x.roll((1, 2), (0, 0)), [(4, 3)]),
+    spec("roll_channels_last_map", lambda x: x.roll((-1, -1), (1, 2)), [(1, 4, 5, 3)]),
     # ---- matrix products -------------------------------------------------------------------------------
     spec("matmul", lambda a, b: a @ b, [(3, 4), (4, 2)]),
     spec("matmul_vector_matrix", lambda a, b: a @ b, [(4,), (4, 2)]),
@@ -314,6 +320,27 @@ SPECS = [
     spec("matmul_vector_batched", lambda a, b: a @ b, [(4,), (2, 4, 3)]),
     spec("mm", lambda a, b: sl.mm(a, b), [(3, 4), (4, 2)], lambda a, b: torch.mm(a, b)),
     spec("mm_method", lambda a, b: a.mm(b), [(2, 3), (3, 3)]),
+    # ---- attention: one op (ops/attention.py); its softmax needs no domain --------------------------------
+    spec("sdpa", lambda q, k, v: sl.nn.functional.scaled_dot_product_attention(q, k, v), [(2, 2, 3, 4), (2, 2, 5, 4), (2, 2, 5, 4)],
+         lambda q, k, v: F.scaled_dot_product_attention(q, k, v)),
+    spec("sdpa_3d_value_width", lambda q, k, v: sl.nn.functional.scaled_dot_product_attention(q, k, v), [(2, 3, 4), (2, 5, 4), (2, 5, 6)],
+         lambda q, k, v: F.scaled_dot_product_attention(q, k, v)),
+    spec("sdpa_causal_scale", lambda q, k, v: sl.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True, scale=0.3),
+         [(1, 2, 4, 3), (1, 2, 6, 3), (1, 2, 6, 3)],
+         lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=0.3)),
+    spec("sdpa_float_mask_grad", lambda q, k, v, m: sl.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=m),
+         [(2, 2, 3, 4), (2, 2, 5, 4), (2, 2, 5, 2), (3, 5)],
+         lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m)),
+    spec("sdpa_bool_mask_a_row_left_out", lambda q, k, v: sl.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=ATTEND),
+         [(2, 3, 4), (2, 4, 4), (2, 4, 4)],
+         lambda q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=_t(ATTEND))),
+    spec("sdpa_broadcast_batch", lambda q, k, v: sl.nn.functional.scaled_dot_product_attention(q, k, v), [(2, 1, 3, 4), (3, 5, 4), (1, 3, 5, 4)],
+         lambda q, k, v: F.scaled_dot_product_attention(q, k, v)),
+    spec("sdpa_gqa", lambda q, k, v: sl.nn.functional.scaled_dot_product_attention(q, k, v, enable_gqa=True), [(1, 4, 3, 4), (1, 2, 5, 4), (1, 2, 5, 4)],
+         lambda q, k, v: F.scaled_dot_product_attention(q, k, v, enable_gqa=True)),
+    spec("normalize", lambda x: sl.nn.functional.normalize(x), [(2, 3, 4)], lambda x: F.normalize(x)),
+    spec("normalize_p1_last", lambda x: sl.nn.functional.normalize(x, p=1, dim=-1), [(3, 4)],
+         lambda x: F.normalize(x, p=1, dim=-1), domain=away_from_zero),
     # ---- softmax heads and losses ------------------------------------------------------------------------
     spec("softmax", lambda x: sl.softmax(x, 1), [(3, 4)], lambda x: torch.softmax(x, 1)),
     spec("softmax_dim0", lambda x: x.softmax(0), [(3, 4)]),
@@ -480,6 +507,9 @@ SPECS = [
     spec("float_double_round_trip", lambda x: x.float().double() * 2.0, [(2, 3)], fd_eps=1e-3),
     spec("clone", lambda x: sl.clone(x), [(2, 3)], lambda x: torch.clone(x)),
     spec("clone_method", lambda x: x.clone(), [()]),
+    # new_* make constants of x's dtype (no gradient flows into them)
+    spec("new_tensors_as_constants", lambda x: x * x.new_full((2, 3), 2.0) + x.new_ones(2, 3) - x.new_zeros((1, 3))
+         + x.new_tensor([1, 2, 3]), [(2, 3)]),
 ]
 
 assert len({s.id for s in SPECS}) == len(SPECS), "spec ids must be unique"

@@ -198,7 +198,7 @@ def _check(results, files):
         assert result["outcome"] in ("arrays", "WeightsError"), (result, first_bytes)
         if result["outcome"] == "WeightsError":
             assert result["message"].startswith(str(path)) and "\n" not in result["message"], result
-        assert result["seconds"] < 2.0, (result, first_bytes)
+        assert result["seconds"] < 5.0, (result, first_bytes)  # before: up to minutes
         assert result["rss_mb"] < 100, (result, first_bytes)
     return slowest, largest
 

@@ -300,3 +300,91 @@ def test_norm_layers_declare_whole_window_rules_for_per_sample_statistics():
     g[0, 0, 2, 3] = 1.0
     y.backward(sl.tensor(g))
     assert np.count_nonzero(x.grad.numpy()[0, 0]) == 36 and not x.grad.numpy()[0, 1].any()
+
+
+# ---- multi-head attention: self-attention as ViT calls it, cross-attention, masks, unbatched inputs ------
+KPM = np.array([[False, False, False, True, True], [False, False, False, False, False]])  # (N, S): True leaves out
+CAUSAL = np.triu(np.ones((4, 5), bool), 1)                                                  # (L, S): True leaves out
+MHA_CASES = [  # (constructor kwargs, forward kwargs, query, key/value shapes or None for self-attention)
+    ({"batch_first": True}, {"need_weights": False}, (2, 5, 8), None),  # ViT's call
+    ({"batch_first": True}, {}, (2, 5, 8), None),
+    ({}, {"average_attn_weights": False}, (4, 2, 8), (5, 2, 8)),
+    ({"bias": False}, {"need_weights": False}, (4, 2, 8), (5, 2, 8)),
+    ({"kdim": 3, "vdim": 6}, {}, (4, 2, 8), ((5, 2, 3), (5, 2, 6))),
+    ({}, {}, (4, 8), (5, 8)),  # unbatched
+    ({"batch_first": True}, {"key_padding_mask": KPM, "attn_mask": CAUSAL}, (2, 4, 8), (2, 5, 8)),
+    ({"batch_first": True}, {"key_padding_mask": KPM, "attn_mask": CAUSAL, "need_weights": False}, (2, 4, 8),
+     (2, 5, 8)),
+    ({"batch_first": True}, {"attn_mask": CAUSAL[:, :4], "is_causal": True, "need_weights": False}, (2, 4, 8), None),
+    ({"batch_first": True}, {"attn_mask": np.random.default_rng(3).standard_normal((4, 4, 4))}, (2, 4, 8), None),
+]
+
+
+@pytest.mark.parametrize("dtype,tdtype", DTYPES, ids=["float32", "float64"])
+@pytest.mark.parametrize("kwargs,call,q_shape,kv_shape", MHA_CASES,
+                         ids=[f"{k}{list(c)}{q}" for k, c, q, _ in MHA_CASES])
+def test_multihead_attention_matches_pytorch(kwargs, call, q_shape, kv_shape, dtype, tdtype):
+    torch.manual_seed(0)
+    theirs = torch.nn.MultiheadAttention(8, 4 if kwargs.get("kdim") else 2, **kwargs)
+    with torch.no_grad():  # random biases too (PyTorch starts them at 0), in float32 as our parameters
+        for p in theirs.parameters():
+            p.normal_(0.0, 0.5)
+    theirs.to(tdtype)
+    ours = nn.MultiheadAttention(8, 4 if kwargs.get("kdim") else 2, **kwargs)
+    assert list(ours.state_dict()) == list(theirs.state_dict())
+    assert repr(ours) == repr(theirs)
+    ours.load_state_dict({k: v.detach().numpy() for k, v in theirs.state_dict().items()})
+    ours.to(dtype)
+    rng = np.random.default_rng(0)
+    if kv_shape is None:
+        arrays = [rng.standard_normal(q_shape).astype(dtype)] * 3
+    else:
+        k_shape, v_shape = kv_shape if isinstance(kv_shape[0], tuple) else (kv_shape, kv_shape)
+        arrays = [rng.standard_normal(s).astype(dtype) for s in (q_shape, k_shape, v_shape)]
+    leaves = {id(a): (sl.tensor(a, requires_grad=True), torch.tensor(a, requires_grad=True)) for a in arrays}
+    ins, tins = zip(*(leaves[id(a)] for a in arrays))
+    tcall = {k: torch.tensor(v).to(tdtype) if isinstance(v, np.ndarray) and v.dtype.kind == "f" else
+             torch.tensor(v) if isinstance(v, np.ndarray) else v for k, v in call.items()}
+    (y, w), (ty, tw) = ours(*ins, **call), theirs(*tins, **tcall)
+    assert (w is None) == (tw is None)
+    tol = dict(rtol=TOL[dtype]["rtol"], atol=TOL[dtype]["rtol"])
+    np.testing.assert_allclose(y.numpy(), ty.detach().numpy(), **tol)
+    outputs = [(y, ty)]
+    if w is not None:
+        np.testing.assert_allclose(w.numpy(), tw.detach().numpy(), **tol)
+        outputs.append((w, tw))
+    seeds = [np.random.default_rng(1 + i).standard_normal(o.shape).astype(dtype) for i, (o, _) in enumerate(outputs)]
+    sl.autograd.backward([o for o, _ in outputs], [sl.tensor(s) for s in seeds])
+    torch.autograd.backward([t for _, t in outputs], [torch.tensor(s) for s in seeds])
+    for a, b in leaves.values():
+        np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), **tol)
+    for (name, p), (tname, tp) in zip(ours.named_parameters(), theirs.named_parameters()):
+        assert name == tname
+        np.testing.assert_allclose(p.grad.numpy(), tp.grad.numpy(), err_msg=name, **tol)
+
+
+def test_multihead_attention_drops_weights_in_training_only_and_its_gradient_is_exact_for_a_drawn_mask():
+    ours = nn.MultiheadAttention(8, 2, dropout=0.5, batch_first=True).double()
+    x = sl.tensor(np.random.default_rng(0).standard_normal((2, 5, 8)), requires_grad=True)
+    plain = ours(x, x, x)[0].numpy()
+    ours.train()
+    for need_weights in (False, True):
+        def call(t):
+            sl.manual_seed(0)  # the same masks at every call
+            return ours(t, t, t, need_weights=need_weights)[0]
+        dropped = call(x).numpy()
+        assert not np.allclose(dropped, plain) and np.array_equal(call(x).numpy(), dropped)
+        assert sl.autograd.gradcheck(call, [x], eps=1e-6, atol=1e-5, rtol=1e-3)
+    q = sl.tensor(np.ones((1, 2, 3, 4)))
+    assert not sl.nn.functional.scaled_dot_product_attention(q, q, q, dropout_p=1.0).numpy().any()
+
+
+def test_multihead_attention_refuses_the_options_it_does_not_implement():
+    for option in ("add_bias_kv", "add_zero_attn"):
+        with pytest.raises(NotImplementedError, match=option):
+            nn.MultiheadAttention(8, 2, **{option: True})
+    with pytest.raises(ValueError, match="divisible by num_heads"):
+        nn.MultiheadAttention(8, 3)
+    x = sl.tensor(np.zeros((2, 3, 8)))
+    with pytest.raises(RuntimeError, match="Need attn_mask"):
+        nn.MultiheadAttention(8, 2)(x, x, x, is_causal=True)

@@ -1,14 +1,16 @@
-"""Padding by reading the input again: reflect, replicate and circular (F.pad's other modes).
+"""Padding and rolling by reading the input again: reflect, replicate and circular (F.pad's other
+modes), and roll (a cyclic shift).
 
 Each padded axis has an index table: output j reads input idx[j] (a reflection about the edge cells,
 the nearest edge cell, or a wrap-around), so the forward is a gather per axis and the VJP adds each
 gradient slice back into the cell it was read from. Negative sizes crop that side first, as PyTorch
-does. Window rules and the cropped VJP use the same tables.
+does. Window rules and the cropped VJP use the same tables; a roll's map axes have tables too
+(output j reads input (j - shift) mod n), while its forward and VJP are plain rolls.
 """
 import numpy as np
 
 from ...kernels import resize as _resize
-from ..geometry import Box, table_window
+from ..geometry import Box, table_window, whole_window
 from ..node import Function
 
 _NAMES = {"reflect": "ReflectionPad{}DBackward0", "replicate": "ReplicationPad{}DBackward0"}
@@ -92,3 +94,54 @@ class TablePad(Function):
         if self.mode == "circular":
             return "CopySlices"  # PyTorch writes the wrapped slices into the output in place
         return _NAMES[self.mode].format(len(self.index))
+
+
+class Roll(Function):
+    """z = roll(x, shifts, dims): along each dimension of `dims`, output i is input (i - shift) mod n
+    (a dimension listed twice moves by the sum); dims None rolls the flattened tensor."""
+
+    __slots__ = ("shifts", "dims")
+
+    def forward(self, x, *, shifts, dims):
+        self.shifts, self.dims = shifts, dims
+        if dims is None:
+            return np.roll(x.reshape(-1), shifts[0]).reshape(x.shape)
+        return np.roll(x, shifts, axis=dims)
+
+    def backward(self, g):
+        """The opposite roll."""
+        lead = self.seed_ndim(g)
+        back = tuple(-s for s in self.shifts)
+        if self.dims is None:
+            return (np.roll(g.reshape(g.shape[:lead] + (-1,)), back[0], axis=-1).reshape(g.shape),)
+        return (np.roll(g, back, axis=tuple(lead + d for d in self.dims)),)
+
+    def _map_tables(self, dtype):
+        """The (rows, cols) tables of the last two dimensions (the identity where one is not rolled)."""
+        nd = len(self.out_shape)
+        shift = {}
+        for s, d in zip(self.shifts, self.dims):
+            shift[d] = shift.get(d, 0) + s
+        return tuple(_table((np.arange(n) - shift.get(axis, 0)) % max(n, 1), dtype)
+                     for axis, n in ((nd - 2, self.out_shape[-2]), (nd - 1, self.out_shape[-1])))
+
+    def backward_window(self, p):
+        """The windows go back by the shift of each rolled map axis, to the bounding box of the cells
+        they read (the whole axis for a window that wraps around), the lead dimensions rolled back as
+        in `backward`. Dense for a flattened roll, which mixes rows."""
+        nd = len(self.out_shape)
+        if self.dims is None or nd < 3:
+            return None
+        lead = [(s, d) for s, d in zip(self.shifts, self.dims) if d < nd - 2]
+        data = np.roll(p.data, [-s for s, _ in lead], axis=[1 + d for _, d in lead]) if lead else p.data
+        if len(lead) == len(self.dims):
+            return (p.like(data),)
+        dx, origins = _resize.table_window_grad(data, p.origins, p.map_size, *self._map_tables(p.dtype))
+        return (p.like(dx, origins),)
+
+    def window_rule(self, box, shapes):
+        """Per map axis, the box moved back by the shift, or the whole axis where it wraps around (the
+        box holding both pieces); a flattened roll moves cells across rows: the whole map."""
+        if self.dims is None or len(shapes[0]) < 2:
+            return whole_window(self, box, shapes)
+        return (table_window(box, *self._map_tables(np.float64)),)

@@ -60,9 +60,10 @@ def compare(name, tmp_path, size=64, batch=1, dtype="float64", rtol=1e-9, atol=1
     path = tmp_path / f"{name}.pth"
     torch.save(theirs.state_dict(), path)
     ours = models.load(name, weights=path, **kwargs)
-    assert list(ours.state_dict()) == list(theirs.state_dict())
+    state = ours.state_dict()
+    assert list(state) == list(theirs.state_dict())
     for k, v in theirs.state_dict().items():
-        assert tuple(ours.state_dict()[k].shape) == tuple(v.shape), k
+        assert tuple(state[k].shape) == tuple(v.shape), k
     if dtype == "float64":
         theirs, ours = theirs.double(), ours.double()
     x = np.random.default_rng(seed).standard_normal((batch, 3, size, size)).astype(dtype)
