@@ -13,6 +13,7 @@ fresh process that loads the model and computes one map, ours / PyTorch's. Goals
 and worst <= 1.5 at batch 1; memory no higher than PyTorch's.
 """
 import argparse
+import functools
 import os
 import statistics
 import subprocess
@@ -108,7 +109,8 @@ kwargs = {{"weights_backbone": None}} if "deeplab" in {name!r} or "lraspp" in {n
 model = torchvision.models.get_model({name!r}, weights=None, **kwargs)
 model.load_state_dict(torch.load({path!r}))
 model = model.float().eval().requires_grad_(False)
-x = torch.tensor(np.random.default_rng(0).standard_normal((1, 3, {size}, {size})).astype(np.float32), requires_grad=True)
+x = np.random.default_rng(0).standard_normal((1, 3, {size}, {size})).astype(np.float32)
+x = torch.tensor(x, requires_grad=True)
 y = model(x)
 y = y["out"] if isinstance(y, dict) else y
 v = torch.zeros_like(y)
@@ -155,6 +157,8 @@ def main():
     args = parser.parse_args()
     import torch
 
+    import saliency as sl
+
     torch.set_num_threads(2)
     print(f"{SIZE}x{SIZE}, float32, weights frozen, 2 threads, medians of {args.repeats} alternating runs; "
           f"ratios ours / PyTorch (torch {torch.__version__}, torchvision {torchvision().__version__})")
@@ -164,9 +168,10 @@ def main():
         for name in [n for n in args.models.split(",") if n]:
             ours, theirs = build(name, folder)
             x = np.random.default_rng(1).standard_normal((1, 3, SIZE, SIZE)).astype(np.float32)
-            dense = ours(__import__("saliency").tensor(x)).ndim == 4
+            dense = ours(sl.tensor(x)).ndim == 4
             for kind in ("pixel", "segment") if dense else ("class",):
-                o, t = alternate(lambda: map_ours(ours, x, kind), lambda: map_torch(theirs, x, kind), args.repeats)
+                o, t = alternate(functools.partial(map_ours, ours, x, kind),
+                                 functools.partial(map_torch, theirs, x, kind), args.repeats)
                 ratios.append(o / t)
                 mem = ""
                 if not args.no_memory and kind in ("class", "pixel"):

@@ -50,8 +50,9 @@ MODEL_HELP = ("Zoo model name, a torchvision architecture (resnet50, vit_b_16, d
               "the model).")
 WEIGHTS_HELP = ("Weights to load into it: .npz, .safetensors or a .pth state dict (a torchvision architecture: "
                 "its .pth file, found in PyTorch's hub cache when not given).")
-SEED_FORMS = ("predicted, ones, class:K, segment:K (the class-K logits of the pixels predicted K), pixel:ROW,COL or "
-              "region:R0,C0,R1,C1 (@K after either: output channel K only)")
+SEED_FORMS = ("predicted, ones, class:K, segment:K (the class-K logits of the pixels predicted K; segment: the "
+              "commonest predicted class, a segmentation model's default), pixel:ROW,COL or region:R0,C0,R1,C1 (@K "
+              "after either: output channel K only)")
 RANDOM_SEED_HELP = ("Random seed of the initial weights of a model file given no --weights (default: a new "
                     "one, printed), so that they are the same in every run and process.")
 
@@ -85,7 +86,7 @@ def map_(image: str = typer.Argument(..., help="Image file (PNG, JPEG, ...; grey
                                         "an object of keyword arguments, e.g. '{\"num_classes\": 10}', or an array."),
          method: str = typer.Option("gradient", "--method", help=METHOD_HELP),
          seed: str = typer.Option(None, "--seed", "-s", help=SEED_FORMS + " (default: predicted for a classifier, "
-                                  "ones for a dense output)."),
+                                  "segment for a segmentation model, ones for another dense output)."),
          sign: str = typer.Option("abs", "--sign", help="abs, positive, negative or all."),
          reduce: str = typer.Option("sum", "--reduce", help="Channels to one map: sum, max_abs, or rgb (3 panels)."),
          overlay: bool = typer.Option(False, "--overlay", help="Draw the map over the image."),

@@ -181,8 +181,8 @@ def _load_weights(model, path, what):
     shapes of an `.npz` file are checked from its headers before any array is read (a small
     compressed file may declare gigabytes). A malformed file raises `saliency.nn.WeightsError`
     unchanged: it names the file and the defect. A model with an `upgrade_keys(mapping)` method
-    (torchvision's ViT and DenseNet, whose published files use older key names) has the file's
-    keys renamed by it first."""
+    (torchvision's ViT and DenseNet, whose published files use older key names; MNASNet, which
+    rebuilds its stem for a version 1 file) sees the file's keys first, and its mapping is used."""
     from saliency.nn.npz import read_npz_shapes
 
     upgrade = getattr(model, "upgrade_keys", None) or (lambda mapping: mapping)

@@ -60,7 +60,8 @@ def _build(arch, kwargs):
     from .. import zoo
 
     try:
-        return arch.build(**kwargs)
+        with nn.init.skipped():  # every parameter and buffer is loaded from the file next
+            return arch.build(**kwargs)
     except (TypeError, ValueError) as err:
         shown = ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
         detail = " ".join(str(err).split())

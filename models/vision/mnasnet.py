@@ -6,9 +6,10 @@ Versions. torchvision's MNASNet is at `_version` 2, where the stem's depths (32 
 alpha too; a version 1 state dict (saved by torchvision before 0.5) has the unscaled stem, which
 torchvision's `_load_from_state_dict` rebuilds before loading. The weights torchvision ships are all
 version 2 (their parameter counts are version 2's), and for alpha 1.0 the two versions are the same.
-A `.pth` file's version metadata does not reach `load_state_dict` here, so `MNASNet.load_state_dict`
-recognises a version 1 file by its stem's widths (32 and 16 where alpha gives other depths) and
-rebuilds the stem as torchvision does; loading stays strict.
+A `.pth` file's version metadata does not reach `load_state_dict` here, so `MNASNet.upgrade_keys`
+(which `load_state_dict` and `models.load` call) recognises a version 1 file by its stem's widths
+(32 and 16 where alpha gives other depths) and rebuilds the stem as torchvision does; loading stays
+strict.
 """
 import warnings
 
@@ -110,14 +111,20 @@ class MNASNet(nn.Module):
     def forward(self, x):
         return self.classifier(self.layers(x).mean((2, 3)))
 
-    def load_state_dict(self, state_dict, strict=True):
-        """Module.load_state_dict, after rebuilding the stem as version 1's when `state_dict` is a
-        version 1 one (see the module docstring); the model then stays at version 1, as torchvision's."""
-        if hasattr(state_dict, "get"):
-            widths = [tuple(getattr(state_dict.get(f"layers.{i}.weight"), "shape", ()))[:1] for i in (0, 6)]
+    def upgrade_keys(self, mapping):
+        """`mapping` (a state dict, or its keys' shapes) unchanged, the stem first rebuilt as
+        version 1's when the mapping is a version 1 one (see the module docstring): the hook that
+        `models.zoo` calls before it checks a file's shapes."""
+        if hasattr(mapping, "get"):
+            widths = [_shape(mapping.get(f"layers.{i}.weight"))[:1] for i in (0, 6)]
             if widths == [(32,), (16,)] and (self.layers[0].out_channels, self.layers[6].out_channels) != (32, 16):
                 self.use_version_1_stem()
-        return super().load_state_dict(state_dict, strict)
+        return mapping
+
+    def load_state_dict(self, state_dict, strict=True):
+        """Module.load_state_dict of a version 2 or version 1 state dict; after a version 1 one the
+        model stays at version 1, as torchvision's."""
+        return super().load_state_dict(self.upgrade_keys(state_dict), strict)
 
     def use_version_1_stem(self):
         """Replace the stem by version 1's (depths 32 and 16 whatever alpha), as torchvision does when
@@ -129,6 +136,11 @@ class MNASNet(nn.Module):
                       "previous version. This checkpoint will load and work as before, but you may want to upgrade "
                       "by training a newer model or transfer learning from an updated ImageNet checkpoint.",
                       UserWarning, stacklevel=3)
+
+
+def _shape(value):
+    """The shape of an array, or a shape given as such."""
+    return tuple(value) if isinstance(value, tuple) else tuple(getattr(value, "shape", ()))
 
 
 def _family(alpha):

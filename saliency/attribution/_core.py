@@ -250,10 +250,13 @@ def _first_layer_error(exc, x_shape):
     return exc
 
 
-def default_seed(seed, y):
-    """predicted() for a classification output (N, K), ones() otherwise; checks the type."""
+def default_seed(seed, y, model=None):
+    """predicted() for a classification output (N, K), segment() (each image's commonest predicted
+    class where predicted) for a model whose `task` is "segmentation", ones() otherwise; checks the type."""
     if seed is None:
-        return _seeds.predicted() if y.ndim == 2 else _seeds.ones()
+        if y.ndim == 2:
+            return _seeds.predicted()
+        return _seeds.segment() if getattr(model, "task", None) == "segmentation" else _seeds.ones()
     if isinstance(seed, str):
         raise TypeError(f"seed must be a seed object, got the string {seed!r}; use seeds.parse({seed!r})")
     if not isinstance(seed, _seeds.Seed):
@@ -261,9 +264,9 @@ def default_seed(seed, y):
     return seed
 
 
-def resolve(seed, y):
-    """(the resolved seed, its v) for the output array y."""
-    seed = default_seed(seed, y).resolve(y)
+def resolve(seed, y, model=None):
+    """(the resolved seed, its v) for the output array y of `model`."""
+    seed = default_seed(seed, y, model).resolve(y)
     return seed, seed.vector(y)
 
 

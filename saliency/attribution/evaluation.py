@@ -64,7 +64,7 @@ def deletion_insertion(model, x, attribution, seed=None, *, steps=32, baseline=0
     removed pixel takes the baseline's values in all channels (a number, or an array broadcasting
     to x); deletion starts at x, insertion at the baseline. At fraction j/steps, round(j*H*W/steps)
     pixels are changed. The score is sum(v * model(x')) with v the seed resolved at x (default:
-    the attribution's seed, else predicted() / ones()). More steps than the H*W pixels only repeat
+    the attribution's seed, else the method's default). More steps than the H*W pixels only repeat
     fractions. `batch`: images per forward pass (default: the methods' input budget). `progress(done, total)`
     is called after each forward pass, counting the 2 * (steps + 1) changed copies of x.
     """
@@ -79,7 +79,7 @@ def deletion_insertion(model, x, attribution, seed=None, *, steps=32, baseline=0
                          f"{format_bytes(available)} available; more steps than pixels add nothing")
     if seed is None and isinstance(attribution, Attribution):
         seed = attribution.seed
-    seed, v = resolve(seed, call.forward(call.x))
+    seed, v = resolve(seed, call.forward(call.x), model)
     if seed.count is not None:
         raise ValueError(f"deletion_insertion takes one seed, got {seed.count} batched seeds; "
                          f"pass one of them and its map")

@@ -91,7 +91,7 @@ def gradcam(model, x, seed=None, *, layer=None):
         shape = act.shape if isinstance(act, Tensor) else type(act).__name__
         raise ValueError(f"gradcam needs a layer whose output is a Tensor (N, C, h, w), this layer gives {shape}; "
                          f"pick a convolutional layer")
-    seed, v = resolve(seed, y._array)
+    seed, v = resolve(seed, y._array, model)
     batched = seed.count is not None
     g = call.grad(y, act, v, batched)
     w = g.mean(axis=(-2, -1), keepdims=True)  # ([K,] N, C, 1, 1)

@@ -12,7 +12,7 @@ from .registry import method
 def _vjp(model, x, seed, rule):
     call = Call(model, x)
     xt, y = call.forward(call.x, grad=True)
-    seed = default_seed(seed, y._array).resolve(y._array)
+    seed = default_seed(seed, y._array, model).resolve(y._array)
     if seed.count is None:
         return call, seed, y._array, call.grad(y, xt, seed.vector(y._array), False, rule=rule)
     seed.check(y._array)

@@ -61,7 +61,7 @@ def integrated_gradients(model, x, seed=None, *, baseline=0.0, steps=64, batch=N
     call = Call(model, x)
     xs = call.x
     y = call.forward(xs)
-    seed, v = resolve(seed, y)
+    seed, v = resolve(seed, y, model)
     batched = seed.count is not None
     b = baseline_like(baseline, xs)
     diff = xs.astype(np.float64) - b

@@ -49,7 +49,7 @@ def occlusion(model, x, seed=None, *, window=8, stride=4, baseline=0.0, batch=No
     n, h, w = call.n, xs.shape[-2], xs.shape[-1]
     wh, ww = min(wh, h), min(ww, w)
     y = call.forward(xs)
-    seed, v = resolve(seed, y)
+    seed, v = resolve(seed, y, model)
     batched = seed.count is not None
     f0 = weighted(y, v, batched)  # ([K,] N)
     b = baseline_like(baseline, xs)

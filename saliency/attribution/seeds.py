@@ -221,39 +221,50 @@ class _Region(Seed):
 
 class _Segment(Seed):
     def __init__(self, k):
-        self.k = _index(k, "class")
+        self.k = None if k is None else _index(k, "class")
 
     def resolve(self, y):
         if y.ndim != 4:
             raise SeedError(f"{self} needs a segmentation output of shape (N, classes, H, W), but the output has "
                             f"shape {y.shape}; use one_hot() or predicted() for a classification output")
-        _check_channel(self.k, y)
-        return _SegmentMask(self.k, np.argmax(y, axis=1) == self.k)
+        labels = np.argmax(y, axis=1)
+        if self.k is None:  # each image's commonest predicted class (the lowest of a tie)
+            ks = np.array([np.bincount(m.ravel(), minlength=y.shape[1]).argmax() for m in labels], np.int64)
+        else:
+            _check_channel(self.k, y)
+            ks = np.full(len(y), self.k, np.int64)
+        return _SegmentMask(ks, labels == ks[:, None, None])
 
     def vector(self, y):
         return self.resolve(y).vector(y)
 
     def describe(self, classes=None):
+        if self.k is None:
+            return "the commonest predicted class where predicted"
         return f"class {_named(self.k, classes)} where predicted"
 
 
 class _SegmentMask(Seed):
-    """segment(k) resolved at an output: v = 1 at channel k of the pixels `mask` (N, H, W)."""
+    """segment(k) resolved at an output: v = 1 at channel ks[n] of image n's pixels `mask[n]`
+    (mask (N, H, W))."""
 
-    def __init__(self, k, mask):
-        self.k, self.mask = k, mask
+    def __init__(self, ks, mask):
+        self.ks, self.mask = ks, mask
 
     def vector(self, y):
         if y.ndim != 4 or y.shape[0] != self.mask.shape[0] or y.shape[2:] != self.mask.shape[1:]:
             raise SeedError(f"{self} was resolved for an output of {self.mask.shape[0]} images of "
                             f"{self.mask.shape[1]}x{self.mask.shape[2]} pixels, not of shape {y.shape}")
-        _check_channel(self.k, y)
+        _check_channel(int(self.ks.max()), y)
         v = np.zeros(y.shape, dtype=y.dtype)
-        v[:, self.k] = self.mask
+        v[np.arange(len(y)), self.ks] = self.mask
         return v
 
     def describe(self, classes=None):
-        return f"class {_named(self.k, classes)} where predicted ({int(self.mask.sum())} pixels)"
+        ks = sorted(set(self.ks.tolist()))
+        what = f"class {_named(ks[0], classes)}" if len(ks) == 1 else \
+            "classes " + ", ".join(_named(k, classes) for k in ks)
+        return f"{what} where predicted ({int(self.mask.sum())} pixels)"
 
 
 class _Weights(Seed):
@@ -366,10 +377,11 @@ def region(mask_or_box, *, channel=None):
     return _Region(mask_or_box, channel)
 
 
-def segment(k):
+def segment(k=None):
     """v = 1 at class k of a segmentation output (N, classes, H, W), at the pixels whose predicted
     class (argmax over classes) is k, found at x: the gradient of the sum of the class-k logits of
-    the pixels predicted k (pytorch-grad-cam's SemanticSegmentationTarget). No such pixel: v = 0."""
+    the pixels predicted k (pytorch-grad-cam's SemanticSegmentationTarget). No such pixel: v = 0.
+    k None: each image's commonest predicted class (the default seed of a segmentation model)."""
     return _Segment(k)
 
 
@@ -393,7 +405,7 @@ def classes(ks):
     return _Classes(ks)
 
 
-_FORMS = ("predicted, ones, class:K, segment:K, pixel:ROW,COL, region:R0,C0,R1,C1, classes:K1,K2,..., "
+_FORMS = ("predicted, ones, class:K, segment or segment:K, pixel:ROW,COL, region:R0,C0,R1,C1, classes:K1,K2,..., "
           "pixels:ROW,COL;ROW,COL;... (pixel, region and pixels take @K for output channel K only: pixel:ROW,COL@K)")
 
 
@@ -422,7 +434,7 @@ def _ascii_int(text):
 
 def parse(text):
     """A seed from its command-line form: 'predicted', 'ones', 'class:K', 'segment:K' (the class-K
-    logits of the pixels predicted K), 'pixel:ROW,COL', 'region:R0,C0,R1,C1' (box end-exclusive),
+    logits of the pixels predicted K; 'segment': each image's commonest predicted class), 'pixel:ROW,COL', 'region:R0,C0,R1,C1' (box end-exclusive),
     or K seeds at once (K maps in one backward pass): 'classes:K1,K2,...' and
     'pixels:ROW,COL;ROW,COL;...'. A pixel, region or pixels seed ending in '@K' takes output
     channel K only ('pixel:100,40@15': class 15's logit at that pixel of a segmentation)."""
@@ -446,8 +458,8 @@ def parse(text):
         nums = [_ascii_int(a) for a in args.split(",")] if args.strip() else []
     except ValueError:
         nums = None
-    arity = {"predicted": 0, "ones": 0, "class": 1, "segment": 1, "pixel": 2, "region": 4}
-    if name not in arity or nums is None or len(nums) != arity[name] or (not args.strip() and colon):
+    arity = {"predicted": (0,), "ones": (0,), "class": (1,), "segment": (0, 1), "pixel": (2,), "region": (4,)}
+    if name not in arity or nums is None or len(nums) not in arity[name] or (not args.strip() and colon):
         raise SeedError(f"cannot read seed {text!r}; use one of: {_FORMS}")
     if name == "predicted":
         return predicted()
@@ -456,7 +468,7 @@ def parse(text):
     if name == "class":
         return one_hot(nums[0])
     if name == "segment":
-        return segment(nums[0])
+        return segment(*nums)
     if name == "pixel":
         return pixel(*nums, channel=channel)
     return region(tuple(nums), channel=channel)

@@ -45,7 +45,7 @@ def smoothgrad(model, x, seed=None, *, noise=0.15, n=25, rng=None, variant="mean
 
     call = Call(model, x)
     y = call.forward(call.x)
-    seed, v = resolve(seed, y)
+    seed, v = resolve(seed, y, model)
     batched = seed.count is not None
     xs = call.x
     lo = xs.reshape(call.n, -1).min(axis=1)

@@ -95,6 +95,12 @@ class Patch:
             size.append(hi - lo)
         return np.stack(origins, axis=1), tuple(size)
 
+    def fills(self, size, map_size):
+        """True when windows of `size` (h, w) cover DENSE_AT of a map of `map_size` or more: their VJP
+        would be made dense by `like` anyway, after costing more than the dense VJP (a dilated
+        convolution's input windows can be several times its map), so a cropped VJP declines them."""
+        return size[0] * size[1] >= DENSE_AT * map_size[0] * map_size[1]
+
     def window(self, a):
         """The windows of `a` (an array of the output's shape, or of its map with fewer lead
         dimensions) at these origins: (K, *a.shape[:-2], h, w); booleans come back as uint8."""

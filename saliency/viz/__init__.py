@@ -25,7 +25,7 @@ with a colour bar labelled with that unit, optionally over the image. Errors are
 from .curves import deletion_insertion_figure
 from .errors import ImageError, VizError
 from .figures import channel_panels, default_title, grid, heatmap_figure, panels, png_bytes, render
-from .files import load_image, save
+from .files import load_image
 from .heatmap import colorize, get_cmap, heatmap, overlay, resize_values, to_rgb
 from .normalize import (
     apply_sign,
@@ -37,6 +37,7 @@ from .normalize import (
 )
 from .preprocess import Preprocess
 from .result import attribution_figure, plot_attribution
+from .saving import save
 from .style import Style
 from .values import value_panels
 

@@ -111,7 +111,8 @@ def test_a_malformed_seed_is_refused_when_made(make, message):
     ("predicted", "predicted class"), ("ones", "all ones"), ("class:3", "class 3"), (" class: 3 ", "class 3"),
     ("pixel:10,20", "pixel (10, 20)"), ("region:1,2,5,9", "region rows 1..4, cols 2..8"), ("CLASS:0", "class 0"),
     ("classes:0,2", "classes 0, 2"), ("pixels:1,2;3,4", "2 pixels (1, 2), (3, 4)"),
-    ("segment:3", "class 3 where predicted"), ("pixel:10,20@2", "pixel (10, 20) channel 2"),
+    ("segment:3", "class 3 where predicted"), ("segment", "the commonest predicted class where predicted"),
+    ("pixel:10,20@2", "pixel (10, 20) channel 2"),
     ("region:1,2,5,9@0", "region rows 1..4, cols 2..8 channel 0"),
     ("pixels:1,2;3,4@1", "2 pixels (1, 2), (3, 4) channel 1"),
 ])
@@ -123,7 +124,7 @@ def test_parse_reads_the_command_line_forms(text, expected):
                                   "region:1,2,3", "predicted:1", "ones:", "pixel:a,b", "classes:", "classes:1;2",
                                   "pixels:1,2;3", "pixels:1,2,3", "segment:", "segment:1,2"])
 def test_parse_refuses_anything_else_and_lists_the_forms(text):
-    message = (f"cannot read seed {text!r}; use one of: predicted, ones, class:K, segment:K, pixel:ROW,COL, "
+    message = (f"cannot read seed {text!r}; use one of: predicted, ones, class:K, segment or segment:K, pixel:ROW,COL, "
                f"region:R0,C0,R1,C1, classes:K1,K2,..., pixels:ROW,COL;ROW,COL;... (pixel, region and pixels "
                f"take @K for output channel K only: pixel:ROW,COL@K)")
     with pytest.raises(SeedError, match=re.escape(message)):
@@ -158,6 +159,40 @@ def test_segment_is_the_class_k_logits_of_the_pixels_predicted_k():
     # resolved at x: the same v for another output of the same shape (smoothgrad's noisy copies, IG's path)
     np.testing.assert_array_equal(seed.vector(-y), v)
     np.testing.assert_array_equal(seeds.segment(2).vector(y), v)
+
+
+def test_segment_without_a_class_takes_each_images_commonest_predicted_class():
+    y = np.zeros((2, 3, 4, 4))
+    y[0, 1] = 1.0                       # image 0: every pixel predicted class 1 ...
+    y[0, 2, :1] = 2.0                   # ... but the top row, class 2
+    y[1, 2, :3] = 2.0                   # image 1: three rows class 2, the last row class 0
+    seed = seeds.segment().resolve(y)
+    expected = np.zeros_like(y)
+    expected[0, 1, 1:] = 1.0
+    expected[1, 2, :3] = 1.0
+    np.testing.assert_array_equal(seed.vector(y), expected)
+    assert seed.describe(["bg", "cat", "dog"]) == "classes 1 (cat), 2 (dog) where predicted (24 pixels)"
+
+
+def test_a_segmentation_models_default_seed_is_its_commonest_class_and_other_dense_outputs_ones():
+    import saliency as sl
+    from saliency import attribution as A, nn
+
+    class Segmenter(nn.Module):
+        task = "segmentation"
+
+        def forward(self, x):
+            return sl.cat([x[:, :1] * 0.0, x[:, :1] * 2.0 + 1.0, x[:, 1:2]], dim=1)  # class 1 wins where x0 > -1
+
+    x = np.random.default_rng(0).uniform(-0.5, 0.5, (1, 3, 6, 6)).astype(np.float32)
+    a = A.gradient(Segmenter(), x)
+    assert "class 1 where predicted" in a.seed.describe()
+    expected = np.zeros_like(x)
+    expected[:, 0] = 2.0 * (2.0 * x[:, 0] + 1.0 > np.maximum(0.0, x[:, 1]))
+    np.testing.assert_array_equal(a.map, expected)
+    plain = Segmenter()
+    plain.task = None
+    assert A.gradient(plain, x).seed.describe() == "all ones"
 
 
 @pytest.mark.parametrize("seed, output, message", [

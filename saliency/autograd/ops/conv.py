@@ -55,11 +55,14 @@ class Convolution(Function):
     def backward_window(self, p):
         """Each output window reads an input window: origin * stride - padding, (h - 1) * stride +
         (k - 1) * dilation + 1 rows. The input VJP is the plain input VJP of that window (no padding);
-        the weight VJP correlates each seed's window of g with its window of x (zeros outside x)."""
+        the weight VJP correlates each seed's window of g with its window of x (zeros outside x).
+        Windows that would cover half the input map or more (`Patch.fills`) are declined: dense VJP."""
         w, x = self.saved
         needs = self.needs_input_grad
         s, pad, d, groups = self.config
         origins, size = p.sliding(self.w_shape[2:], s, pad, d)
+        if p.fills(size, self.x_shape[2:]):
+            return None
         dx = dw = db = None
         if needs[0]:
             dx = kernels.conv2d_grad_input(p.data, w, self.x_shape[:2] + size, s, 0, d, groups)
@@ -172,7 +175,7 @@ class ConvolutionTranspose(Function):
         over the seeds). The input VJP is the plain convolution (no padding) of a buffer of g holding
         the rows a * stride - padding .. (a + m - 1) * stride - padding + (k - 1) * dilation, each
         seed's window placed in it; the weight VJP correlates each seed's window of x (zeros outside
-        x) with its buffer."""
+        x) with its buffer. Windows that would cover half the input map or more are declined."""
         w, x = self.saved
         needs = self.needs_input_grad
         s, pad, d, groups = self.config
@@ -185,6 +188,8 @@ class ConvolutionTranspose(Function):
             starts.append(a)
             m.append(max(int((b - a).max()) + 1, 1))
             length.append((m[-1] - 1) * s[axis] + (k - 1) * d[axis] + 1)
+        if p.fills(m, self.x_shape[2:]):
+            return None
         origins = np.stack(starts, axis=1).astype(np.int64)
         buf = np.zeros((K,) + p.lead + tuple(length), p.dtype)
         kernels.window.add_into(buf, p.data, p.origins - (origins * np.array(s) - np.array(pad)))

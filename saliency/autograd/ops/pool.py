@@ -37,6 +37,8 @@ class MaxPool2d(Function):
         (k - 1) * dilation + 1 rows; each gradient goes to its window's recorded maximum, as in `backward`."""
         kernel, stride, padding, dilation = self.config
         origins, size = p.sliding(kernel, kernel if stride is None else stride, padding, dilation)
+        if p.fills(size, self.x_shape[2:]):
+            return None
         dx = kernels.window.max_pool_grad(p.data, p.origins, self.saved[0], self.x_shape[3], origins, size)
         return (p.like(dx, origins, self.x_shape[2:]),)
 
@@ -74,6 +76,8 @@ class AvgPool2d(Function):
         kernel, stride, padding = self.config
         stride = kernel if stride is None else stride
         origins, size = p.sliding(kernel, stride, padding)
+        if p.fills(size, self.x_shape[2:]):
+            return None
         if self.options != (False, True, None):
             tables = kernels.pool.avg_pool2d_tables(self.x_shape, kernel, stride, padding, *self.options)
             dx = kernels.window.box_grad(p.data, p.origins, tables, origins, size)
