@@ -77,6 +77,23 @@ def test_init_does_not_touch_numpys_global_generator():
     assert np.random.random() == expected
 
 
+def test_within_skipped_the_initialisers_write_nothing_and_draw_nothing():
+    sl.manual_seed(5)
+    expected = nn.Linear(4, 4).weight.numpy().copy()
+    sl.manual_seed(5)
+    t = sl.tensor(np.full((3, 3), 7.0))
+    with init.skipped():
+        for fill in (init.uniform_, init.normal_, init.trunc_normal_, init.kaiming_normal_, init.xavier_uniform_,
+                     init.zeros_, init.ones_):
+            fill(t)
+        init.constant_(t, 2.0)
+        nn.Conv2d(3, 8, 3)
+    np.testing.assert_array_equal(t.numpy(), 7.0)
+    np.testing.assert_array_equal(nn.Linear(4, 4).weight.numpy(), expected)  # the random stream is where it was
+    init.zeros_(t)  # and the initialisers work again after it
+    np.testing.assert_array_equal(t.numpy(), 0.0)
+
+
 # ---- layers against torch -------------------------------------------------------------------------
 @pytest.mark.parametrize("dtype, rtol", [(np.float32, 1e-5), (np.float64, 1e-12)])
 @pytest.mark.parametrize("name, args", [("ReLU", ()), ("Sigmoid", ()), ("Tanh", ()), ("Softmax", (1,)),
