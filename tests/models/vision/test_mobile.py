@@ -1,19 +1,25 @@
 """The mobile and efficient architectures of `saliency.models.vision` (ShuffleNet V2, MobileNet V2
-and V3, MNASNet, EfficientNet, RegNet, ConvNeXt) against torchvision's, in float64 at small inputs.
+and V3, MNASNet, EfficientNet, RegNet, ConvNeXt) against torchvision's, at small inputs.
 
-`compare` (torchvision's state dict loaded strict; keys, shapes, outputs, input gradients) runs on
-every architecture up to about 40M parameters. The larger ones (EfficientNet B6, B7, V2-M, V2-L,
-RegNetX/Y 16GF and 32GF, RegNetY 128GF, ConvNeXt small, base, large) build from the same blocks as
-a smaller member compared in full, so they are checked more cheaply: keys and shapes against
-torchvision's model built on the meta device, with our model built without random initialisation
-(building, initialising and saving them twice takes 10-50 s each).
+- In full (outputs and input gradients), in float64, through `compare` (torchvision's own
+  initialisation saved and loaded by name, strict): every architecture up to about 40M
+  parameters (FULL).
+- In full, in float64, through `compare_in_memory` (torchvision's built on the meta device and
+  filled with random values, no initialisation drawn, its state dict loaded into ours without a
+  file): EfficientNet B6, B7, V2-M, V2-L, RegNetX 16GF and 32GF, RegNetY 16GF and 32GF, ConvNeXt
+  small and base (IN_MEMORY: 43M to 145M parameters, a test process peaking at 2.8 GB at most).
+- In full, in float32 with a relative and absolute tolerance of 2e-4, through `compare_in_memory`:
+  ConvNeXt large (IN_MEMORY_FLOAT32; 198M parameters: 3.5 GB in float64, 2 GB in float32).
+- By keys and shapes only (KEYS_ONLY), against torchvision's built on the meta device, ours built
+  without initialisation: RegNetY 128GF (644M parameters: about 10.5 GB in float64, 5.5 GB in
+  float32); its blocks and configuration rules are those of the other RegNetYs.
 """
 from collections import OrderedDict
 
 import numpy as np
 import pytest
 
-from _torchvision import compare, randomise_statistics, torchvision
+from _torchvision import compare, compare_in_memory, on_meta, randomise_statistics, torchvision
 
 # name -> input side: 32 px (the networks' stride); EfficientNet V2's weights say 33 at least
 FULL = {
@@ -26,9 +32,14 @@ FULL = {
     "regnet_y_400mf": 32, "regnet_y_800mf": 32, "regnet_y_1_6gf": 32, "regnet_y_3_2gf": 32, "regnet_y_8gf": 32,
     "convnext_tiny": 32,
 }
-KEYS_ONLY = ["efficientnet_b6", "efficientnet_b7", "efficientnet_v2_m", "efficientnet_v2_l", "regnet_x_16gf",
-             "regnet_x_32gf", "regnet_y_16gf", "regnet_y_32gf", "regnet_y_128gf", "convnext_small", "convnext_base",
-             "convnext_large"]
+# built on the meta device and filled in memory (name -> input side), in float64 and in float32
+IN_MEMORY = {
+    "efficientnet_b6": 32, "efficientnet_b7": 32, "efficientnet_v2_m": 33, "efficientnet_v2_l": 33,
+    "regnet_x_16gf": 32, "regnet_x_32gf": 32, "regnet_y_16gf": 32, "regnet_y_32gf": 32,
+    "convnext_small": 32, "convnext_base": 32,
+}
+IN_MEMORY_FLOAT32 = {"convnext_large": 32}
+KEYS_ONLY = ["regnet_y_128gf"]
 
 
 @pytest.mark.parametrize("name", list(FULL))
@@ -41,40 +52,24 @@ def test_batch_of_two_with_builder_arguments(tmp_path):
             dropout=0.5)
 
 
-def _uninitialised(monkeypatch):
-    """Let saliency's initialisers leave the weights as allocated: building a model then draws no
-    random numbers (keys and shapes do not depend on them)."""
-    from saliency import nn
-
-    for fn in ("uniform_", "normal_", "trunc_normal_", "kaiming_uniform_", "kaiming_normal_", "constant_", "zeros_",
-               "ones_"):
-        monkeypatch.setattr(nn.init, fn, lambda tensor, *args, **kwargs: tensor)
+@pytest.mark.parametrize("name", list(IN_MEMORY))
+def test_large_same_as_torchvision(name):
+    compare_in_memory(name, IN_MEMORY[name])
 
 
-def _on_meta(name, monkeypatch, **kwargs):
-    """torchvision's `name` on the meta device (no memory, no initialisation). RegNet computes its
-    stage widths with tensors it reads back (`tolist`), which meta tensors cannot be: that runs on the CPU."""
-    import torch
-
-    params = torchvision().models.regnet.BlockParams
-    from_init_params = params.from_init_params.__func__
-
-    def on_cpu(cls, *args, **kw):
-        with torch.device("cpu"):
-            return from_init_params(cls, *args, **kw)
-
-    monkeypatch.setattr(params, "from_init_params", classmethod(on_cpu))
-    with torch.device("meta"):
-        return torchvision().models.get_model(name, weights=None, **kwargs)
+@pytest.mark.parametrize("name", list(IN_MEMORY_FLOAT32))
+def test_largest_same_as_torchvision_in_float32(name):
+    compare_in_memory(name, IN_MEMORY_FLOAT32[name], dtype="float32", rtol=2e-4, atol=2e-4)
 
 
 @pytest.mark.parametrize("name", KEYS_ONLY)
-def test_same_keys_and_shapes(name, monkeypatch):
+def test_same_keys_and_shapes(name):
+    from saliency import nn
     from saliency.models.vision import ARCHITECTURES
 
-    theirs = [(k, tuple(v.shape)) for k, v in _on_meta(name, monkeypatch).state_dict().items()]
-    _uninitialised(monkeypatch)
-    ours = ARCHITECTURES[name].build()
+    theirs = [(k, tuple(v.shape)) for k, v in on_meta(name).state_dict().items()]
+    with nn.init.skipped():
+        ours = ARCHITECTURES[name].build()
     assert [(k, tuple(v.shape)) for k, v in ours.state_dict(keep_vars=True).items()] == theirs
 
 
@@ -82,7 +77,8 @@ def test_every_architecture_is_tested():
     from saliency.models.vision import ARCHITECTURES
 
     families = ("shufflenet", "mobilenet", "mnasnet", "efficientnet", "regnet", "convnext")
-    assert {n for n in ARCHITECTURES if n.startswith(families)} == set(FULL) | set(KEYS_ONLY)
+    tested = set(FULL) | set(IN_MEMORY) | set(IN_MEMORY_FLOAT32) | set(KEYS_ONLY)
+    assert {n for n in ARCHITECTURES if n.startswith(families)} == tested
 
 
 @pytest.mark.parametrize("name", ["shufflenet_v2_x0_5", "mobilenet_v2", "mobilenet_v3_small", "mnasnet0_5",
@@ -203,6 +199,14 @@ def test_mnasnet_loads_a_version_1_state_dict(tmp_path):
         expected = theirs(torch.tensor(x)).numpy()
     with sl.no_grad():
         np.testing.assert_allclose(ours(sl.tensor(x)).numpy(), expected, rtol=1e-9, atol=1e-9)
+    # models.load by name, as the command line loads it: the stem is rebuilt before the file's shapes are checked
+    from saliency import models
+
+    with pytest.warns(UserWarning, match="new version of MNASNet"):
+        loaded = models.load("mnasnet0_5", weights=tmp_path / "v1.pth")
+    with sl.no_grad():
+        got = loaded.double()(sl.tensor(x)).numpy()
+    np.testing.assert_allclose(got, expected, rtol=1e-9, atol=1e-9)
     # a version 2 state dict leaves the model at version 2
     fresh = ARCHITECTURES["mnasnet0_5"].build()
     fresh.load_state_dict({k: v.numpy() for k, v in tvm.MNASNet(0.5).state_dict().items()})

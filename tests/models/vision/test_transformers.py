@@ -1,10 +1,21 @@
-"""ViT and Swin (v1 and v2) against torchvision's own, in float64: outputs and input gradients through
-`compare` for vit_b_16, vit_b_32, swin_t, swin_s and swin_v2_t at small inputs; state-dict keys and
-shapes for the larger ones, against torchvision's built on the meta device (no memory); small
-configurations of the same classes for the options the builders leave at their defaults.
+"""ViT and Swin (v1 and v2) against torchvision's own: outputs and input gradients at small inputs,
+state-dict keys and shapes, and small configurations of the same classes for the options the
+builders leave at their defaults.
 
-Building here draws random weights that the weights file replaces at once; the compared builds skip
-the draw (`no_random_init`), and the initialisation itself is checked on small models."""
+- In full, in float64, through `compare` (torchvision's initialisation saved to a file and loaded by
+  name): vit_b_16, vit_b_32, swin_t, swin_s and swin_v2_t.
+- In full, in float64, through `compare_in_memory` (torchvision's built on the meta device and filled
+  with random values, its state dict loaded into ours without a file): swin_b, swin_v2_s, swin_v2_b
+  (50M-88M parameters, under 2 GB).
+- In full, in float32 with a relative and absolute tolerance of 2e-4, through `compare_in_memory`:
+  vit_l_16 and vit_l_32 (305M parameters: a test process would peak at about 5.3 GB in float64; it
+  peaks at 2.9 GB in float32).
+- By keys and shapes only, against torchvision's built on the meta device (no memory): vit_h_14
+  (632M parameters: about 10.5 GB in float64, 5.5 GB in float32); its class is ViT-L's.
+
+ViTs take image_size = twice the patch size (four patches and the class token) in both builders.
+Building here draws random weights that the weights file replaces at once; the builds `compare`
+loads skip the draw (`no_random_init`), and the initialisation itself is checked on small models."""
 import numpy as np
 import pytest
 
@@ -12,7 +23,7 @@ import saliency as sl
 from saliency import nn
 from saliency.models.vision import ARCHITECTURES, swin, vit
 
-from _torchvision import compare, torchvision
+from _torchvision import compare, compare_in_memory, torchvision
 
 
 @pytest.fixture
@@ -37,6 +48,17 @@ def test_swin_matches_torchvision(name, size, batch, tmp_path, no_random_init):
     compare(name, tmp_path, size=size, batch=batch)
 
 
+# the same classes as the ones above, larger: built on the meta device, filled in memory
+@pytest.mark.parametrize("name,size", [("swin_b", 64), ("swin_v2_s", 64), ("swin_v2_b", 64)])
+def test_large_swin_matches_torchvision(name, size):
+    compare_in_memory(name, size)
+
+
+@pytest.mark.parametrize("name,size", [("vit_l_16", 32), ("vit_l_32", 64)])
+def test_large_vit_matches_torchvision_in_float32(name, size):
+    compare_in_memory(name, size, dtype="float32", rtol=2e-4, atol=2e-4, image_size=size)
+
+
 def torch_shapes(name, **kwargs):
     """{key: shape} of torchvision's model, in its order, built on the meta device."""
     torch = pytest.importorskip("torch")
@@ -46,12 +68,11 @@ def torch_shapes(name, **kwargs):
     return [(k, tuple(v.shape)) for k, v in model.state_dict().items()]
 
 
-# the same classes as the compared ones, wider or deeper (their outputs would cost a minute more)
-@pytest.mark.parametrize("name", ["vit_l_16", "vit_l_32", "vit_h_14", "swin_b", "swin_v2_s", "swin_v2_b"])
-def test_large_models_have_torchvisions_keys_and_shapes(name, no_random_init):
-    ours = ARCHITECTURES[name].build(num_classes=10)
+def test_vit_h_14_has_torchvisions_keys_and_shapes():
+    with nn.init.skipped():
+        ours = ARCHITECTURES["vit_h_14"].build(num_classes=10)
     assert [(k, tuple(v.shape)) for k, v in ours.state_dict(keep_vars=True).items()] == \
-        torch_shapes(name, num_classes=10)
+        torch_shapes("vit_h_14", num_classes=10)
 
 
 # ---- small configurations of the same classes, against torchvision's classes ----------------------------
