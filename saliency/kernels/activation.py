@@ -148,3 +148,33 @@ def silu(x, grad):
     threads.split_batch(xf.size, xf.size,  # halves of the elements on two threads
                         lambda a, b: _silu(xf[a:b], of[a:b], sf[a:b] if grad else sf, grad, fast))
     return out, (slope if grad else None)
+
+
+@njit(cache=True, nogil=True)
+def _hardswish(x, out, slope, grad):
+    one = np.ones(1, x.dtype)[0]
+    zero = one - one
+    three = one + one + one  # constants in x's dtype (an int times a float32 would be a float64)
+    six, half = three + three, one / (one + one)
+    for i in range(x.shape[0]):
+        v = x[i]
+        m = v + three          # min(max(x + 3, 0), 6), NaN kept as np.maximum and np.minimum keep it
+        if m < zero:
+            m = zero
+        elif m > six:
+            m = six
+        out[i] = v * m / six
+        if grad:
+            slope[i] = zero if v <= -three else (v / three + half if v < three else one)
+
+
+def hardswish(x, grad):
+    """(x * min(max(x + 3, 0), 6) / 6, its derivative (0 for x <= -3, x / 3 + 1/2 below 3, else 1,
+    NaN included) or None), one pass over a float32 or float64 array in its dtype, the same values
+    as NumPy's expression of the formula; halves of the elements on two threads from 128K."""
+    x = np.ascontiguousarray(x)
+    out = np.empty_like(x)
+    slope = np.empty_like(x) if grad else np.empty(0, x.dtype)
+    xf, of, sf = x.reshape(-1), out.reshape(-1), slope.reshape(-1)
+    threads.split_batch(xf.size, xf.size, lambda a, b: _hardswish(xf[a:b], of[a:b], sf[a:b] if grad else sf, grad))
+    return out, (slope if grad else None)

@@ -1,4 +1,5 @@
-"""ReLU kernels against NumPy's three-pass formulation; the normal CDF against Python's math.erfc."""
+"""ReLU and hardswish kernels against NumPy's formulas; SiLU and sigmoid in float32 against their float64
+values; the normal CDF against Python's math.erfc."""
 import math
 
 import numpy as np
@@ -60,3 +61,49 @@ def test_normal_cdf_keeps_the_dtype_and_shape():
     np.testing.assert_array_equal(got, want.astype(np.float32))
     assert A.normal_cdf(np.zeros((0, 3))).shape == (0, 3)
     assert A.normal_cdf(np.array([0, 1])).dtype == np.float64
+
+
+def _awkward(shape, dtype, scale):
+    """Random values with zeros of both signs, NaN, both infinities and the kinks -3 and 3."""
+    x = (np.random.default_rng(0).standard_normal(shape) * scale).astype(dtype)
+    for step, value in ((7, 0.0), (11, -0.0), (13, np.nan), (17, -np.inf), (19, np.inf), (23, -3.0), (29, 3.0)):
+        x.flat[::step] = value
+    return x
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("split", [False, True], ids=["one thread", "halves on two threads"])
+def test_hardswish_and_its_derivative_equal_numpys_formula(dtype, split, monkeypatch):
+    if split:
+        monkeypatch.setattr(threads, "SPLIT_ELEMENTS", 1)
+    x = _awkward((2, 3, 9, 9), dtype, 4.0)
+    out, slope = A.hardswish(x, True)
+    with np.errstate(invalid="ignore"):  # inf * 0 at +-inf, as the formula gives
+        np.testing.assert_array_equal(out, x * np.minimum(np.maximum(x + 3, 0), 6) / 6)
+    np.testing.assert_array_equal(slope, np.where(x <= -3, dtype(0), np.where(x < 3, x / 3 + dtype(0.5), dtype(1))))
+    assert out.dtype == slope.dtype == dtype and A.hardswish(x, False)[1] is None
+
+
+@pytest.mark.parametrize("split", [False, True], ids=["one thread", "halves on two threads"])
+def test_float32_silu_and_sigmoid_are_within_a_few_ulp_of_float64_and_float64_is_unchanged(split, monkeypatch):
+    """Computed in float32: SiLU and sigmoid within 4 ulp of the float64 values; SiLU's derivative
+    s (1 + x (1 - s)) within 4 float32 epsilons of 1 + |x| (it cancels near x = -1.28, as PyTorch's
+    float32 kernel's does)."""
+    if split:
+        monkeypatch.setattr(threads, "SPLIT_ELEMENTS", 1)
+    x = _awkward((3, 5, 11, 11), np.float32, 6.0)
+    x64 = x.astype(np.float64)
+    eps = float(np.finfo(np.float32).eps)
+    for i, (got, want) in enumerate(zip(A.silu(x, True) + (A.sigmoid(x),), A.silu(x64, True) + (A.sigmoid(x64),))):
+        assert got.dtype == np.float32
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+        ok = np.isfinite(want)
+        if i == 1:
+            bound = 4 * eps * (1 + np.abs(x64[ok]))
+        else:
+            bound = 4 * np.spacing(np.abs(want[ok]).astype(np.float32)).astype(np.float64) + 1e-45
+        assert np.all(np.abs(got[ok] - want[ok]) <= bound)
+    # float64 keeps the quotients: e / (1 + e) below 0, 1 / (1 + e) above
+    e = np.exp(-np.abs(x64))
+    with np.errstate(invalid="ignore"):
+        np.testing.assert_array_equal(A.sigmoid(x64), np.where(x64 >= 0, 1 / (1 + e), e / (1 + e)))

@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 
-from ...kernels.activation import normal_cdf, sigmoid, silu
+from ...kernels.activation import hardswish, normal_cdf, sigmoid, silu
 from ..geometry import elementwise_window, first_input
 from ..node import Function
 
@@ -124,6 +124,8 @@ class Hardswish(_Pointwise):
     __slots__ = ()
 
     def values(self, x, grad):
+        if x.dtype in (np.float32, np.float64):
+            return hardswish(x, grad)
         out = x * np.minimum(np.maximum(x + 3, 0), 6) / 6
         if not grad:
             return out, None
