@@ -1,4 +1,4 @@
-"""ReLU and hardswish kernels against NumPy's formulas; SiLU and sigmoid in float32 against their float64
+"""ReLU, hardswish and GELU kernels against NumPy's formulas; SiLU and sigmoid in float32 against their float64
 values; the normal CDF against Python's math.erfc."""
 import math
 
@@ -107,3 +107,20 @@ def test_float32_silu_and_sigmoid_are_within_a_few_ulp_of_float64_and_float64_is
     e = np.exp(-np.abs(x64))
     with np.errstate(invalid="ignore"):
         np.testing.assert_array_equal(A.sigmoid(x64), np.where(x64 >= 0, 1 / (1 + e), e / (1 + e)))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("split", [False, True], ids=["one thread", "halves on two threads"])
+def test_gelu_is_x_times_the_normal_cdf_and_its_derivative_the_formula(dtype, split, monkeypatch):
+    """The value as x * normal_cdf(x) in x's dtype, to the bit; the derivative Phi + x phi within an
+    ulp of the same formula in NumPy (whose float32 exp may round differently)."""
+    if split:
+        monkeypatch.setattr(threads, "SPLIT_ELEMENTS", 1)
+    x = _awkward((2, 3, 9, 9), dtype, 3.0)
+    out, slope = A.gelu(x, True)
+    cdf = A.normal_cdf(x).astype(dtype)
+    with np.errstate(invalid="ignore", over="ignore"):
+        np.testing.assert_array_equal(out, x * cdf)
+        want = cdf + x * (np.exp(-0.5 * x * x) * dtype(1 / math.sqrt(2 * math.pi)))
+    np.testing.assert_allclose(slope, want, rtol=2 * np.finfo(dtype).eps, atol=2 * np.finfo(dtype).eps, equal_nan=True)
+    assert out.dtype == slope.dtype == dtype and A.gelu(x, False)[1] is None

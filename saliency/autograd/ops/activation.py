@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 
-from ...kernels.activation import hardswish, normal_cdf, sigmoid, silu
+from ...kernels.activation import gelu, hardswish, normal_cdf, sigmoid, silu
 from ..geometry import elementwise_window, first_input
 from ..node import Function
 
@@ -155,6 +155,8 @@ class Gelu(_Pointwise):
         self.approximate = approximate
 
     def values(self, x, grad):
+        if self.approximate == "none" and x.dtype in (np.float32, np.float64):
+            return gelu(x, grad)
         if self.approximate == "none":
             cdf = normal_cdf(x).astype(x.dtype, copy=False)
             out = x * cdf
