@@ -6,6 +6,7 @@ the map: 0..vmax for abs/positive/negative (negative shows magnitudes), -vmax..v
 """
 import io
 import numbers
+import textwrap
 
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -20,6 +21,7 @@ from .normalize import as_map, common_scale, normalize_with_scale
 CHANNEL_NAMES = ("R", "G", "B")
 TITLE_FONTSIZE = 9
 # heights and widths in inches reserved around the panels, so that panels keep panel_size
+TITLE_CHAR_WIDTH = 0.062   # inches of an average character of a panel title (9 pt), a panel gap allowed
 TITLE_LINE = 0.18          # per line of a panel title (9 pt text with matplotlib's 1.2 line spacing, + pad)
 SUPTITLE_LINE = 0.26       # per line of the figure title (12 pt)
 ROW_TITLE_LINE = 0.22      # per line of a row title (a y label)
@@ -132,6 +134,14 @@ def _lines(text):
     return 0 if not text else str(text).count("\n") + 1
 
 
+def _wrapped(title, panel_size):
+    """`title` with each line broken at spaces to fit a panel `panel_size` inches wide (about
+    TITLE_CHAR_WIDTH inches a character at TITLE_FONTSIZE), so that no title runs into its
+    neighbours; a word longer than the panel stays whole."""
+    width = max(8, int(panel_size / TITLE_CHAR_WIDTH))
+    return "\n".join(textwrap.fill(line, width, break_long_words=False) or line for line in title.split("\n"))
+
+
 def _figure(rows, row_titles, cmap, colorbar, panel_size, title=None):
     """A Figure with one axes per cell; rows is a list of lists of cells, shorter rows leave gaps.
 
@@ -149,6 +159,8 @@ def _figure(rows, row_titles, cmap, colorbar, panel_size, title=None):
     width = panel_size * n_cols * (1.25 if own_bars else 1.0) + SHARED_BAR_WIDTH * bars_per_row
     if row_titles is not None:
         width += ROW_TITLE_LINE * max(_lines(t) for t in row_titles)
+    for cell in (c for row in rows for c in row if c is not None and c["title"]):
+        cell["title"] = _wrapped(str(cell["title"]), panel_size)
     title_lines = [max([_lines(c["title"]) for c in row if c is not None] or [0]) for row in rows]
     height = (panel_size * n_rows + TITLE_LINE * sum(title_lines) + SUPTITLE_LINE * _lines(title) + MARGIN)
     fig = Figure(figsize=(width, height), layout="constrained")

@@ -279,3 +279,16 @@ def test_default_title_from_method_and_seed():
 def test_figure_errors(call, message):
     with pytest.raises(VizError, match=message):
         call()
+
+
+def test_a_long_title_is_broken_into_lines_that_do_not_run_into_the_next_panel():
+    rng = np.random.default_rng(0)
+    long = "gradient · class 1 (aeroplane) where predicted (21760 pixels)"
+    fig = panels([rng.random((1, 16, 16)), rng.random((1, 16, 16))], titles=["model output", long])
+    first, second = fig.panel_axes[0]
+    assert first.get_title() == "model output"
+    assert second.get_title().replace("\n", " ") == long and "\n" in second.get_title()
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    title_box = second.title.get_window_extent(renderer)
+    assert title_box.x0 >= first.get_window_extent(renderer).x1  # clear of the panel on its left
