@@ -1,5 +1,6 @@
 """The picture of one attribution result, as `saliency map` draws it: the image, the model's output
-beside it when the output is dense, and the map (a panel per seed for K seeds at once), titled
+beside it when the output is dense (of several channels, a segmentation's classes, each pixel's
+argmax), and the map (a panel per seed for K seeds at once), titled
 with the method and the seed.
 
 It reads the result's attributes only (`map`, `seed`, `method`, `output`, `input`), so it takes an
@@ -27,7 +28,7 @@ def _pick(values, index, batched, what):
 
 
 def figure_parts(result, index=0, classes=None):
-    """(image or None, [maps], [titles], dense output or None) of image `index` of `result`."""
+    """(image or None, [maps], [titles], dense output (C, H, W) or None) of image `index` of `result`."""
     amap = np.asarray(result.map)
     count = getattr(result.seed, "count", None)
     image = getattr(result, "input", None)
@@ -55,7 +56,7 @@ def figure_parts(result, index=0, classes=None):
         out = np.asarray(output)
         out = _pick(out, index, batched, "result") if batched else out
         if out.ndim >= 2:                       # (C, H, W) or (H, W): a dense output
-            dense = out.reshape(-1, *out.shape[-2:])[:1]
+            dense = out.reshape(-1, *out.shape[-2:])
     return image, maps, titles, dense
 
 
@@ -66,12 +67,18 @@ def attribution_figure(result, image=None, *, index=0, classes=None, style=Style
     shown, maps, titles, dense = figure_parts(result, index, classes)
     shown = shown if image is None else image
     reduces = ["sum" if m.shape[-3] == 1 and style.reduce == "rgb" else style.reduce for m in maps]
-    if dense is not None:                       # beside its map (one channel: reduce is the map's)
+    vmax = None
+    if dense is not None:                       # beside its map: one channel as it is; of several
+        if len(dense) > 1:                      # (a segmentation's classes), each pixel's argmax,
+            vmax = [len(dense) - 1] + [None] * len(maps)  # coloured on the scale of the channels
+            dense, title = dense.argmax(axis=0)[None].astype(np.float32), f"argmax of the {len(dense)} channels"
+        else:
+            title = "model output"
         maps.insert(0, dense)
-        titles.insert(0, "model output")
+        titles.insert(0, title)
         reduces.insert(0, "sum")
     return panels(maps, image=shown, titles=titles, sign=style.sign, reduce=reduces,
-                  clip_percentile=style.clip_percentile, cmap=style.cmap,
+                  clip_percentile=style.clip_percentile, cmap=style.cmap, vmax=vmax,
                   alpha=style.alpha if style.overlay and shown is not None else None)
 
 

@@ -95,3 +95,28 @@ def test_a_stores_maps_show_themselves_by_index(shapes, images, tmp_path):
     assert np.asarray(Image.open(store.save(2, tmp_path / "s.png"))).ndim == 3
     with pytest.raises(A.StoreError, match="index 3 is out of range for the 3 images of"):
         store.figure(3)
+
+
+def test_an_output_of_several_channels_is_drawn_as_each_pixels_argmax_on_the_channels_scale():
+    import saliency as sl
+    from saliency import nn
+
+    stripes = np.tile(np.array([0.0, 1.0], np.float32), 4)[None, None, None, :]  # odd columns 1
+
+    class Segmenter(nn.Module):
+        task = "segmentation"
+
+        def forward(self, x):  # class 2 in the odd columns, class 0 in the even ones
+            odd = sl.tensor(np.repeat(stripes, 8, axis=2))
+            return sl.cat([x[:, :1] * 0 + 1 - odd, x[:, 1:2] * 0, x[:, 2:3] * 0 + 2 * odd], dim=1)
+
+    x = np.random.default_rng(0).random((3, 8, 8)).astype(np.float32)
+    fig = A.gradient(Segmenter(), x).figure()
+    assert _titles(fig)[1] == "argmax of the 3 channels"
+    picture = np.asarray(fig.panel_axes[0][1].images[0].get_array())
+    assert picture.shape[:2] == (8, 8)
+    np.testing.assert_array_equal(picture[:, 0::2], np.broadcast_to(picture[:1, :1], picture[:, 0::2].shape))
+    np.testing.assert_array_equal(picture[:, 1::2], np.broadcast_to(picture[:1, 1:2], picture[:, 1::2].shape))
+    assert not np.array_equal(picture[0, 0], picture[0, 1])  # two classes, two colours
+    limits = [ax.get_ylim() for ax in fig.axes if ax not in fig.panel_axes[0]]  # the colour bars'
+    assert (0.0, 2.0) in [tuple(round(v, 6) for v in lim) for lim in limits], limits  # the classes' scale
