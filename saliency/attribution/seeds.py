@@ -262,8 +262,8 @@ class _SegmentMask(Seed):
 
     def describe(self, classes=None):
         ks = sorted(set(self.ks.tolist()))
-        what = f"class {_named(ks[0], classes)}" if len(ks) == 1 else \
-            "classes " + ", ".join(_named(k, classes) for k in ks)
+        what = "class" if len(ks) == 1 else "classes"
+        what += " " + ", ".join(_named(k, classes) for k in ks)
         return f"{what} where predicted ({int(self.mask.sum())} pixels)"
 
 
@@ -434,10 +434,11 @@ def _ascii_int(text):
 
 def parse(text):
     """A seed from its command-line form: 'predicted', 'ones', 'class:K', 'segment:K' (the class-K
-    logits of the pixels predicted K; 'segment': each image's commonest predicted class), 'pixel:ROW,COL', 'region:R0,C0,R1,C1' (box end-exclusive),
-    or K seeds at once (K maps in one backward pass): 'classes:K1,K2,...' and
-    'pixels:ROW,COL;ROW,COL;...'. A pixel, region or pixels seed ending in '@K' takes output
-    channel K only ('pixel:100,40@15': class 15's logit at that pixel of a segmentation)."""
+    logits of the pixels predicted K; 'segment': each image's commonest predicted class),
+    'pixel:ROW,COL', 'region:R0,C0,R1,C1' (box end-exclusive), or K seeds at once (K maps in one
+    backward pass): 'classes:K1,K2,...' and 'pixels:ROW,COL;ROW,COL;...'. A pixel, region or
+    pixels seed ending in '@K' takes output channel K only ('pixel:100,40@15': class 15's logit at
+    that pixel of a segmentation)."""
     if not isinstance(text, str):
         raise SeedError(f"a seed string is one of {_FORMS}, got {type(text).__name__} {text!r}")
     body, at, channel_text = text.strip().partition("@")

@@ -1,6 +1,7 @@
 """ReLU and its VJP in one pass each (NumPy needs three passes for the forward, and its
-float-times-bool product casts through a buffer); sigmoid and SiLU with SiLU's derivative in one
-pass (NumPy needs about eight), in the input's float dtype; the standard normal CDF that GELU needs (NumPy has no erf).
+float-times-bool product casts through a buffer); sigmoid, SiLU, hardswish and GELU with their
+derivatives in one pass each (NumPy needs about eight), in the input's float dtype and halves of
+the elements on two threads; the standard normal CDF that GELU needs (NumPy has no erf).
 
 relu_forward(x) -> (max(x, 0) with NaN kept, mask = not (x <= 0)); relu_grad(g, mask) = g * mask
 with g's optional leading seed dimensions, exactly NumPy's `g * mask` (NaN or inf in g at an
@@ -180,13 +181,13 @@ def hardswish(x, grad):
     return out, (slope if grad else None)
 
 
-_INV_SQRT_2PI = 0.3989422804014327  # 1 / sqrt(2 pi), the standard normal density at 0
+INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)  # the standard normal density at 0
 
 
 @njit(cache=True, nogil=True)
 def _gelu(x, out, slope, grad):
     cell = np.empty(1, x.dtype)  # rounds a float64 value to x's dtype
-    cell[0] = _INV_SQRT_2PI
+    cell[0] = INV_SQRT_2PI
     density = cell[0]
     one = np.ones(1, x.dtype)[0]
     half = one / (one + one)

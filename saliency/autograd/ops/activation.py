@@ -15,13 +15,12 @@ import math
 
 import numpy as np
 
-from ...kernels.activation import gelu, hardswish, normal_cdf, sigmoid, silu
+from ...kernels.activation import INV_SQRT_2PI, gelu, hardswish, normal_cdf, sigmoid, silu
 from ..geometry import elementwise_window, first_input
 from ..node import Function
 
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)    # GELU's tanh approximation: tanh(sqrt(2/pi) (x + 0.044715 x^3))
 _GELU_KAPPA = 0.044715
-_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)  # the standard normal density at 0
 _SIXTH_FLOAT32 = float(np.float32(1 / 6))     # hardsigmoid's slope as PyTorch's kernel computes it
 
 
@@ -162,7 +161,7 @@ class Gelu(_Pointwise):
             out = x * cdf
             if not grad:
                 return out, None
-            return out, cdf + x * (np.exp(-0.5 * x * x) * _as(x, _INV_SQRT_2PI))
+            return out, cdf + x * (np.exp(-0.5 * x * x) * _as(x, INV_SQRT_2PI))
         x2 = x * x
         t = np.tanh(_as(x, _SQRT_2_OVER_PI) * (x + _as(x, _GELU_KAPPA) * x2 * x))
         out = 0.5 * x * (1 + t)
