@@ -16,7 +16,6 @@ import argparse
 import ast
 import os
 import statistics
-import subprocess
 import sys
 import time
 
@@ -26,7 +25,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "realmodels"))
 
 import porting  # noqa: E402  (tests/realmodels/porting.py: loads an architecture file both ways)
-from timing import PEAK, alternate  # noqa: E402
+from timing import PEAK, alternate, peak_of_process  # noqa: E402
 
 import saliency as sl  # noqa: E402
 from saliency import nn  # noqa: E402
@@ -201,11 +200,7 @@ print(peak_mb())
 
 def one_map_process(path, size, engine):
     """Max RSS (MB) of a fresh process that imports one engine, builds the model and computes one map."""
-    code = ONE_MAP[engine].format(path=path, h=size[1], w=size[2], peak=PEAK)
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=HERE)
-    if proc.returncode != 0:
-        raise RuntimeError(f"one-map process failed: {proc.stderr.strip().splitlines()[-1:]}")
-    return float(proc.stdout.strip().splitlines()[-1])
+    return peak_of_process(ONE_MAP[engine].format(path=path, h=size[1], w=size[2], peak=PEAK), HERE)
 
 
 def main():

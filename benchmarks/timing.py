@@ -1,6 +1,8 @@
 """Timing helpers shared by the benchmarks."""
 import contextlib
 import statistics
+import subprocess
+import sys
 import time
 
 SETTLE = 0.15  # seconds: longer than either engine's idle threads spin after their work
@@ -41,6 +43,15 @@ def peak_mb():
         pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 """
+
+
+def peak_of_process(code, cwd):
+    """The peak memory (MB) a fresh Python process running `code` prints last (its `peak_mb()`, from
+    PEAK), or RuntimeError with the process's last line of errors."""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=cwd)
+    if proc.returncode != 0:
+        raise RuntimeError(f"one-map process failed: {proc.stderr.strip().splitlines()[-1:]}")
+    return float(proc.stdout.strip().splitlines()[-1])
 
 
 def median_ms(fn, repeats):

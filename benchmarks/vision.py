@@ -16,7 +16,6 @@ import argparse
 import functools
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import types
@@ -26,7 +25,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from timing import PEAK, alternate  # noqa: E402
+from timing import PEAK, alternate, peak_of_process  # noqa: E402
 
 MODELS = ["resnet50", "efficientnet_b0", "mobilenet_v3_large", "convnext_tiny", "vit_b_16", "swin_t",
           "deeplabv3_mobilenet_v3_large"]
@@ -142,11 +141,7 @@ print(peak_mb())
 
 def one_map_process(name, path, engine):
     """Peak memory (MB) of a fresh process that imports one engine, loads the model and computes one map."""
-    code = ONE_MAP[engine].format(name=name, path=path, size=SIZE, peak=PEAK)
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=HERE)
-    if proc.returncode != 0:
-        raise RuntimeError(f"one-map process failed: {proc.stderr.strip().splitlines()[-1:]}")
-    return float(proc.stdout.strip().splitlines()[-1])
+    return peak_of_process(ONE_MAP[engine].format(name=name, path=path, size=SIZE, peak=PEAK), HERE)
 
 
 def main():

@@ -138,17 +138,23 @@ def sigmoid(x):
     return out
 
 
+def _with_slope(kernel, x, grad, *args):
+    """(out, slope or None) of kernel(x, out, slope, grad, *args) over `x` flattened (C-contiguous,
+    float32 or float64): halves of the elements on two threads from threads.SPLIT_ELEMENTS."""
+    out = np.empty_like(x)
+    slope = np.empty_like(x) if grad else np.empty(0, x.dtype)
+    xf, of, sf = x.reshape(-1), out.reshape(-1), slope.reshape(-1)
+    threads.split_batch(xf.size, xf.size,
+                        lambda a, b: kernel(xf[a:b], of[a:b], sf[a:b] if grad else sf, grad, *args))
+    return out, (slope if grad else None)
+
+
 def silu(x, grad):
     """(x * sigmoid(x), its derivative s (1 + x (1 - s)) or None when `grad` is false), in one pass,
     evaluated in x's float dtype. NaN gives NaN; at -inf the value is NaN
     (-inf * 0), as the formula gives in NumPy and PyTorch."""
     x = _float_flat(x)
-    out = np.empty_like(x)
-    slope = np.empty_like(x) if grad else np.empty(0, x.dtype)
-    xf, of, sf, fast = x.reshape(-1), out.reshape(-1), slope.reshape(-1), x.dtype == np.float32
-    threads.split_batch(xf.size, xf.size,  # halves of the elements on two threads
-                        lambda a, b: _silu(xf[a:b], of[a:b], sf[a:b] if grad else sf, grad, fast))
-    return out, (slope if grad else None)
+    return _with_slope(_silu, x, grad, x.dtype == np.float32)
 
 
 @njit(cache=True, nogil=True)
@@ -173,12 +179,7 @@ def hardswish(x, grad):
     """(x * min(max(x + 3, 0), 6) / 6, its derivative (0 for x <= -3, x / 3 + 1/2 below 3, else 1,
     NaN included) or None), one pass over a float32 or float64 array in its dtype, the same values
     as NumPy's expression of the formula; halves of the elements on two threads from 128K."""
-    x = np.ascontiguousarray(x)
-    out = np.empty_like(x)
-    slope = np.empty_like(x) if grad else np.empty(0, x.dtype)
-    xf, of, sf = x.reshape(-1), out.reshape(-1), slope.reshape(-1)
-    threads.split_batch(xf.size, xf.size, lambda a, b: _hardswish(xf[a:b], of[a:b], sf[a:b] if grad else sf, grad))
-    return out, (slope if grad else None)
+    return _with_slope(_hardswish, np.ascontiguousarray(x), grad)
 
 
 INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)  # the standard normal density at 0
@@ -204,9 +205,4 @@ def gelu(x, grad):
     """(x * Phi(x), its derivative Phi(x) + x phi(x) or None) for a float32 or float64 array, in one
     pass: Phi as `normal_cdf` (float64 erfc, rounded to x's dtype), the rest in x's dtype; halves of
     the elements on two threads from 128K."""
-    x = np.ascontiguousarray(x)
-    out = np.empty_like(x)
-    slope = np.empty_like(x) if grad else np.empty(0, x.dtype)
-    xf, of, sf = x.reshape(-1), out.reshape(-1), slope.reshape(-1)
-    threads.split_batch(xf.size, xf.size, lambda a, b: _gelu(xf[a:b], of[a:b], sf[a:b] if grad else sf, grad))
-    return out, (slope if grad else None)
+    return _with_slope(_gelu, np.ascontiguousarray(x), grad)

@@ -257,3 +257,19 @@ def compare_in_memory(name, size, batch=1, dtype="float64", rtol=1e-9, atol=1e-9
     np.testing.assert_allclose(ys.numpy(), y, rtol=rtol, atol=atol)
     ys.backward(sl.tensor(v.numpy()))
     np.testing.assert_allclose(xs.grad.numpy(), g.numpy(), rtol=rtol, atol=atol * max(1.0, float(g.abs().max())))
+
+
+def same_out_on_a_batch(ours, theirs, shape):
+    """A segmenter's "out" logits on a batch of `shape` (two images, not square, not a multiple of
+    the output stride): the same as torchvision's, in float64."""
+    import torch
+
+    import saliency as sl
+
+    x = np.random.default_rng(1).standard_normal(shape)
+    with torch.no_grad():
+        expected = theirs(torch.tensor(x))["out"].numpy()
+    with sl.no_grad():
+        got = ours(sl.tensor(x))
+    assert isinstance(got, sl.Tensor) and got.shape == expected.shape == (shape[0], 21) + tuple(shape[2:])
+    np.testing.assert_allclose(got.numpy(), expected, rtol=1e-9, atol=1e-9)

@@ -1,10 +1,9 @@
 """FCN and DeepLabV3 on dilated ResNets against torchvision's, in float64 at small inputs: the "out"
 logits (torchvision returns a dict, ours the Tensor) and their input gradients for one pixel's
 seed; with aux_loss=True the auxiliary head's keys load too."""
-import numpy as np
 import pytest
 
-from _torchvision import compare
+from _torchvision import compare, same_out_on_a_batch
 
 CASES = [
     ("fcn_resnet50", {"aux_loss": True}),
@@ -20,22 +19,7 @@ def test_same_as_torchvision(name, kwargs, tmp_path):
     assert ours.task == "segmentation"
     assert any(k.startswith("aux_classifier.") for k in ours.state_dict()) == bool(kwargs.get("aux_loss"))
     if name == "deeplabv3_resnet50":
-        _same_on_a_batch(ours, theirs, (2, 3, 17, 23))
-
-
-def _same_on_a_batch(ours, theirs, shape):
-    """A batch of two, not square, not a multiple of the output stride: the same "out" logits."""
-    import torch
-
-    import saliency as sl
-
-    x = np.random.default_rng(1).standard_normal(shape)
-    with torch.no_grad():
-        expected = theirs(torch.tensor(x))["out"].numpy()
-    with sl.no_grad():
-        got = ours(sl.tensor(x))
-    assert isinstance(got, sl.Tensor) and got.shape == expected.shape == (2, 21, 17, 23)
-    np.testing.assert_allclose(got.numpy(), expected, rtol=1e-9, atol=1e-9)
+        same_out_on_a_batch(ours, theirs, (2, 3, 17, 23))
 
 
 def test_backbone_returns_the_named_layers():

@@ -1,10 +1,9 @@
 """DeepLabV3 and LR-ASPP on a dilated MobileNetV3-Large against torchvision's, in float64 at small
 inputs: the "out" logits (torchvision returns a dict, ours the Tensor) and their input gradients
 for one pixel's seed; with aux_loss=True the auxiliary head's keys load too."""
-import numpy as np
 import pytest
 
-from _torchvision import compare
+from _torchvision import compare, same_out_on_a_batch
 
 CASES = [
     ("deeplabv3_mobilenet_v3_large", {"aux_loss": True}),
@@ -19,22 +18,7 @@ def test_same_as_torchvision(name, kwargs, tmp_path):
     assert ours.task == "segmentation"
     assert any(k.startswith("aux_classifier.") for k in ours.state_dict()) == bool(kwargs.get("aux_loss"))
     if name == "lraspp_mobilenet_v3_large":
-        _same_on_a_batch(ours, theirs, (2, 3, 35, 29))
-
-
-def _same_on_a_batch(ours, theirs, shape):
-    """A batch of two, not square, not a multiple of the output stride: the same "out" logits."""
-    import torch
-
-    import saliency as sl
-
-    x = np.random.default_rng(1).standard_normal(shape)
-    with torch.no_grad():
-        expected = theirs(torch.tensor(x))["out"].numpy()
-    with sl.no_grad():
-        got = ours(sl.tensor(x))
-    assert isinstance(got, sl.Tensor) and got.shape == expected.shape == (2, 21) + shape[2:]
-    np.testing.assert_allclose(got.numpy(), expected, rtol=1e-9, atol=1e-9)
+        same_out_on_a_batch(ours, theirs, (2, 3, 35, 29))
 
 
 def test_backbone_is_the_dilated_mobilenet_v3_large():
