@@ -13,7 +13,7 @@ from functools import partial
 from saliency import nn
 
 from . import register
-from .layers import Conv2dNormActivation, SqueezeExcitation, StochasticDepth
+from .layers import Conv2dNormActivation, SqueezeExcitation, StochasticDepth, init_he
 from .mobilenet import make_divisible
 
 
@@ -102,6 +102,12 @@ class FusedMBConv(_Residual):
         self.out_channels = cnf.out_channels
 
 
+def _init_linear(m):
+    bound = 1.0 / math.sqrt(m.out_features)
+    nn.init.uniform_(m.weight, -bound, bound)
+    nn.init.zeros_(m.bias)
+
+
 class EfficientNet(nn.Module):
     """A strided 3x3 SiLU stem, one Sequential per stage of `inverted_residual_setting`, a 1x1
     convolution to `last_channel` (4x the last width if None), global average pooling, dropout and
@@ -134,18 +140,7 @@ class EfficientNet(nn.Module):
         self.features = nn.Sequential(*layers)
         self.avgpool = nn.AdaptiveAvgPool2d(1)
         self.classifier = nn.Sequential(nn.Dropout(p=dropout, inplace=True), nn.Linear(last_out, num_classes))
-        for m in self.modules():
-            if isinstance(m, nn.Conv2d):
-                nn.init.kaiming_normal_(m.weight, mode="fan_out")
-                if m.bias is not None:
-                    nn.init.zeros_(m.bias)
-            elif isinstance(m, (nn.BatchNorm2d, nn.GroupNorm)):
-                nn.init.ones_(m.weight)
-                nn.init.zeros_(m.bias)
-            elif isinstance(m, nn.Linear):
-                bound = 1.0 / math.sqrt(m.out_features)
-                nn.init.uniform_(m.weight, -bound, bound)
-                nn.init.zeros_(m.bias)
+        init_he(self, _init_linear)
 
     def forward(self, x):
         return self.classifier(self.avgpool(self.features(x)).flatten(1))

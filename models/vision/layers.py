@@ -9,6 +9,7 @@
   image, "batch": all at once), scaling the kept ones by 1 / (1 - p); the identity in eval mode.
 * `Permute`: x.permute(dims), as a layer (ConvNeXt's and Swin's channels-last stages).
 * `MLP`: Linear ("0", "3", ... with norm, activation and dropout between), torchvision's layout.
+* `init_he`: the initialisation most of torchvision's CNNs share.
 """
 import saliency as sl
 from saliency import nn
@@ -102,3 +103,25 @@ class MLP(nn.Sequential):
             width = hidden
         layers += [nn.Linear(width, hidden_channels[-1], bias=bias), nn.Dropout(dropout)]
         super().__init__(*layers)
+
+
+def init_he(model, linear=None):
+    """torchvision's initialisation of its CNNs: every convolution He-normal for ReLU (fan out)
+    with a zero bias, every batch and group norm ones and zeros, and every Linear by `linear(m)`
+    (None: as built)."""
+    for m in model.modules():
+        if isinstance(m, nn.Conv2d):
+            nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
+            if m.bias is not None:
+                nn.init.zeros_(m.bias)
+        elif isinstance(m, (nn.BatchNorm2d, nn.GroupNorm)):
+            nn.init.ones_(m.weight)
+            nn.init.zeros_(m.bias)
+        elif linear is not None and isinstance(m, nn.Linear):
+            linear(m)
+
+
+def normal_linear(m):
+    """A Linear's weight N(0, 0.01^2), its bias zero (the mobile networks' and VGG's)."""
+    nn.init.normal_(m.weight, 0.0, 0.01)
+    nn.init.zeros_(m.bias)

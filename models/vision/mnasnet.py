@@ -16,6 +16,7 @@ import warnings
 from saliency import nn
 
 from . import register
+from .layers import init_he
 
 # the paper's momentum 0.9997 is TensorFlow's; PyTorch's momentum is 1 minus it
 _BN_MOMENTUM = 1 - 0.9997
@@ -96,17 +97,7 @@ class MNASNet(nn.Module):
             nn.Conv2d(d[7], 1280, 1, padding=0, stride=1, bias=False),
             nn.BatchNorm2d(1280, momentum=_BN_MOMENTUM), nn.ReLU(inplace=True))
         self.classifier = nn.Sequential(nn.Dropout(p=dropout, inplace=True), nn.Linear(1280, num_classes))
-        for m in self.modules():
-            if isinstance(m, nn.Conv2d):
-                nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
-                if m.bias is not None:
-                    nn.init.zeros_(m.bias)
-            elif isinstance(m, nn.BatchNorm2d):
-                nn.init.ones_(m.weight)
-                nn.init.zeros_(m.bias)
-            elif isinstance(m, nn.Linear):
-                nn.init.kaiming_uniform_(m.weight, mode="fan_out", nonlinearity="sigmoid")
-                nn.init.zeros_(m.bias)
+        init_he(self, _init_linear)
 
     def forward(self, x):
         return self.classifier(self.layers(x).mean((2, 3)))
@@ -136,6 +127,11 @@ class MNASNet(nn.Module):
                       "previous version. This checkpoint will load and work as before, but you may want to upgrade "
                       "by training a newer model or transfer learning from an updated ImageNet checkpoint.",
                       UserWarning, stacklevel=3)
+
+
+def _init_linear(m):
+    nn.init.kaiming_uniform_(m.weight, mode="fan_out", nonlinearity="sigmoid")
+    nn.init.zeros_(m.bias)
 
 
 def _shape(value):

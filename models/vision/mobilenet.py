@@ -12,7 +12,7 @@ from functools import partial
 from saliency import nn
 
 from . import register
-from .layers import Conv2dNormActivation, SqueezeExcitation
+from .layers import Conv2dNormActivation, SqueezeExcitation, init_he, normal_linear
 
 
 def make_divisible(v, divisor, min_value=None):
@@ -21,22 +21,6 @@ def make_divisible(v, divisor, min_value=None):
     min_value = divisor if min_value is None else min_value
     rounded = max(min_value, int(v + divisor / 2) // divisor * divisor)
     return rounded + divisor if rounded < 0.9 * v else rounded
-
-
-def init_mobile(model):
-    """torchvision's initialisation of the mobile networks: convolutions He-normal (fan out), zero
-    biases; norm layers ones and zeros; linear layers N(0, 0.01^2), zero bias."""
-    for m in model.modules():
-        if isinstance(m, nn.Conv2d):
-            nn.init.kaiming_normal_(m.weight, mode="fan_out")
-            if m.bias is not None:
-                nn.init.zeros_(m.bias)
-        elif isinstance(m, (nn.BatchNorm2d, nn.GroupNorm)):
-            nn.init.ones_(m.weight)
-            nn.init.zeros_(m.bias)
-        elif isinstance(m, nn.Linear):
-            nn.init.normal_(m.weight, 0, 0.01)
-            nn.init.zeros_(m.bias)
 
 
 # ---- MobileNet V2 ---------------------------------------------------------------------------------
@@ -98,7 +82,7 @@ class MobileNetV2(nn.Module):
                                              activation_layer=nn.ReLU6))
         self.features = nn.Sequential(*features)
         self.classifier = nn.Sequential(nn.Dropout(p=dropout), nn.Linear(self.last_channel, num_classes))
-        init_mobile(self)
+        init_he(self, normal_linear)
 
     def forward(self, x):
         x = nn.functional.adaptive_avg_pool2d(self.features(x), (1, 1))
@@ -179,7 +163,7 @@ class MobileNetV3(nn.Module):
         self.avgpool = nn.AdaptiveAvgPool2d(1)
         self.classifier = nn.Sequential(nn.Linear(6 * last_in, last_channel), nn.Hardswish(inplace=True),
                                         nn.Dropout(p=dropout, inplace=True), nn.Linear(last_channel, num_classes))
-        init_mobile(self)
+        init_he(self, normal_linear)
 
     def forward(self, x):
         return self.classifier(self.avgpool(self.features(x)).flatten(1))

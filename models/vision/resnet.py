@@ -9,6 +9,7 @@ True]); `zero_init_residual` starts every residual branch at zero (its last norm
 from saliency import nn
 
 from . import register
+from .layers import init_he
 
 
 def conv3x3(in_planes, out_planes, stride=1, groups=1, dilation=1):
@@ -105,12 +106,7 @@ class ResNet(nn.Module):
         self.avgpool = nn.AdaptiveAvgPool2d((1, 1))
         self.fc = nn.Linear(512 * block.expansion, num_classes)
 
-        for m in self.modules():
-            if isinstance(m, nn.Conv2d):
-                nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
-            elif isinstance(m, (nn.BatchNorm2d, nn.GroupNorm)):
-                nn.init.ones_(m.weight)
-                nn.init.zeros_(m.bias)
+        init_he(self)  # the convolutions have no bias; fc keeps its default initialisation
         if zero_init_residual:
             for m in self.modules():
                 last = m.bn3 if isinstance(m, Bottleneck) else m.bn2 if isinstance(m, BasicBlock) else None

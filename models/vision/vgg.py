@@ -4,6 +4,7 @@ D (vgg16) and E (vgg19) of 3x3 convolutions and 2x2 max pools, each with or with
 from saliency import nn
 
 from . import register
+from .layers import init_he, normal_linear
 
 # output channels of each 3x3 convolution, "M" a 2x2 max pool
 CONFIGS = {
@@ -42,17 +43,7 @@ class VGG(nn.Module):
             nn.Linear(4096, num_classes),
         )
         if init_weights:
-            for m in self.modules():
-                if isinstance(m, nn.Conv2d):
-                    nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
-                    if m.bias is not None:
-                        nn.init.zeros_(m.bias)
-                elif isinstance(m, nn.BatchNorm2d):
-                    nn.init.ones_(m.weight)
-                    nn.init.zeros_(m.bias)
-                elif isinstance(m, nn.Linear):
-                    nn.init.normal_(m.weight, 0.0, 0.01)
-                    nn.init.zeros_(m.bias)
+            init_he(self, normal_linear)
 
     def forward(self, x):
         return self.classifier(self.avgpool(self.features(x)).flatten(1))

@@ -106,17 +106,6 @@ def test_map_finds_torchvision_s_file_in_the_hub_cache(small, photo, tmp_path, c
     assert row.split()[1:3] == ["classification", path.name]
 
 
-class TinyNet(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.conv = nn.Conv2d(3, 4, 3, padding=1)
-        self.pool = nn.AdaptiveAvgPool2d(1)
-        self.fc = nn.Linear(4, 3)
-
-    def forward(self, x):
-        return self.fc(self.pool(sl.relu(self.conv(x))).flatten(1))
-
-
 MODEL_FILE = '''import saliency as torch
 import saliency.nn as nn
 
@@ -131,6 +120,9 @@ class TinyNet(nn.Module):
     def forward(self, x):
         return self.fc(self.pool(torch.relu(self.conv(x))).flatten(1))
 '''
+_DEFINED = {}
+exec(MODEL_FILE, _DEFINED)  # the class the model file defines, to compute here what the command should give
+TinyNet = _DEFINED["TinyNet"]
 
 
 @pytest.fixture
