@@ -1,7 +1,8 @@
 """ReLU and its VJP in one pass each (NumPy needs three passes for the forward, and its
 float-times-bool product casts through a buffer); sigmoid, SiLU, hardswish and GELU with their
-derivatives in one pass each (NumPy needs about eight), in the input's float dtype and halves of
-the elements on two threads; the standard normal CDF that GELU needs (NumPy has no erf).
+derivatives in one pass each (NumPy needs about eight), in the input's float dtype, large arrays
+in parts on the kernels' threads (`threads.run`); the standard normal CDF that GELU needs (NumPy
+has no erf).
 
 relu_forward(x) -> (max(x, 0) with NaN kept, mask = not (x <= 0)); relu_grad(g, mask) = g * mask
 with g's optional leading seed dimensions, exactly NumPy's `g * mask` (NaN or inf in g at an
@@ -11,6 +12,7 @@ C-contiguous float32/float64 arrays whose trailing shape is the mask's.
 import math
 
 import numpy as np
+from numba import prange
 
 from ._jit import njit
 
@@ -18,23 +20,36 @@ from . import threads
 
 
 @njit(cache=True, nogil=True)
-def _relu(x, out, mask):
-    for i in range(x.shape[0]):
+def _relu(x, out, mask, lo, hi):
+    for i in range(lo, hi):
         v = x[i]
         on = not (v <= 0)  # True for NaN: NaN passes through, as np.maximum
         mask[i] = on
         out[i] = v if on else 0
 
 
+@njit(cache=True, nogil=True, parallel=True)
+def _relu_parallel(x, out, mask, n, k):
+    for t in prange(k):
+        lo, hi = threads.part(n, t, k)
+        _relu(x, out, mask, lo, hi)
+
+
 @njit(cache=True, nogil=True)
-def _relu_grad(g, mask, out):
-    """out[k, i] = g[k, i] * mask[i] (seeds in k)."""
-    n = mask.shape[0]
+def _relu_grad(g, mask, out, lo, hi):
+    """out[k, i] = g[k, i] * mask[i] (seeds in k) for the elements i in [lo, hi)."""
     for k in range(g.shape[0]):
         gr = g[k]
         orow = out[k]
-        for i in range(n):
+        for i in range(lo, hi):
             orow[i] = gr[i] * mask[i]
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _relu_grad_parallel(g, mask, out, n, k):
+    for t in prange(k):
+        lo, hi = threads.part(n, t, k)
+        _relu_grad(g, mask, out, lo, hi)
 
 
 def relu_forward(x):
@@ -43,10 +58,7 @@ def relu_forward(x):
         out = np.empty_like(x)
         mask = np.empty(x.shape, np.bool_)
         xf, of, mf = x.reshape(-1), out.reshape(-1), mask.reshape(-1).view(np.uint8)
-        if x.shape[0] > 1:  # a batch: halves of the elements on two threads (threads.split_batch)
-            threads.split_batch(xf.size, xf.size, lambda a, b: _relu(xf[a:b], of[a:b], mf[a:b]))
-        else:
-            _relu(xf, of, mf)
+        threads.run(_relu, _relu_parallel, xf.size, xf.size, xf, of, mf)
         return out, mask
     out = np.maximum(x, 0)
     return out, ~(out <= 0)
@@ -58,13 +70,7 @@ def relu_grad(g, mask):
             and mask.flags.c_contiguous and mask.size >= 1024 and g.shape[g.ndim - mask.ndim:] == mask.shape):
         out = np.empty_like(g)
         g2, m, o2 = g.reshape(-1, mask.size), mask.reshape(-1).view(np.uint8), out.reshape(-1, mask.size)
-        if g2.shape[0] > 1:  # seeds: halves of them on two threads
-            threads.split_batch(g2.shape[0], g.size, lambda a, b: _relu_grad(g2[a:b], m, o2[a:b]))
-        elif mask.shape[0] > 1:  # a batch: halves of the elements
-            gf, of = g2[0], o2[0]
-            threads.split_batch(m.size, m.size, lambda a, b: _relu_grad(gf[None, a:b], m[a:b], of[None, a:b]))
-        else:
-            _relu_grad(g2, m, o2)
+        threads.run(_relu_grad, _relu_grad_parallel, m.size, g.size, g2, m, o2)  # parts of the elements
         return out
     return g * mask
 
@@ -95,9 +101,9 @@ def normal_cdf(x):
 # e * (1 / (1 + e)), within an ulp of the quotient and about 1.5 times the rate of two guarded
 # divisions; float64 keeps the quotients, PyTorch's values to the last bit.
 @njit(cache=True, nogil=True)
-def _sigmoid(x, out, fast):
+def _sigmoid(x, out, fast, lo, hi):
     one = np.ones(1, x.dtype)[0]
-    for i in range(x.shape[0]):
+    for i in range(lo, hi):
         v = x[i]
         e = np.exp(-abs(v))  # exp of -|x| never overflows: for x < 0, sigmoid(x) = e^x / (1 + e^x)
         if fast:
@@ -107,10 +113,17 @@ def _sigmoid(x, out, fast):
             out[i] = one / (one + e) if v >= 0 else e / (one + e)
 
 
+@njit(cache=True, nogil=True, parallel=True)
+def _sigmoid_parallel(x, out, fast, n, k):
+    for t in prange(k):
+        lo, hi = threads.part(n, t, k)
+        _sigmoid(x, out, fast, lo, hi)
+
+
 @njit(cache=True, nogil=True)
-def _silu(x, out, slope, grad, fast):
+def _silu(x, out, slope, grad, fast, lo, hi):
     one = np.ones(1, x.dtype)[0]
-    for i in range(x.shape[0]):
+    for i in range(lo, hi):
         v = x[i]
         e = np.exp(-abs(v))
         if fast:
@@ -123,6 +136,13 @@ def _silu(x, out, slope, grad, fast):
             slope[i] = s * (one + v * (one - s))
 
 
+@njit(cache=True, nogil=True, parallel=True)
+def _silu_parallel(x, out, slope, grad, fast, n, k):
+    for t in prange(k):
+        lo, hi = threads.part(n, t, k)
+        _silu(x, out, slope, grad, fast, lo, hi)
+
+
 def _float_flat(x):
     x = np.ascontiguousarray(x)
     return x if x.dtype in (np.float32, np.float64) else x.astype(np.float64)
@@ -133,19 +153,18 @@ def sigmoid(x):
     that dtype without overflow (exp of -|x| only). NaN gives NaN, -inf 0 and inf 1."""
     x = _float_flat(x)
     out = np.empty_like(x)
-    xf, of, fast = x.reshape(-1), out.reshape(-1), x.dtype == np.float32
-    threads.split_batch(xf.size, xf.size, lambda a, b: _sigmoid(xf[a:b], of[a:b], fast))  # halves on two threads
+    xf = x.reshape(-1)
+    threads.run(_sigmoid, _sigmoid_parallel, xf.size, xf.size, xf, out.reshape(-1), x.dtype == np.float32)
     return out
 
 
-def _with_slope(kernel, x, grad, *args):
-    """(out, slope or None) of kernel(x, out, slope, grad, *args) over `x` flattened (C-contiguous,
-    float32 or float64): halves of the elements on two threads from threads.SPLIT_ELEMENTS."""
+def _with_slope(kernel, parallel, x, grad, *args):
+    """(out, slope or None) of kernel(x, out, slope, grad, *args, lo, hi) over `x` flattened
+    (C-contiguous, float32 or float64), in parts on the kernels' threads when large (`threads.run`)."""
     out = np.empty_like(x)
     slope = np.empty_like(x) if grad else np.empty(0, x.dtype)
-    xf, of, sf = x.reshape(-1), out.reshape(-1), slope.reshape(-1)
-    threads.split_batch(xf.size, xf.size,
-                        lambda a, b: kernel(xf[a:b], of[a:b], sf[a:b] if grad else sf, grad, *args))
+    xf = x.reshape(-1)
+    threads.run(kernel, parallel, xf.size, xf.size, xf, out.reshape(-1), slope.reshape(-1), grad, *args)
     return out, (slope if grad else None)
 
 
@@ -154,16 +173,16 @@ def silu(x, grad):
     evaluated in x's float dtype. NaN gives NaN; at -inf the value is NaN
     (-inf * 0), as the formula gives in NumPy and PyTorch."""
     x = _float_flat(x)
-    return _with_slope(_silu, x, grad, x.dtype == np.float32)
+    return _with_slope(_silu, _silu_parallel, x, grad, x.dtype == np.float32)
 
 
 @njit(cache=True, nogil=True)
-def _hardswish(x, out, slope, grad):
+def _hardswish(x, out, slope, grad, lo, hi):
     one = np.ones(1, x.dtype)[0]
     zero = one - one
     three = one + one + one  # constants in x's dtype (an int times a float32 would be a float64)
     six, half = three + three, one / (one + one)
-    for i in range(x.shape[0]):
+    for i in range(lo, hi):
         v = x[i]
         m = v + three          # min(max(x + 3, 0), 6), NaN kept as np.maximum and np.minimum keep it
         if m < zero:
@@ -175,24 +194,31 @@ def _hardswish(x, out, slope, grad):
             slope[i] = zero if v <= -three else (v / three + half if v < three else one)
 
 
+@njit(cache=True, nogil=True, parallel=True)
+def _hardswish_parallel(x, out, slope, grad, n, k):
+    for t in prange(k):
+        lo, hi = threads.part(n, t, k)
+        _hardswish(x, out, slope, grad, lo, hi)
+
+
 def hardswish(x, grad):
     """(x * min(max(x + 3, 0), 6) / 6, its derivative (0 for x <= -3, x / 3 + 1/2 below 3, else 1,
     NaN included) or None), one pass over a float32 or float64 array in its dtype, the same values
-    as NumPy's expression of the formula; halves of the elements on two threads from 128K."""
-    return _with_slope(_hardswish, np.ascontiguousarray(x), grad)
+    as NumPy's expression of the formula."""
+    return _with_slope(_hardswish, _hardswish_parallel, np.ascontiguousarray(x), grad)
 
 
 INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)  # the standard normal density at 0
 
 
 @njit(cache=True, nogil=True)
-def _gelu(x, out, slope, grad):
+def _gelu(x, out, slope, grad, lo, hi):
     cell = np.empty(1, x.dtype)  # rounds a float64 value to x's dtype
     cell[0] = INV_SQRT_2PI
     density = cell[0]
     one = np.ones(1, x.dtype)[0]
     half = one / (one + one)
-    for i in range(x.shape[0]):
+    for i in range(lo, hi):
         v = x[i]
         cell[0] = 0.5 * math.erfc(-float(v) * _SQRT1_2)  # Phi(x) in float64, rounded to x's dtype
         c = cell[0]
@@ -201,8 +227,14 @@ def _gelu(x, out, slope, grad):
             slope[i] = c + v * (np.exp(-half * v * v) * density)
 
 
+@njit(cache=True, nogil=True, parallel=True)
+def _gelu_parallel(x, out, slope, grad, n, k):
+    for t in prange(k):
+        lo, hi = threads.part(n, t, k)
+        _gelu(x, out, slope, grad, lo, hi)
+
+
 def gelu(x, grad):
     """(x * Phi(x), its derivative Phi(x) + x phi(x) or None) for a float32 or float64 array, in one
-    pass: Phi as `normal_cdf` (float64 erfc, rounded to x's dtype), the rest in x's dtype; halves of
-    the elements on two threads from 128K."""
-    return _with_slope(_gelu, np.ascontiguousarray(x), grad)
+    pass: Phi as `normal_cdf` (float64 erfc, rounded to x's dtype), the rest in x's dtype."""
+    return _with_slope(_gelu, _gelu_parallel, np.ascontiguousarray(x), grad)

@@ -1,133 +1,234 @@
-"""Batched kernel calls split in two halves of the batch: one half on the calling thread, the other on
-a helper thread, the matrix products of both on one BLAS thread each.
+"""One thread pool for every kernel: Numba's `parallel=True` regions on its OpenMP layer.
 
-Why not Numba's `parallel=True`, or OpenBLAS's threads for everything: their worker pools spin-wait
-after each call, and when both run in one process a pool that spins holds the core the other pool
-needs (benchmarks/thread_pools.py shows the effect). The helper here is one thread of a
-`ThreadPoolExecutor` blocked on its queue (it sleeps, it never spins); the kernels are compiled with
-`nogil=True` so the two halves run at once; and while a split call runs, the BLAS calls of both
-halves use one thread each, so OpenBLAS's workers are not woken. A batch of one, or a call whose
-output has fewer than SPLIT_ELEMENTS elements, stays on the calling thread: handing work to the
-helper has a fixed cost that a small call does not repay (benchmarks/batch_split.py compares the
-split with the unsplit call).
+A large call runs as `parts` pieces of its range (images, channels, rows, elements) in one
+parallel region: a compiled wrapper whose `prange` hands each piece to the serial kernel
+(`run`), so handing work to the other threads costs a few microseconds inside compiled code
+instead of a Python hand-over. Matrix products run inside the same regions, each piece calling
+OpenBLAS's cblas on one thread (`blas.native_gemm`), so OpenBLAS's own workers are never woken
+and never spin against the pool (`matmul` for the operations' products; the convolutions' GEMM
+paths call it too). A call smaller than its threshold, or any call when one thread is set, runs
+the serial kernel on the calling thread: entering a region has a fixed cost that small calls
+do not repay.
 
-One image splits too, by output rows, channels or phase rows (`split_image`), but only when the
-call's input or output has SPLIT_IMAGE_ELEMENTS: below that (the depth model's 128x128 layers
-among them) the hand-over cost outweighs what the second thread saves; above it the halves'
-buffers also fit the caches better than the whole call's (benchmarks/image_split.py compares).
-
-Matrix products split by their work instead (`split_flops`: images, output rows or channels,
-whichever the call has; `matmul`: rows or columns of any product), so that every product of the
-package runs on one BLAS thread: a product left to OpenBLAS's threads wakes its workers, which
-then spin for about a tenth of a second and slow every split kernel that follows.
+The thread count is PyTorch's rule: `set_num_threads(n)`, else the environment
+(`SALIENCY_NUM_THREADS`, `OMP_NUM_THREADS`, `NUMBA_NUM_THREADS`, in that order), else the cores this
+process may run on. GNU OpenMP's workers spin for a moment after a region, then sleep
+(`OMP_WAIT_POLICY` and `GOMP_SPINCOUNT` left to the user; benchmarks/thread_pools.py measures
+the choices). GNU OpenMP does not survive `fork()`: a process forked from one that has used the
+pool runs every kernel serially (Numba would otherwise end it).
 """
-import contextvars
+import contextlib
 import math
 import os
 import threading
-from concurrent.futures import ThreadPoolExecutor
 
+import numba
 import numpy as np
+from numba import prange
 
 from . import blas
+from ._jit import njit
 
-# Split a call when its batch has >= 2 entries and its output has at least this many elements.
-SPLIT_ELEMENTS = 1 << 17
-# Split matrix products (`split_flops`) of at least this many floating-point operations: about
-# 200 microseconds of one core's GEMM, three times the cost of handing half to the helper (at
-# 4e6 the reference models' maps were 20-30% slower, the hand-over eating what the halves saved).
-SPLIT_FLOPS = 2e7
-# Split one image's call when its input or output has at least this many elements (16 channels
-# of 181x181).
-SPLIT_IMAGE_ELEMENTS = 1 << 19
+# Thresholds: a call runs in parts when its output (or input, the larger) has at least
+# PARALLEL_ELEMENTS elements, or its products at least PARALLEL_FLOPS floating-point operations
+# (about 30 microseconds of one core's GEMM: a region costs 3-15).
+PARALLEL_ELEMENTS = 1 << 15
+PARALLEL_FLOPS = 4e6
+
+
+def _layer():
+    """'omp' where Numba's OpenMP layer loads (thread-safe: two Python threads may run kernels at
+    once), else Numba's default choice."""
+    try:
+        from numba.np.ufunc import omppool  # noqa: F401
+    except ImportError:
+        return "default"
+    return "omp"
+
+
+numba.config.THREADING_LAYER = _layer()
+
+
+def _from_environment():
+    for name in ("SALIENCY_NUM_THREADS", "OMP_NUM_THREADS", "NUMBA_NUM_THREADS"):
+        value = os.environ.get(name, "").strip()
+        if value.isdigit() and int(value) >= 1:
+            return int(value)
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+_threads = min(_from_environment(), numba.config.NUMBA_NUM_THREADS)
+_forked = False
+
+
+def _after_fork():
+    global _forked, _threads
+    _forked, _threads = True, 1
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork)
+
+
+def get_num_threads():
+    """The number of threads the kernels use."""
+    return _threads
+
+
+def set_num_threads(n):
+    """Use n threads for every kernel from now on (at most Numba's pool size,
+    numba.config.NUMBA_NUM_THREADS, which `NUMBA_NUM_THREADS` sets before the first import)."""
+    global _threads
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+        raise ValueError(f"set_num_threads needs a positive integer, got {n!r}")
+    _threads = 1 if _forked else min(int(n), numba.config.NUMBA_NUM_THREADS)
+
+
+def parts(n, work, flops=False):
+    """Into how many parts to cut a range of n items whose call has `work`: elements against
+    PARALLEL_ELEMENTS, or with `flops` floating-point operations against PARALLEL_FLOPS. 1 below
+    the threshold, else the thread count (at most n)."""
+    if _threads < 2 or n < 2 or work < (PARALLEL_FLOPS if flops else PARALLEL_ELEMENTS):
+        return 1
+    return min(_threads, n)
+
 
 _local = threading.local()
-_pool = None
-_pool_pid = None
-_pool_lock = threading.Lock()
 
 
-def _helper_init():
-    _local.inside = True  # what runs on the helper never splits again
-
-
-def _helper():
-    """The one-thread pool, made on first use (and again in a forked child, which has no threads)."""
-    global _pool, _pool_pid
-    pid = os.getpid()
-    if _pool is None or _pool_pid != pid:
-        with _pool_lock:
-            if _pool is None or _pool_pid != pid:
-                _pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="saliency-kernels",
-                                           initializer=_helper_init)
-                _pool_pid = pid
-    return _pool
-
-
-def split_image(n, elements, body):
-    """split_batch for the parts (rows, channels, phases) of one image's call: split only when the
-    call's larger array (input or output) has SPLIT_IMAGE_ELEMENTS `elements`."""
-    split_batch(n, elements if elements >= SPLIT_IMAGE_ELEMENTS else 0, body)
-
-
-def split_flops(n, flops, body):
-    """split_batch for matrix products: rows (or products) [0, n) in two halves when the call does
-    at least SPLIT_FLOPS floating-point operations. Its products run on one BLAS thread each,
-    split or not, so OpenBLAS's own workers are never woken by these kernels (workers that spin
-    after a product would hold the core the helper thread needs)."""
+@contextlib.contextmanager
+def region(k):
+    """Within the block, parallel kernels of this thread use k threads, and BLAS products one."""
+    if getattr(_local, "threads", None) != k:
+        numba.set_num_threads(k)
+        _local.threads = k
     with blas.one_thread():
-        _split(n, flops >= SPLIT_FLOPS, body)
+        yield
+
+
+def run(serial, parallel, n, work, *args, flops=False):
+    """serial(*args, 0, n) on this thread, or, for a call whose `work` reaches its threshold
+    (`parts`), parallel(*args, n, k): a compiled wrapper whose `prange(k)` runs serial on each
+    part of [0, n) (`part` gives the ranges). Each part must write only its own part of the
+    outputs and use its own scratch."""
+    k = parts(n, work, flops)
+    if k == 1:
+        with blas.one_thread():
+            serial(*args, 0, n)
+        return
+    with region(k):
+        parallel(*args, n, k)
+
+
+@njit(cache=True, inline="always")
+def part(n, t, k):
+    """(start, stop) of part t of k of [0, n): sizes differ by at most one."""
+    return t * n // k, (t + 1) * n // k
+
+
+# ---------------------------------------------------------------------------------------------
+# Matrix products in the pool: a batch of products (B1, B2, M, K) @ (B1, B2, K, N), cut by
+# products when there are at least as many as threads, else by rows (or columns) of each.
+
+
+@njit(cache=True, nogil=True)
+def _products(a, b, c, lo, hi):
+    """c[p] = a[p] @ b[p] for the flattened products p in [lo, hi)."""
+    B2 = c.shape[1]
+    for p in range(lo, hi):
+        i, j = p // B2, p % B2
+        blas.native_gemm(a[i, j], b[i, j], c[i, j], 0.0)
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _products_parallel(a, b, c, n, k):
+    for t in prange(k):
+        lo, hi = part(n, t, k)
+        _products(a, b, c, lo, hi)
+
+
+@njit(cache=True, nogil=True)
+def _rows(a, b, c, lo, hi):
+    """c[..., lo:hi, :] = a[..., lo:hi, :] @ b for every product."""
+    for i in range(c.shape[0]):
+        for j in range(c.shape[1]):
+            blas.native_gemm(a[i, j, lo:hi], b[i, j], c[i, j, lo:hi], 0.0)
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _rows_parallel(a, b, c, n, k):
+    for t in prange(k):
+        lo, hi = part(n, t, k)
+        _rows(a, b, c, lo, hi)
+
+
+@njit(cache=True, nogil=True)
+def _columns(a, b, c, lo, hi):
+    """c[..., lo:hi] = a @ b[..., lo:hi] for every product."""
+    for i in range(c.shape[0]):
+        for j in range(c.shape[1]):
+            blas.native_gemm(a[i, j], b[i, j, :, lo:hi], c[i, j, :, lo:hi], 0.0)
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _columns_parallel(a, b, c, n, k):
+    for t in prange(k):
+        lo, hi = part(n, t, k)
+        _columns(a, b, c, lo, hi)
+
+
+def _blas_view(a):
+    """a, or a C-contiguous copy when its last two axes are not a BLAS operand as they are."""
+    s, item = a.strides, a.itemsize
+    r, c = a.shape[-2], a.shape[-1]
+    if (s[-1] == item and (r <= 1 or s[-2] >= item * c)) or (s[-2] == item and (c <= 1 or s[-1] >= item * r)):
+        return a
+    return np.ascontiguousarray(a)
+
+
+def _four(a, batch):
+    """a broadcast to batch + its matrix shape, as 4-D (B1, B2, rows, cols); a view where NumPy can."""
+    a = np.broadcast_to(a, batch + a.shape[-2:])
+    b2 = batch[-1] if batch else 1
+    return a.reshape((math.prod(batch[:-1]), b2) + a.shape[-2:])
 
 
 def matmul(a, b, out=None):
-    """np.matmul(a, b, out=out) with its products on one BLAS thread, the rows of the result (or
-    its columns, when it has more of those) in two halves on two threads when the product does
-    SPLIT_FLOPS. For the products that are not already inside a split kernel: the operations'
-    matrix products, weight VJPs."""
+    """np.matmul(a, b, out=out), its products in the pool on one BLAS thread each: cut by
+    products, or by the rows (columns) of each when there are fewer products than threads. For
+    the operations' matrix products, weight VJPs and the convolutions' GEMM paths."""
     a, b = np.asarray(a), np.asarray(b)
-    if a.ndim < 2 or b.ndim < 2:
+    if (a.ndim < 2 or b.ndim < 2 or not blas.NATIVE_GEMM or a.dtype != b.dtype
+            or a.dtype not in (np.float32, np.float64) or (out is not None and out.dtype != a.dtype)):
         return blas.matmul(a, b, out=out)
-    shape = np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + (a.shape[-2], b.shape[-1])
+    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    M, K, N = a.shape[-2], a.shape[-1], b.shape[-1]
+    if b.shape[-2] != K:
+        return blas.matmul(a, b, out=out)  # NumPy's error
+    shape = batch + (M, N)
     if out is None:
-        out = np.empty(shape, np.result_type(a, b))
-    flops = 2.0 * math.prod(shape) * a.shape[-1]
-    if shape[-2] >= shape[-1]:
-        split_flops(shape[-2], flops, lambda r0, r1: np.matmul(a[..., r0:r1, :], b, out=out[..., r0:r1, :]))
+        out = np.empty(shape, a.dtype)
+    elif out.shape != shape:
+        return blas.matmul(a, b, out=out)
+    if out.size == 0:
+        return out
+    if K == 0:
+        out[...] = 0
+        return out
+    c = out if out.flags.c_contiguous else np.empty(shape, a.dtype)
+    a4, b4 = _four(_blas_view(a), batch), _four(_blas_view(b), batch)
+    c4 = c.reshape((math.prod(batch[:-1]), batch[-1] if batch else 1, M, N))
+    products = c4.shape[0] * c4.shape[1]
+    flops = 2.0 * products * M * N * K
+    if products >= 2 * _threads or products % _threads == 0 or parts(max(M, N), flops, True) == 1:
+        run(_products, _products_parallel, products, flops, a4, b4, c4, flops=True)
+    elif M >= N:
+        run(_rows, _rows_parallel, M, flops, a4, b4, c4, flops=True)
     else:
-        split_flops(shape[-1], flops, lambda c0, c1: np.matmul(a, b[..., c0:c1], out=out[..., c0:c1]))
+        run(_columns, _columns_parallel, N, flops, a4, b4, c4, flops=True)
+    if c is not out:
+        out[...] = c
     return out
-
-
-def split_batch(n, elements, body):
-    """Run body(n0, n1) over the batch range [0, n): as two halves on two threads when n >= 2 and the
-    call's output has >= SPLIT_ELEMENTS `elements`, else as body(0, n). Each half must write only its
-    own part of the outputs and use its own scratch buffers; an exception in either half is raised
-    here after both have finished. Calls made from inside a half run unsplit."""
-    _split(n, elements >= SPLIT_ELEMENTS, body)
-
-
-def split_work(n, body):
-    """body(n0, n1) over [0, n) as two halves on two threads whenever n >= 2 (unless called from
-    inside a half), for work large enough to pay for one hand-over whatever its size: a model's
-    forward and backward pass on half a batch, say. Every kernel call inside a half runs unsplit
-    on that half's thread, so the hand-over is paid once instead of at every kernel call, and the
-    Python between one half's kernels runs while the other half computes. The helper's half runs
-    in a copy of the caller's context (grad mode, backward rules); exceptions as split_batch."""
-    _split(n, True, body, contextvars.copy_context())
-
-
-def _split(n, large, body, context=None):
-    if n < 2 or not large or getattr(_local, "inside", False):
-        body(0, n)
-        return
-    half = n // 2
-    with blas.one_thread():                 # open until both halves are done
-        other = (_helper().submit(body, half, n) if context is None
-                 else _helper().submit(context.run, body, half, n))
-        _local.inside = True
-        try:
-            body(0, half)
-        finally:
-            _local.inside = False
-            other.exception()  # wait for the other half, whatever happened to this one
-    other.result()  # raises the other half's exception, if it had one

@@ -11,11 +11,11 @@ from saliency.kernels import threads
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("shape", [(2, 3, 20, 20), (5,), (1, 4, 16, 16)])
-@pytest.mark.parametrize("split", [False, True], ids=["one thread", "halves on two threads"])
+@pytest.mark.parametrize("split", [False, True], ids=["one thread", "in parts on the threads"])
 def test_relu_and_its_vjp_equal_numpy(dtype, shape, split, monkeypatch):
     """Also with every batch (and every stack of seeds) split in halves over two threads."""
     if split:
-        monkeypatch.setattr(threads, "SPLIT_ELEMENTS", 1)
+        monkeypatch.setattr(threads, "PARALLEL_ELEMENTS", 1)
     rng = np.random.default_rng(0)
     x = rng.standard_normal(shape).astype(dtype)
     x.flat[::7] = 0.0
@@ -72,10 +72,10 @@ def _awkward(shape, dtype, scale):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("split", [False, True], ids=["one thread", "halves on two threads"])
+@pytest.mark.parametrize("split", [False, True], ids=["one thread", "in parts on the threads"])
 def test_hardswish_and_its_derivative_equal_numpys_formula(dtype, split, monkeypatch):
     if split:
-        monkeypatch.setattr(threads, "SPLIT_ELEMENTS", 1)
+        monkeypatch.setattr(threads, "PARALLEL_ELEMENTS", 1)
     x = _awkward((2, 3, 9, 9), dtype, 4.0)
     out, slope = A.hardswish(x, True)
     with np.errstate(invalid="ignore"):  # inf * 0 at +-inf, as the formula gives
@@ -84,13 +84,13 @@ def test_hardswish_and_its_derivative_equal_numpys_formula(dtype, split, monkeyp
     assert out.dtype == slope.dtype == dtype and A.hardswish(x, False)[1] is None
 
 
-@pytest.mark.parametrize("split", [False, True], ids=["one thread", "halves on two threads"])
+@pytest.mark.parametrize("split", [False, True], ids=["one thread", "in parts on the threads"])
 def test_float32_silu_and_sigmoid_are_within_a_few_ulp_of_float64_and_float64_is_unchanged(split, monkeypatch):
     """Computed in float32: SiLU and sigmoid within 4 ulp of the float64 values; SiLU's derivative
     s (1 + x (1 - s)) within 4 float32 epsilons of 1 + |x| (it cancels near x = -1.28, as PyTorch's
     float32 kernel's does)."""
     if split:
-        monkeypatch.setattr(threads, "SPLIT_ELEMENTS", 1)
+        monkeypatch.setattr(threads, "PARALLEL_ELEMENTS", 1)
     x = _awkward((3, 5, 11, 11), np.float32, 6.0)
     x64 = x.astype(np.float64)
     eps = float(np.finfo(np.float32).eps)
@@ -110,12 +110,12 @@ def test_float32_silu_and_sigmoid_are_within_a_few_ulp_of_float64_and_float64_is
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("split", [False, True], ids=["one thread", "halves on two threads"])
+@pytest.mark.parametrize("split", [False, True], ids=["one thread", "in parts on the threads"])
 def test_gelu_is_x_times_the_normal_cdf_and_its_derivative_the_formula(dtype, split, monkeypatch):
     """The value as x * normal_cdf(x) in x's dtype, to the bit; the derivative Phi + x phi within an
     ulp of the same formula in NumPy (whose float32 exp may round differently)."""
     if split:
-        monkeypatch.setattr(threads, "SPLIT_ELEMENTS", 1)
+        monkeypatch.setattr(threads, "PARALLEL_ELEMENTS", 1)
     x = _awkward((2, 3, 9, 9), dtype, 3.0)
     out, slope = A.gelu(x, True)
     cdf = A.normal_cdf(x).astype(dtype)
