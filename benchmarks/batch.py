@@ -8,8 +8,7 @@ heatmaps), the zoo depth model on 128x128 PNGs (all-ones maps). Each job runs th
 a folder of `--images` distinct images (drawn by the zoo's data generators, written as PNG) into a
 fresh store, both stores formats where Zarr is installed. Printed per job: the median maps per
 second of `--repeats` runs, and the parts measured alone on the same images: reading (decode and
-resize), the method on batches already in memory (as the pipeline calls it: two half batches at
-once), writing the store, and rendering the PNGs, and where torch is installed, PyTorch's rate for
+resize), the method on batches already in memory (as the pipeline calls it), writing the store, and rendering the PNGs, and where torch is installed, PyTorch's rate for
 the method alone on the same decoded batches (the same architecture file built by torch, the zoo's
 weights, 2 threads). Then `saliency evaluate`'s curves (16 steps) of the classifier's maps of 256
 of the images, in images per second. With `--memory N`, also the peak resident memory (VmHWM) of a
@@ -69,7 +68,7 @@ def parts(model, paths, seed, png_dir, use_zarr, tmp):
     read = seconds(lambda: batches.extend(source.read(a, b)[0] for a, b in spans))
     maps = []
     run = attribution.Run.build("gradient", seed)
-    compute = seconds(lambda: maps.extend(pipeline._halves(run, model, x)[0] for x in batches))
+    compute = seconds(lambda: maps.extend(pipeline._maps_of(run, model, x)[0] for x in batches))
     store = stores.create_store(stores.store_path(tmp / "alone", use_zarr), [str(p) for p in paths],
                                 maps[0].shape[1:], BATCH, {})
     write = seconds(lambda: [store.write_batch(k, m, np.zeros(len(m)), [""] * len(m)) for k, m in enumerate(maps)])

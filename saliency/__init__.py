@@ -18,6 +18,7 @@ from .autograd.api import exported as _exported
 from .autograd.creation import (arange, as_tensor, from_numpy, full, full_like, manual_seed, ones, ones_like, rand,
                                 rand_like, randn, randn_like, tensor, zeros, zeros_like)
 from .autograd.tensor import device
+from .kernels.threads import get_num_threads, set_num_threads
 
 globals().update(_exported("saliency"))  # every op function: sl.exp, sl.cat, sl.conv2d, ...
 

@@ -51,7 +51,7 @@ def named_layer(model, name):
 
 @method(options=(Option("layer", str, "the layer whose output and gradient make the map, by name as print(model) "
                         "shows it (default: the last convolution)"),),
-        map_channels=1, concurrent=False)  # its forward hook would also see a concurrent call's activations
+        map_channels=1)
 def gradcam(model, x, seed=None, *, layer=None):
     """relu(sum_c w_c A_c) upsampled to the input's size, where A = the output of `layer` (a module
     called once in the forward pass, output (N, C, h, w); or its name in model.named_modules();

@@ -20,21 +20,21 @@ def _vjp(model, x, seed, rule):
     return call, seed, y._array, g
 
 
-@method(options=(), map_channels="input", concurrent=True)
+@method(options=(), map_channels="input")
 def gradient(model, x, seed=None):
     """The gradient of sum(v * model(x)) with respect to x: v^T dy/dx."""
     call, seed, y, g = _vjp(model, x, seed, "gradient")
     return call.finish("gradient", g, seed, y)
 
 
-@method(options=(), map_channels="input", concurrent=True)
+@method(options=(), map_channels="input")
 def input_x_gradient(model, x, seed=None):
     """x * v^T dy/dx (Shrikumar et al. 2016): the gradient scaled by the input, elementwise."""
     call, seed, y, g = _vjp(model, x, seed, "gradient")
     return call.finish("input_x_gradient", g * call.x, seed, y)
 
 
-@method(options=(), map_channels="input", concurrent=True)
+@method(options=(), map_channels="input")
 def guided_backprop(model, x, seed=None):
     """Guided backprop (Springenberg et al., arXiv:1412.6806): the backward pass of the gradient,
     except that every ReLU also zeroes negative incoming gradients, relu(g) * [x > 0]. This is an

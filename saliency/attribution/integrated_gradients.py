@@ -27,7 +27,7 @@ def _nodes(steps, rule):
                  Option("baseline", parse_baseline, "the path's start: a number (0: black) or blur (the image "
                         "blurred)", text=baseline_text),
                  Option("rule", str, "the quadrature along the path", choices=_RULES)),
-        map_channels="input", concurrent=True)
+        map_channels="input")
 def integrated_gradients(model, x, seed=None, *, baseline=0.0, steps=64, batch=None, rule="gauss-legendre",
                          progress=None):
     """(x - baseline) * the mean gradient along the straight path baseline -> x.

@@ -25,7 +25,7 @@ def _starts(size, window, stride):
                  Option("stride", int, "pixels between one window and the next", minimum=1),
                  Option("baseline", parse_baseline, "what fills the window: a number (0: black) or blur (the "
                         "image blurred)", text=baseline_text)),
-        map_channels="input", concurrent=True)
+        map_channels="input")
 def occlusion(model, x, seed=None, *, window=8, stride=4, baseline=0.0, batch=None, progress=None):
     """For each window position, F(x) - F(x with the window replaced by `baseline`), where F is
     the seed-weighted output sum(v * y) of each image; each pixel gets the mean of that change

@@ -1,11 +1,9 @@
 """Maps for a whole dataset: images streamed in batches through a model, raw maps into a store.
 
 `batch(model, images, method, seed, out=FOLDER)` reads the images (`sources`: paths, decoded and
-resized on a reader thread while the model works), computes each batch of `batch_size` images as
-two method calls at once, one per half batch on each of two threads (one call for a method whose
-calls share state, such as Grad-CAM's hook, for a method of your own and for a model with hooks
-or in training mode), and writes each batch's maps into the store of `out` (`store.py`:
-maps.zarr, or a folder of .npy chunks without Zarr) on a writer thread, with heatmap PNGs if
+resized on a reader thread while the model works), computes each batch of `batch_size` images in
+one method call, and writes each batch's maps into the store of `out` (`store.py`: maps.zarr, or
+a folder of .npy chunks without Zarr) on a writer thread, with heatmap PNGs if
 asked (`naming`). At most two batches wait on each side, so memory stays bounded whatever the
 number of images. What a run computes is one value, a `Run` (`run.py`).
 
@@ -26,7 +24,6 @@ from pathlib import Path
 import numpy as np
 
 from ..kernels.memory import available_bytes, format_bytes
-from ..kernels.threads import split_work
 from ._core import InputError, ModelError
 from .naming import output_names, write_pngs
 from .resume import prepared_store
@@ -259,45 +256,8 @@ def _maps_of(run, model, x):
     return maps, predicted, np.where(bad, "the model's output holds NaN or infinite values", "")
 
 
-def stateless(model):
-    """Whether two calls of `model` may run at once: a Module in eval mode none of whose modules
-    has a hook (a hook may keep what it sees between calls; in training mode, batch norm updates
-    its running statistics and dropout draws from the shared generator, in whatever order the
-    calls reach them); a plain function is not known to be."""
-    modules = getattr(model, "modules", None)
-    return modules is not None and not any(getattr(m, "_has_hooks", lambda: True)() or getattr(m, "training", False)
-                                           for m in modules())
-
-
-def by_halves(model, n, call):
-    """[call(a, b) for the two halves (a, b) of [0, n)], run at once on two threads
-    (`kernels.threads.split_work`: each half's kernels on its own thread) for a `stateless`
-    model; [call(0, n)] for any other."""
-    parts = {}
-
-    def half(a, b):
-        parts[a] = call(a, b)
-
-    if stateless(model):
-        split_work(n, half)
-    else:
-        half(0, n)
-    return [parts[a] for a in sorted(parts)]
-
-
-def _halves(run, model, x):
-    """_maps_of on the whole batch; for a method whose calls may run at once (its record's
-    `concurrent`), as two halves of it at once (`by_halves`), so the batch pays one hand-over
-    between threads instead of one per large kernel call, and each half's Python runs while the
-    other computes. The maps are those of the two half batches."""
-    if not run.method.concurrent:
-        return _maps_of(run, model, x)
-    got = by_halves(model, len(x), lambda a, b: _maps_of(run, model, x[a:b]))
-    return tuple(np.concatenate(parts) for parts in zip(*got))
-
-
 def _compute(run, model, x, read_errors, map_shape):
-    """The maps of one batch: its method calls (`_halves`); if the model fails on the batch
+    """The maps of one batch: one method call (`_maps_of`); if the model fails on the batch
     (`ModelError`), one call per image, so that only the images it fails on lose their maps, each
     recorded with its error. Images that could not be read keep NaN maps. Any other error is the
     run's, not an image's (a method option, a seed that does not fit the model's output, a layer
@@ -310,7 +270,7 @@ def _compute(run, model, x, read_errors, map_shape):
     if not ok:
         return maps, predicted, errors
     try:
-        m, p, e = _halves(run, model, x)
+        m, p, e = _maps_of(run, model, x)
         for i in ok:
             maps[i], predicted[i], errors[i] = m[i], p[i], str(e[i])
         return maps, predicted, errors

@@ -8,8 +8,7 @@ command line's choices, flags and help, the batch pipeline's decisions and a sto
 all derived from these records (`METHODS`, `get`). A record has no defaults for what a method
 must say about itself: leaving one out is a TypeError where the method is declared.
 
-    @method(options=(Option("steps", int, "gradients along the path"),), map_channels="input",
-            concurrent=True)
+    @method(options=(Option("steps", int, "gradients along the path"),), map_channels="input")
     def integrated_gradients(model, x, seed=None, *, steps=64, batch=None, progress=None): ...
 
 Keywords the function takes that are not options (`batch`, `progress`, `rng`, ...) are tuning
@@ -78,7 +77,6 @@ class Method:
     function: object
     options: tuple
     map_channels: object        # "input": the map has the input's channels; an int: that many
-    concurrent: bool            # whether two calls may run on one model at once (no state shared)
 
     @property
     def summary(self):
@@ -149,11 +147,11 @@ class Method:
         return self.function(model, x, seed, **self.check(options))
 
 
-def method(*, options, map_channels, concurrent, name=None):
+def method(*, options, map_channels, name=None):
     """Register the decorated method function as a `Method` (see the module's docstring); returns
     the function unchanged."""
     def register(fn):
-        record = Method(name or fn.__name__, fn, tuple(options), map_channels, concurrent)
+        record = Method(name or fn.__name__, fn, tuple(options), map_channels)
         params = inspect.signature(fn).parameters
         for o in record.options:
             if o.name not in params or params[o.name].kind != inspect.Parameter.KEYWORD_ONLY:

@@ -15,7 +15,7 @@ NOISE = Option("noise", float, "standard deviation of the noise, a fraction of t
 
 @method(options=(SAMPLES, NOISE, Option("variant", str, "mean of the gradients, mean of their squares, or their "
                                         "variance", choices=_VARIANTS)),
-        map_channels="input", concurrent=True)
+        map_channels="input")
 def smoothgrad(model, x, seed=None, *, noise=0.15, n=25, rng=None, variant="mean", batch=None, progress=None):
     """The gradient averaged over `n` noisy copies of x.
 

@@ -15,7 +15,6 @@ import numpy as np
 
 from ._core import InputError
 from . import registry
-from .pipeline import by_halves
 from .seeds import Seed, parse
 from .sources import BatchReader, ImageSource, checked_preprocess
 from .evaluation import deletion_insertion, randomisation_check
@@ -154,15 +153,9 @@ def _curves(model, checked, batches, steps, sign, progress):
 
 def _batch_curves(k, rows, model, x, maps, seed, steps, progress=None):
     """The BatchCurves of batch k (its images x and maps at the store's `rows`): deletion_insertion
-    of each half of the batch at once, as `pipeline.batch` computes the maps (`pipeline.by_halves`);
-    `progress(done, total)` follows the first half's forward passes."""
-    def curves(a, b):
-        return deletion_insertion(model, x[a:b], maps[a:b], seed, steps=steps, progress=progress if a == 0 else None)
-
-    got = by_halves(model, len(x), curves)
-    return BatchCurves(k, rows, got[0].fractions,
-                       *(np.concatenate([getattr(c, f) for c in got])
-                         for f in ("deletion", "insertion", "deletion_auc", "insertion_auc")))
+    of the batch; `progress(done, total)` follows its forward passes."""
+    c = deletion_insertion(model, x, maps, seed, steps=steps, progress=progress)
+    return BatchCurves(k, rows, c.fractions, c.deletion, c.insertion, c.deletion_auc, c.insertion_auc)
 
 
 def evaluate(model, store, *, images=None, steps=16, sample=8, sign="abs", seed=None, progress=None, curves=None,

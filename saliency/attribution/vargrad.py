@@ -5,7 +5,7 @@ from .registry import method
 from .smoothgrad import NOISE, SAMPLES, smoothgrad
 
 
-@method(options=(SAMPLES, NOISE), map_channels="input", concurrent=True)
+@method(options=(SAMPLES, NOISE), map_channels="input")
 def vargrad(model, x, seed=None, *, noise=0.15, n=25, rng=None, batch=None, progress=None):
     """The variance of the gradient over `n` noisy copies of x: smoothgrad's "vargrad" variant
     (its arguments and noise draws), under a name of its own."""

@@ -8,13 +8,12 @@ seed dimensions (K seeds through one pass) and returns gradients with the same l
 dimensions; the seeds are folded into the batch so that K*N gradients are one wrapper call (the
 GEMM-based conv VJPs then run the images through in cache-sized chunks, `im2col.chunks`).
 
-Threads: no kernel is compiled with `parallel=True`, and every matrix product (inside the
-convolutions, and `matmul` for the operations' products) uses NumPy's BLAS on one thread.
-Numba's worker threads and OpenBLAS's (or PyTorch's OpenMP threads, in the same process)
-spin-wait after each call and would compete for the same cores (benchmarks/thread_pools.py
-shows the effect). Large calls instead run in two halves, one on
-a helper thread that sleeps between calls (`threads`, kernels compiled `nogil`). Without
-`parallel=True` a `prange` loop runs serially, like `range`; it marks a loop whose iterations
+Threads: one pool for every kernel, Numba's parallel regions on its OpenMP layer (`threads`). A
+large call runs in parts of its range, a compiled `prange` wrapper handing each part to the
+serial kernel; matrix products run inside the same parts through OpenBLAS on one thread each
+(`threads.matmul`, `blas.native_gemm`), so OpenBLAS's own workers never spin against the pool.
+Small calls run the serial kernel on the calling thread. In a kernel compiled without
+`parallel=True`, a `prange` loop runs serially, like `range`; it marks a loop whose iterations
 write disjoint parts of the output.
 """
 from .batchnorm import batch_norm_forward, batch_norm_grad_eval, batch_norm_grad_train, batch_norm_stats

@@ -4,7 +4,7 @@ NumPy's OpenBLAS splits every product over all cores, and after each product its
 spin for about a tenth of a second waiting for more work. Those spinning workers hold the cores
 that the kernels' own threads (`threads.py`) need, and slow every kernel that follows, so the
 kernels' products run on one BLAS thread (`matmul`, `gemm`, both under `one_thread`), and large
-ones are split over the kernels' two threads instead (`threads.matmul`, `threads.split_flops`).
+ones run in parts in the kernels' pool instead (`threads.matmul`).
 This uses OpenBLAS's `openblas_set_num_threads_local` (OpenBLAS >= 0.3.27, which NumPy's wheels
 bundle); where that is not found, every product runs as NumPy would run it.
 

@@ -20,22 +20,15 @@ def depth():
 
 
 def _close(got, want):
-    """Equal within float32 rounding: a half batch computed on the pipeline's helper thread runs its
-    kernels unsplit, the same half computed here may split them over two threads, and a split
-    product can differ in its last bits (the rest of this file checks bit-for-bit what runs one
+    """Equal within float32 rounding: a product cut in parts over the kernels' threads can differ in
+    its last bits from one that was not (the rest of this file checks bit-for-bit what runs one
     code path: resume, the store, the PNGs)."""
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.nanmax(np.abs(want)))
 
 
 def _per_batch(fn, model, x, batch_size, seed=None, **options):
-    """What a user gets calling the method on each batch themselves: on each half of it (the first
-    one the smaller), except Grad-CAM, whose calls run one batch at a time."""
-    spans = []
-    for a in range(0, len(x), batch_size):
-        b = min(len(x), a + batch_size)
-        half = (b - a) // 2
-        whole = fn is attribution.gradcam or half == 0
-        spans += [(a, b)] if whole else [(a, a + half), (a + half, b)]
+    """What a user gets calling the method on each batch themselves."""
+    spans = [(a, min(len(x), a + batch_size)) for a in range(0, len(x), batch_size)]
     return np.concatenate([np.asarray(fn(model, x[a:b], seed, **options).map, np.float32) for a, b in spans],
                           axis=-4)
 

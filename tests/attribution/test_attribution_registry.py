@@ -39,7 +39,7 @@ def test_each_method_declares_every_keyword_it_takes(name):
     options = {o.name for o in m.options}
     assert keywords - PLUMBING == options, f"{name}: undeclared keywords {sorted(keywords - PLUMBING - options)}"
     assert m.map_channels == "input" or isinstance(m.map_channels, int)
-    assert isinstance(m.concurrent, bool) and m.summary and not m.summary.startswith(name)
+    assert m.summary and not m.summary.startswith(name)
     for o in m.options:
         default = m.defaults[o.name]
         assert default is not inspect.Parameter.empty, f"{name}.{o.name} needs a default"
@@ -65,7 +65,7 @@ def test_what_a_method_did_not_declare_cannot_be_asked_of_it():
     with pytest.raises(attribution.InputError, match="unknown method 'lime'; choose one of: gradient"):
         registry.get("lime")
     with pytest.raises(TypeError, match="map_channels"):
-        registry.method(options=(), concurrent=True)
+        registry.method(options=())
     with pytest.raises(registry.OptionError, match="--variant must be one of mean, squared, vargrad, got 'max'"):
         registry.get("smoothgrad").option("variant").parse("max")
     with pytest.raises(registry.OptionError, match="--steps takes an int, got 'many'"):

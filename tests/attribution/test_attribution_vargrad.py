@@ -21,4 +21,4 @@ def test_vargrad_is_the_variance_of_the_noisy_gradients():
 def test_vargrad_is_on_the_command_line_with_smoothgrads_noise_options():
     record = registry.get("vargrad")
     assert [o.cli_flag for o in record.options] == ["--samples", "--noise"]
-    assert record.map_shape((3, 8, 8)) == (3, 8, 8) and record.concurrent
+    assert record.map_shape((3, 8, 8)) == (3, 8, 8)

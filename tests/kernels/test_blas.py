@@ -1,5 +1,5 @@
-"""Matrix products on one BLAS thread (split over two threads or not) give NumPy's results, and
-leave the process's BLAS thread count as they found it, whichever threads ran them."""
+"""Matrix products on one BLAS thread (in parts on the kernels' threads or not) give NumPy's results,
+and leave the process's BLAS thread count as they found it, whichever threads ran them."""
 import threading
 
 import numpy as np
@@ -17,34 +17,42 @@ def _threads_now():
     return count
 
 
-@pytest.mark.parametrize("split", [False, True], ids=["one thread", "halves on two threads"])
+@pytest.mark.parametrize("split", [False, True], ids=["one thread", "in parts on the threads"])
 @pytest.mark.parametrize("a_shape,b_shape", [((5, 7), (7, 3)), ((2, 5, 7), (7, 3)), ((4, 1, 5, 7), (3, 7, 2)),
                                              ((300, 64), (64, 32)), ((1, 64), (64, 300)), ((7,), (7, 3)),
-                                             ((5, 7), (7,))])
+                                             ((5, 7), (7,)), ((3, 5, 7), (3, 7, 4)), ((2, 3, 2, 5, 7), (3, 1, 7, 4)),
+                                             ((5, 0), (0, 3)), ((0, 5), (5, 3))])
 def test_matmul_equals_the_sum_of_products(monkeypatch, split, a_shape, b_shape):
-    """blas.matmul (one BLAS thread) and threads.matmul (rows, or columns where there are more of
-    them, in halves on two threads when split) give np.matmul's result, broadcast batches and
-    vectors included, into a new array or into `out`."""
-    monkeypatch.setattr(threads, "SPLIT_FLOPS", 0 if split else 1e30)
+    """blas.matmul (one BLAS thread) and threads.matmul (by products, or by rows or columns of each
+    when there are fewer products than threads, in parts when split) give np.matmul's result,
+    broadcast batches, empty contractions and vectors included, into a new array or into `out`
+    (a strided `out` too)."""
+    monkeypatch.setattr(threads, "PARALLEL_FLOPS", 0 if split else 1e30)
     rng = np.random.default_rng(0)
-    a = rng.standard_normal(a_shape).astype(np.float32)
-    b = rng.standard_normal(b_shape).astype(np.float32)
-    expected = np.matmul(a.astype(np.float64), b.astype(np.float64))
-    for matmul in (blas.matmul, threads.matmul):
-        np.testing.assert_allclose(matmul(a, b), expected, rtol=1e-5, atol=1e-5)
-        out = np.empty(expected.shape, np.float32)
-        assert matmul(a, b, out=out) is out
-        np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-5)
+    for dtype in (np.float32, np.float64):
+        a = rng.standard_normal(a_shape).astype(dtype)
+        b = rng.standard_normal(b_shape).astype(dtype)
+        expected = np.matmul(a.astype(np.float64), b.astype(np.float64))
+        for matmul in (blas.matmul, threads.matmul):
+            np.testing.assert_allclose(matmul(a, b), expected, rtol=1e-5, atol=1e-5)
+            out = np.empty(expected.shape, dtype)
+            assert matmul(a, b, out=out) is out
+            np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-5)
+            if expected.ndim:
+                wide = np.zeros(expected.shape[:-1] + (2 * expected.shape[-1],), dtype)
+                matmul(a, b, out=wide[..., ::2])
+                np.testing.assert_allclose(wide[..., ::2], expected, rtol=1e-5, atol=1e-5)
+                assert not wide[..., 1::2].any()
 
 
 @needs_setter
 def test_products_leave_the_blas_thread_count_as_they_found_it(monkeypatch):
-    """Split or not, the products run inside one-thread sections that restore the count after."""
+    """In parts or not, the products run inside one-thread sections that restore the count after."""
     before = _threads_now()
     blas._set_threads(2)
     try:
         for flops in (0, 1e30):
-            monkeypatch.setattr(threads, "SPLIT_FLOPS", flops)
+            monkeypatch.setattr(threads, "PARALLEL_FLOPS", flops)
             threads.matmul(np.ones((64, 64), np.float32), np.ones((64, 64), np.float32))
             assert _threads_now() == 2
     finally:
@@ -83,20 +91,6 @@ def test_sections_of_many_threads_restore_the_count_in_force_before():
             t.join()
         assert set(inside) == {1}
         assert _threads_now() == 2
-    finally:
-        blas._set_threads(before)
-
-
-@needs_setter
-def test_the_helper_thread_leaves_the_process_count_alone(monkeypatch):
-    before = _threads_now()
-    blas._set_threads(2)
-    try:
-        monkeypatch.setattr(threads, "SPLIT_ELEMENTS", 1)
-        counts = []
-        threads.split_batch(4, 10, lambda n0, n1: counts.append(_threads_now()))
-        assert counts == [1, 1]                  # both halves on one BLAS thread
-        assert _threads_now() == 2               # and all of them again afterwards
     finally:
         blas._set_threads(before)
 

@@ -1,122 +1,159 @@
-"""The two-thread batch split: both halves run, errors come back, concurrent callers stay apart, and
-split results equal unsplit ones."""
+"""The kernels' one thread pool: calls run in parts above their thresholds and whole below, parts give
+the whole call's results, concurrent callers stay apart, and the thread count follows
+set_num_threads and the environment (a forked child computes on one thread)."""
+import os
+import subprocess
+import sys
 import threading
 
+import numba
 import numpy as np
 import pytest
 
+import saliency as sl
 from saliency import kernels
 from saliency.kernels import threads
 
+needs_two = pytest.mark.skipif(numba.config.NUMBA_NUM_THREADS < 2, reason="one core: nothing runs in parts")
 
-def test_both_halves_run_and_small_calls_stay_on_the_caller():
+
+@pytest.fixture
+def two_threads():
+    before = threads.get_num_threads()
+    threads.set_num_threads(2)
+    yield
+    threads.set_num_threads(before)
+
+
+@pytest.fixture
+def counted_parts(monkeypatch):
+    """The part counts of every call that asked `threads.parts`."""
     seen = []
-    threads.split_batch(10, threads.SPLIT_ELEMENTS, lambda a, b: seen.append((a, b, threading.get_ident())))
-    assert sorted(s[:2] for s in seen) == [(0, 5), (5, 10)]
-    assert len({s[2] for s in seen}) == 2
-    seen.clear()
-    threads.split_batch(10, threads.SPLIT_ELEMENTS - 1, lambda a, b: seen.append((a, b)))
-    threads.split_batch(1, 1 << 30, lambda a, b: seen.append((a, b)))
-    assert seen == [(0, 10), (0, 1)]
+    parts = threads.parts
+    monkeypatch.setattr(threads, "parts", lambda *a, **k: (seen.append(parts(*a, **k)), seen[-1])[1])
+    return seen
 
 
-@pytest.mark.parametrize("failing", [0, 5])
-def test_an_error_in_either_half_is_raised_after_both_finished(failing):
-    done = []
-
-    def body(a, b):
-        if a == failing:
-            raise ValueError(f"half {a}")
-        done.append(a)
-
-    with pytest.raises(ValueError, match=f"half {failing}"):
-        threads.split_batch(10, threads.SPLIT_ELEMENTS, body)
-    assert done == [5 - failing]
+@needs_two
+def test_calls_run_in_parts_above_their_thresholds_and_whole_below(two_threads, monkeypatch):
+    assert threads.parts(10, threads.PARALLEL_ELEMENTS) == 2
+    assert threads.parts(10, threads.PARALLEL_ELEMENTS - 1) == 1
+    assert threads.parts(1, 1 << 40) == 1
+    assert threads.parts(10, threads.PARALLEL_FLOPS, flops=True) == 2
+    assert threads.parts(10, threads.PARALLEL_FLOPS - 1, flops=True) == 1
+    threads.set_num_threads(1)
+    assert threads.parts(10, 1 << 40) == 1
 
 
-def test_split_equals_unsplit_and_concurrent_callers_get_their_own_results(monkeypatch):
+def test_part_ranges_cover_the_range_once_with_sizes_one_apart():
+    for n in (0, 1, 2, 7, 100):
+        for k in (1, 2, 3, 8):
+            spans = [threads.part(n, t, k) for t in range(k)]
+            assert spans[0][0] == 0 and spans[-1][1] == n
+            assert all(a[1] == b[0] for a, b in zip(spans, spans[1:]))
+            assert max(b - a for a, b in spans) - min(b - a for a, b in spans) <= 1
+
+
+def _maps():
     rng = np.random.default_rng(0)
-    xs = [rng.standard_normal((8, c, 24, 24)).astype(np.float32) for c in (3, 16)]
-    ws = [rng.standard_normal((16, c, 3, 3)).astype(np.float32) for c in (3, 16)]
+    out = []
+    for n, c in ((1, 3), (8, 3), (1, 16), (8, 16)):
+        x = rng.standard_normal((n, c, 24, 24)).astype(np.float32)
+        w = rng.standard_normal((16, c, 3, 3)).astype(np.float32)
+        for s in (1, 2):
+            y = kernels.conv2d_forward(x, w, None, s, 1)
+            out += [y, kernels.conv2d_grad_input(y, w, x.shape, s, 1),
+                    kernels.conv2d_grad_input(y, w, x.shape, s, 1, algorithm=kernels.ConvAlgorithm.GEMM)]
+        y = kernels.upsample_conv2d_forward(x, w, None, 2)
+        out += [y, kernels.upsample_conv2d_grad_input(y, w, x.shape, 2), kernels.max_pool2d_forward(x, 2)[0]]
+        wd = rng.standard_normal((c, 1, 5, 5)).astype(np.float32)
+        out += [kernels.conv2d_forward(x, wd, None, 1, 2, groups=c)]
+        out += [kernels.matmul(x.reshape(n, c, -1), x.reshape(n, c, -1).transpose(0, 2, 1))]
+    return out
 
-    def maps():
-        out = []
-        for x, w in zip(xs, ws):
-            y = kernels.conv2d_forward(x, w, None, 1, 1)
-            out += [y, kernels.conv2d_grad_input(y, w, x.shape, 1, 1), kernels.max_pool2d_forward(y, 2)[0]]
-        return out
 
-    monkeypatch.setattr(threads, "SPLIT_ELEMENTS", 1)
-    split = maps()
+@needs_two
+def test_parts_equal_the_whole_and_concurrent_callers_get_their_own_results(two_threads, monkeypatch, counted_parts):
+    monkeypatch.setattr(threads, "PARALLEL_ELEMENTS", 1 << 62)
+    monkeypatch.setattr(threads, "PARALLEL_FLOPS", 1e30)
+    whole = _maps()
+    assert set(counted_parts) == {1}
+    monkeypatch.setattr(threads, "PARALLEL_ELEMENTS", 1)
+    monkeypatch.setattr(threads, "PARALLEL_FLOPS", 1)
+    counted_parts.clear()
+    in_parts = _maps()
+    assert 2 in counted_parts, "the calls above should have run in parts"
     results = [None] * 4
 
     def worker(i):
-        results[i] = maps()
+        results[i] = _maps()
 
     callers = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
     for t in callers:
         t.start()
     for t in callers:
         t.join()
-    monkeypatch.setattr(threads, "SPLIT_ELEMENTS", 1 << 62)
-    whole = maps()
-    for got in [split] + results:
+    for got in [in_parts] + results:
+        assert len(got) == len(whole)
         for a, b in zip(got, whole):
             np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("n", [1, 3])
-def test_single_images_split_by_rows_channels_and_phases_equal_unsplit(n, monkeypatch):
-    """One image splits by output rows (row-major convolution, the fused upsample's input VJP), by
-    channels (GEMM + col2im input VJP, RGB first layers) or by phase rows (the fused upsample); a
-    batch by images. Every split gives the unsplit result, with odd counts in each halving."""
-    rng = np.random.default_rng(1)
-    x3 = rng.standard_normal((n, 3, 13, 11))
-    x16 = rng.standard_normal((n, 16, 13, 11))
-    w_rgb = rng.standard_normal((5, 3, 3, 3))
-    w16 = rng.standard_normal((8, 16, 3, 3))
-    gemm = kernels.ConvAlgorithm.GEMM
-
-    def results():
-        out = [kernels.conv2d_forward(x3, w_rgb, None, 1, 1), kernels.conv2d_forward(x16, w16, None, 2, 1)]
-        for s in (1, 2):
-            y = kernels.conv2d_forward(x16, w16, None, s, 1)
-            out += [kernels.conv2d_grad_input(y, w16, x16.shape, s, 1),
-                    kernels.conv2d_grad_input(y, w16, x16.shape, s, 1, algorithm=gemm)]
-        for scale in (2, 3):
-            y = kernels.upsample_conv2d_forward(x16, w16, None, scale)
-            out += [y, kernels.upsample_conv2d_grad_input(y, w16, x16.shape, scale)]
-        return out
-
-    monkeypatch.setattr(threads, "SPLIT_ELEMENTS", 1 << 62)
-    monkeypatch.setattr(threads, "SPLIT_IMAGE_ELEMENTS", 1 << 62)
-    whole = results()
-    monkeypatch.setattr(threads, "SPLIT_ELEMENTS", 1)
-    monkeypatch.setattr(threads, "SPLIT_IMAGE_ELEMENTS", 1)
-    calls = []
-    split_batch = threads.split_batch
-    monkeypatch.setattr(threads, "split_batch", lambda *a: (calls.append(a[0]), split_batch(*a))[1])
-    for a, b in zip(results(), whole):
-        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
-    assert calls and min(calls) >= 2, "every call above should have had two halves to split"
+def test_set_num_threads_takes_positive_integers_and_is_saliencys_own():
+    before = sl.get_num_threads()
+    try:
+        sl.set_num_threads(1)
+        assert sl.get_num_threads() == 1 and threads.parts(10, 1 << 40) == 1
+        sl.set_num_threads(10 ** 6)
+        assert sl.get_num_threads() == numba.config.NUMBA_NUM_THREADS  # at most the pool's size
+    finally:
+        sl.set_num_threads(before)
+    for bad in (0, -1, 1.5, "2", True):
+        with pytest.raises(ValueError, match="positive integer"):
+            sl.set_num_threads(bad)
 
 
-def test_split_work_runs_halves_in_the_callers_context_with_their_kernels_unsplit():
-    import saliency as sl
+def _run(code, **env):
+    environ = {k: v for k, v in os.environ.items()
+               if k not in ("SALIENCY_NUM_THREADS", "OMP_NUM_THREADS", "NUMBA_NUM_THREADS")}
+    out = subprocess.run([sys.executable, "-c", code], env={**environ, **env}, capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.split()
 
-    seen = []
 
-    def body(a, b):
-        inner = []
-        threads.split_batch(10, threads.SPLIT_ELEMENTS, lambda c, d: inner.append((c, d)))
-        seen.append((a, b, threading.get_ident(), sl.is_grad_enabled(), inner))
+@pytest.mark.parametrize("env,expected", [({"SALIENCY_NUM_THREADS": "1", "OMP_NUM_THREADS": "2"}, 1),
+                                          ({"OMP_NUM_THREADS": "1"}, 1), ({"NUMBA_NUM_THREADS": "1"}, 1)])
+def test_the_thread_count_follows_the_environment(env, expected):
+    assert _run("import saliency as sl; print(sl.get_num_threads())", **env) == [str(expected)]
 
-    with sl.no_grad():
-        threads.split_work(3, body)
-    assert sorted(s[:2] for s in seen) == [(0, 1), (1, 3)]
-    assert len({s[2] for s in seen}) == 2
-    assert [s[3] for s in seen] == [False, False]           # the helper's half sees no_grad too
-    assert [s[4] for s in seen] == [[(0, 10)], [(0, 10)]]   # a kernel call inside a half is not split again
-    seen.clear()
-    threads.split_work(1, body)
-    assert [s[:2] for s in seen] == [(0, 1)]
+
+@needs_two
+def test_a_forked_child_computes_on_one_thread_after_the_parent_used_the_pool():
+    code = """
+import os, numpy as np
+from saliency import kernels
+from saliency.kernels import threads
+threads.set_num_threads(2)
+threads.PARALLEL_ELEMENTS = threads.PARALLEL_FLOPS = 1
+x = np.random.default_rng(0).standard_normal((4, 16, 32, 32)).astype(np.float32)
+w = np.ones((16, 16, 3, 3), np.float32)
+y = kernels.conv2d_forward(x, w, None, 1, 1), kernels.matmul(x, x), kernels.activation.relu_forward(x)[0]
+pid = os.fork()
+if pid == 0:
+    z = kernels.conv2d_forward(x, w, None, 1, 1), kernels.matmul(x, x), kernels.activation.relu_forward(x)[0]
+    ok = threads.get_num_threads() == 1 and all(np.allclose(a, b, rtol=1e-5, atol=1e-4) for a, b in zip(y, z))
+    os._exit(0 if ok else 3)
+print(os.waitpid(pid, 0)[1])
+"""
+    assert _run(code) == ["0"]
+
+
+def test_the_pool_is_numbas_openmp_layer_where_it_loads():
+    try:
+        from numba.np.ufunc import omppool  # noqa: F401
+    except ImportError:
+        pytest.skip("Numba's OpenMP layer does not load here")
+    x = np.ones(1 << 16, np.float32)
+    kernels.activation.relu_forward(x.reshape(2, -1))
+    assert threads.parts(2, 1 << 40) == 1 or numba.threading_layer() == "omp"
