@@ -1,12 +1,19 @@
-"""Thread pools: attribution-map times whatever was imported first (saliency, NumPy or PyTorch).
+"""The kernels' thread pool: what a parallel region costs, products in it, and maps beside other pools.
 
     python benchmarks/thread_pools.py [--repeats 15]
 
-NumPy's OpenBLAS workers spin-wait after each matrix product; PyTorch's OpenMP workers do the
-same after each op. On a machine with few cores, any other thread pool then waits for a core.
-Each scenario runs in a fresh process, so that import order and environment are as a user's
-would be; every figure is the median time of one map (forward + backward of a seed to the
-input, weights frozen), in ms.
+Every part runs in fresh processes (so that import order and environment are as a user's would
+be), under each GNU OpenMP wait policy: the default (workers spin for a while after a region,
+then sleep), `OMP_WAIT_POLICY=active` (they keep spinning) and `OMP_WAIT_POLICY=passive` (they
+sleep at once). Printed per policy, medians in microseconds or ms:
+
+* an empty region of the pool (a `prange` over the threads), back to back and after a 2 ms sleep;
+* a ReLU over 2**20 float32 elements, whole on the calling thread and in parts, after a 2 ms sleep;
+* the products of the convolution layers' shapes in GFLOP/s: `kernels.matmul` (in the pool, one
+  BLAS thread per part), NumPy on one BLAS thread, NumPy on OpenBLAS's own threads, and PyTorch
+  where it is installed (2 threads);
+* one map of the reference models (forward and the backward of the all-ones seed, weights frozen)
+  with saliency imported first, NumPy first, and PyTorch first and used between our maps.
 """
 import argparse
 import os
@@ -16,7 +23,54 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
-CHILD = """
+REGIONS = """
+import time, statistics, numpy as np
+from numba import njit, prange
+import saliency
+from saliency.kernels import activation, blas, threads
+
+@njit(parallel=True, nogil=True)
+def empty(a):
+    for t in prange(a.size):
+        a[t] += 1
+
+def med(f, sleep, n):
+    ts = []
+    for _ in range(n):
+        if sleep:
+            time.sleep(sleep)
+        t0 = time.perf_counter(); f(); ts.append(time.perf_counter() - t0)
+    return statistics.median(ts) * 1e6
+
+a = np.zeros(threads.get_num_threads())
+empty(a)
+x = np.random.default_rng(0).standard_normal((2, 1 << 19)).astype(np.float32)
+out = [med(lambda: empty(a), 0, 2000), med(lambda: empty(a), 0.002, 300)]
+for elements in (1 << 62, 1):
+    threads.PARALLEL_ELEMENTS = elements
+    activation.relu_forward(x)
+    out.append(med(lambda: activation.relu_forward(x), 0.002, 200))
+shapes = [((64, 576), (576, 1024)), ((128, 1152), (1152, 256)), ((256, 2304), (2304, 64)), ((512, 4608), (4608, 16))]
+try:
+    import torch
+    torch.set_num_threads(threads.get_num_threads())
+except ImportError:
+    torch = None
+for sa, sb in shapes:
+    p, q = np.ones(sa, np.float32), np.ones(sb, np.float32)
+    flops = 2.0 * sa[0] * sa[1] * sb[1]
+    calls = [lambda: threads.matmul(p, q), lambda: blas.matmul(p, q), lambda: np.matmul(p, q)]
+    if torch is not None:
+        tp, tq = torch.ones(sa), torch.ones(sb)
+        calls.append(lambda: torch.matmul(tp, tq))
+    for f in calls:
+        time.sleep(0.15)
+        f()
+        out.append(flops / med(f, 0.002, 40) / 1e3)
+print(" ".join(f"{v:.1f}" for v in out))
+"""
+
+MAPS = """
 import sys, time, statistics
 first = sys.argv[1]
 if first == "numpy":
@@ -48,30 +102,53 @@ for name, batch in (("classifier", 1), ("classifier", 32), ("depth", 1)):
 print(" ".join(f"{{t:.2f}}" for t in out))
 """
 
-SCENARIOS = [
-    ("saliency imported first", "saliency", {}),
-    ("NumPy imported first", "numpy", {}),
-    ("PyTorch imported first, used between maps", "torch", {}),
-    ("OPENBLAS_THREAD_TIMEOUT=4 (BLAS workers sleep at once)", "saliency", {"OPENBLAS_THREAD_TIMEOUT": "4"}),
-]
+POLICIES = [("default", {}), ("OMP_WAIT_POLICY=active", {"OMP_WAIT_POLICY": "active"}),
+            ("OMP_WAIT_POLICY=passive", {"OMP_WAIT_POLICY": "passive"})]
+SHAPES = ["64x576 @ 576x1024", "128x1152 @ 1152x256", "256x2304 @ 2304x64", "512x4608 @ 4608x16"]
+FIRST = [("saliency imported first", "saliency"), ("NumPy imported first", "numpy"),
+         ("PyTorch imported first, used between maps", "torch")]
+
+
+def fresh(code, args, env, processes=3):
+    """Medians over `processes` fresh processes of the numbers each prints."""
+    rows = []
+    for _ in range(processes):
+        out = subprocess.run([sys.executable, "-c", code] + args, env={**os.environ, **env}, capture_output=True,
+                             text=True, timeout=1800)
+        if out.returncode:
+            raise RuntimeError(out.stderr)
+        rows.append([float(v) for v in out.stdout.split()])
+    return [statistics.median(col) for col in zip(*rows)]
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=15)
     args = parser.parse_args()
-    script = CHILD.format(here=HERE, repeats=args.repeats)
-    print(f"{'scenario':55s} {'classifier b1':>14s} {'classifier b32':>15s} {'depth b1':>9s}   (ms, median)")
-    for label, first, env in SCENARIOS:
-        rows = []
-        for _ in range(3):  # three fresh processes; the median of their medians
-            out = subprocess.run([sys.executable, "-c", script, first], env={**os.environ, **env},
-                                 capture_output=True, text=True, timeout=900)
-            if out.returncode:
-                raise RuntimeError(out.stderr)
-            rows.append([float(v) for v in out.stdout.split()])
-        cells = [statistics.median(col) for col in zip(*rows)]
-        print(f"{label:55s} {cells[0]:14.2f} {cells[1]:15.2f} {cells[2]:9.2f}")
+    try:
+        import torch  # noqa: F401
+        engines = ["ours", "NumPy 1 thread", "NumPy (OpenBLAS threads)", "PyTorch"]
+    except ImportError:
+        engines = ["ours", "NumPy 1 thread", "NumPy (OpenBLAS threads)"]
+    for policy, env in POLICIES:
+        r = fresh(REGIONS, [], env)
+        print(f"## {policy}")
+        print(f"empty region: {r[0]:.1f} us back to back, {r[1]:.1f} us after a 2 ms sleep; "
+              f"ReLU of 2**20 elements after a 2 ms sleep: whole {r[2]:.0f} us, in parts {r[3]:.0f} us "
+              f"({r[3] / r[2]:.2f})")
+        print("| product | " + " | ".join(f"{e} GFLOP/s" for e in engines) + " |")
+        print("| --- |" + " ---: |" * len(engines))
+        for i, shape in enumerate(SHAPES):
+            cells = r[4 + i * len(engines):4 + (i + 1) * len(engines)]
+            print(f"| {shape} | " + " | ".join(f"{c:.0f}" for c in cells) + " |")
+        print("| maps (ms) | classifier b1 | classifier b32 | depth b1 |")
+        print("| --- | ---: | ---: | ---: |")
+        for label, first in FIRST:
+            if first == "torch" and len(engines) < 4:
+                continue
+            cells = fresh(MAPS.format(here=HERE, repeats=args.repeats), [first], env)
+            print(f"| {label} | " + " | ".join(f"{c:.2f}" for c in cells) + " |")
+        print()
 
 
 if __name__ == "__main__":

@@ -11,6 +11,10 @@ convolutions (`depthwise.py`). The wrappers at the bottom choose: `choose_algori
 direct and GEMM, then, within GEMM, the path by what each costs (the products Winograd saves
 against its transforms, a weight relayout against the patch rows it saves, patches that fit the
 caches or not).
+
+The kernels take the range [lo, hi) of their independent tasks as their last two arguments (all
+tasks when omitted); large calls run in parts of the tasks on the kernels' threads
+(`threads.run`, with the `_x_parallel` wrappers).
 """
 import enum
 import math
@@ -26,16 +30,16 @@ _FASTMATH = {"reassoc", "contract"}
 
 
 @njit(cache=True, fastmath=_FASTMATH, nogil=True)
-def _corr2d(x, w, b, out, sh, sw, ph, pw, dh, dw, groups, ob, rb):
+def _corr2d(x, w, b, out, sh, sw, ph, pw, dh, dw, groups, ob, rb, lo=0, hi=-1):
     """out[n, o, oy, ox] = b[o] + sum_{c, ky, kx} w[o, c, ky, kx]
                                    * x[n, group*Cg + c, oy*sh - ph + ky*dh, ox*sw - pw + kx*dw]
 
     for o in group `group` (Cg input and Og output channels per group). Out-of-range input
-    positions read as zero (padding; negative padding crops). One loop over independent tasks
-    (n, group, block of `ob` output channels, block of `rb` output rows): each task owns its
-    block of `out`, so writes never overlap; its block holds `n_oc` = min(ob, what is left of the
-    group) output channels, from o0. The width loop is innermost (contiguous for stride 1) and
-    each input row is reused for `n_oc` output channels.
+    positions read as zero (padding; negative padding crops). One loop over the independent tasks
+    [lo, hi) (hi < 0: to the last) of (n, group, block of `ob` output channels, block of `rb`
+    output rows): each task owns its block of `out`, so writes never overlap; its block holds
+    `n_oc` = min(ob, what is left of the group) output channels, from o0. The width loop is
+    innermost (contiguous for stride 1) and each input row is reused for `n_oc` output channels.
     """
     N, C, H, W = x.shape
     O, Cg, KH, KW = w.shape
@@ -43,7 +47,7 @@ def _corr2d(x, w, b, out, sh, sw, ph, pw, dh, dw, groups, ob, rb):
     Og = O // groups
     nob = (Og + ob - 1) // ob
     nrb = (OH + rb - 1) // rb
-    for t in prange(N * groups * nob * nrb):
+    for t in range(lo, N * groups * nob * nrb if hi < 0 else hi):
         r = t % nrb
         q = t // nrb
         bi = q % nob
@@ -65,32 +69,39 @@ def _corr2d(x, w, b, out, sh, sw, ph, pw, dh, dw, groups, ob, rb):
                     xrow = x[n, group * Cg + c, iy]
                     for kx in range(KW):
                         off = kx * dw - pw
-                        lo = max(0, -(off // sw))  # first ox with ox*sw + off >= 0
-                        hi = min(OW, (W - 1 - off) // sw + 1)  # past the last ox with ox*sw + off < W
-                        if lo >= hi:
+                        ox0 = max(0, -(off // sw))  # first ox with ox*sw + off >= 0
+                        ox1 = min(OW, (W - 1 - off) // sw + 1)  # past the last ox with ox*sw + off < W
+                        if ox0 >= ox1:
                             continue
                         # slices indexed from 0: no negative-index wraparound test, so LLVM vectorizes
-                        xs = xrow[lo * sw + off:(hi - 1) * sw + off + 1:sw]
+                        xs = xrow[ox0 * sw + off:(ox1 - 1) * sw + off + 1:sw]
                         j = 0
                         while j + 4 <= n_oc:  # 4 output channels per pass: each input value is loaded once for all four
                             w0 = w[o0 + j, c, ky, kx]
                             w1 = w[o0 + j + 1, c, ky, kx]
                             w2 = w[o0 + j + 2, c, ky, kx]
                             w3 = w[o0 + j + 3, c, ky, kx]
-                            for i in range(hi - lo):
+                            for i in range(ox1 - ox0):
                                 xv = xs[i]
-                                acc[j, lo + i] += w0 * xv
-                                acc[j + 1, lo + i] += w1 * xv
-                                acc[j + 2, lo + i] += w2 * xv
-                                acc[j + 3, lo + i] += w3 * xv
+                                acc[j, ox0 + i] += w0 * xv
+                                acc[j + 1, ox0 + i] += w1 * xv
+                                acc[j + 2, ox0 + i] += w2 * xv
+                                acc[j + 3, ox0 + i] += w3 * xv
                             j += 4
                         for jj in range(j, n_oc):
                             wv = w[o0 + jj, c, ky, kx]
-                            for i in range(hi - lo):
-                                acc[jj, lo + i] += wv * xs[i]
+                            for i in range(ox1 - ox0):
+                                acc[jj, ox0 + i] += wv * xs[i]
             for j in range(n_oc):
                 for ox in range(OW):
                     out[n, o0 + j, oy, ox] = acc[j, ox]
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _corr2d_parallel(x, w, b, out, sh, sw, ph, pw, dh, dw, groups, ob, rb, n, k):
+    for t in prange(k):
+        lo, hi = threads.part(n, t, k)
+        _corr2d(x, w, b, out, sh, sw, ph, pw, dh, dw, groups, ob, rb, lo, hi)
 
 
 @njit(cache=True, fastmath=_FASTMATH, inline="always", nogil=True)
@@ -108,13 +119,13 @@ def _taps3x3(out, n, oy, w, o0, n_oc, c, OW, r0a, r0b, r0c, r1a, r1b, r1c, r2a, 
 
 
 @njit(cache=True, fastmath=_FASTMATH, nogil=True)
-def _corr2d_3x3(x, w, b, out, sh, sw, ph, pw, dh, dw, groups, ob, rb):
+def _corr2d_3x3(x, w, b, out, sh, sw, ph, pw, dh, dw, groups, ob, rb, lo=0, hi=-1):
     """_corr2d for 3x3 kernels (the same correlation, tested against it): per output row and input
     channel, the three input rows it reads are copied once into a zero-padded buffer, then each
     output pixel takes all 9 taps from registers for 4 output channels at a time (36 FMAs per 9
     loads and 4 accumulator updates, against 4 FMAs per 9 memory operations tap by tap).
     Same tasks as _corr2d: (n, group, block of `ob` output channels, block of `rb` output rows),
-    accumulating in place in the task's rows of `out`.
+    those in [lo, hi) (hi < 0: to the last), accumulating in place in the task's rows of `out`.
     """
     N, C, H, W = x.shape
     O, Cg = w.shape[0], w.shape[1]
@@ -123,9 +134,9 @@ def _corr2d_3x3(x, w, b, out, sh, sw, ph, pw, dh, dw, groups, ob, rb):
     nob = (Og + ob - 1) // ob
     nrb = (OH + rb - 1) // rb
     Wp = (OW - 1) * sw + 2 * dw + 1  # padded row: column j holds input column j - pw
-    lo = min(Wp, max(0, pw))
-    hi = max(lo, min(Wp, W + pw))
-    for t in prange(N * groups * nob * nrb):
+    j0 = min(Wp, max(0, pw))
+    j1 = max(j0, min(Wp, W + pw))
+    for t in range(lo, N * groups * nob * nrb if hi < 0 else hi):
         r = t % nrb
         q = t // nrb
         bi = q % nob
@@ -148,11 +159,11 @@ def _corr2d_3x3(x, w, b, out, sh, sw, ph, pw, dh, dw, groups, ob, rb):
                     if iy < 0 or iy >= H:
                         dst[:] = 0
                     else:
-                        dst[hi:] = 0
-                        dst[:lo] = 0
+                        dst[j1:] = 0
+                        dst[:j0] = 0
                         src = x[n, ci, iy]
-                        for k in range(hi - lo):
-                            dst[lo + k] = src[lo - pw + k]
+                        for k in range(j1 - j0):
+                            dst[j0 + k] = src[j0 - pw + k]
                 # the 9 taps as slices indexed from 0 (no negative-index test, so LLVM vectorizes),
                 # contiguous ones for stride 1 (a runtime step of 1 would compile to gathers)
                 if sw == 1:
@@ -168,34 +179,50 @@ def _corr2d_3x3(x, w, b, out, sh, sw, ph, pw, dh, dw, groups, ob, rb):
                     _taps3x3(out, n, oy, w, o0, n_oc, c, OW, s0a, s0b, s0c, s1a, s1b, s1c, s2a, s2b, s2c)
 
 
+@njit(cache=True, nogil=True, parallel=True)
+def _corr2d_3x3_parallel(x, w, b, out, sh, sw, ph, pw, dh, dw, groups, ob, rb, n, k):
+    for t in prange(k):
+        lo, hi = threads.part(n, t, k)
+        _corr2d_3x3(x, w, b, out, sh, sw, ph, pw, dh, dw, groups, ob, rb, lo, hi)
+
+
 @njit(cache=True, fastmath=_FASTMATH, nogil=True)
-def _corr2d_3x3_padded(xp, w, b, out, dh, dw, groups, ob):
+def _corr2d_3x3_padded(xp, w, b, out, dh, dw, groups, ob, lo=0, hi=-1):
     """_corr2d_3x3 at stride 1 on an input padded beforehand (xp: zeros around x, OH + 2*dh rows and
     OW + 2*dw columns): the taps read the rows of xp in place instead of copying three rows per
-    output row, channel and block."""
+    output row, channel and block. Tasks (n, group, block of `ob` output channels, output row),
+    those in [lo, hi) (hi < 0: to the last), each owning its row of the block."""
     N = xp.shape[0]
     O, Cg = w.shape[0], w.shape[1]
     OH, OW = out.shape[2], out.shape[3]
     Og = O // groups
     nob = (Og + ob - 1) // ob
-    for t in prange(N * groups * nob):
-        bi = t % nob
-        q = t // nob
+    for t in range(lo, N * groups * nob * OH if hi < 0 else hi):
+        oy = t % OH
+        q = t // OH
+        bi = q % nob
+        q = q // nob
         group = q % groups
         n = q // groups
         o0 = group * Og + bi * ob
         n_oc = min(ob, group * Og + Og - o0)
-        for oy in range(OH):
-            for j in range(n_oc):
-                orow = out[n, o0 + j, oy]
-                for ox in range(OW):
-                    orow[ox] = b[o0 + j]
-            for c in range(Cg):
-                ci = group * Cg + c
-                r0, r1, r2 = xp[n, ci, oy], xp[n, ci, oy + dh], xp[n, ci, oy + 2 * dh]
-                _taps3x3(out, n, oy, w, o0, n_oc, c, OW, r0[0:OW], r0[dw:dw + OW], r0[2 * dw:2 * dw + OW],
-                         r1[0:OW], r1[dw:dw + OW], r1[2 * dw:2 * dw + OW],
-                         r2[0:OW], r2[dw:dw + OW], r2[2 * dw:2 * dw + OW])
+        for j in range(n_oc):
+            orow = out[n, o0 + j, oy]
+            for ox in range(OW):
+                orow[ox] = b[o0 + j]
+        for c in range(Cg):
+            ci = group * Cg + c
+            r0, r1, r2 = xp[n, ci, oy], xp[n, ci, oy + dh], xp[n, ci, oy + 2 * dh]
+            _taps3x3(out, n, oy, w, o0, n_oc, c, OW, r0[0:OW], r0[dw:dw + OW], r0[2 * dw:2 * dw + OW],
+                     r1[0:OW], r1[dw:dw + OW], r1[2 * dw:2 * dw + OW],
+                     r2[0:OW], r2[dw:dw + OW], r2[2 * dw:2 * dw + OW])
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _corr2d_3x3_padded_parallel(xp, w, b, out, dh, dw, groups, ob, n, k):
+    for t in prange(k):
+        lo, hi = threads.part(n, t, k)
+        _corr2d_3x3_padded(xp, w, b, out, dh, dw, groups, ob, lo, hi)
 
 
 @njit(cache=True, inline="always")
@@ -219,16 +246,17 @@ def _dot9(t, r, i):
 
 
 @njit(cache=True, fastmath=_FASTMATH, nogil=True)
-def _corr2d_3x3_rgb(xp, w, b, out, dh, dw):
+def _corr2d_3x3_rgb(xp, w, b, out, dh, dw, lo=0, hi=-1):
     """_corr2d_3x3_padded for three input channels and one group (a first layer on RGB): each
     output pixel of two output channels at a time takes all 27 taps from registers and is stored
-    once, instead of one pass per input channel over the output row.
-    An odd last output channel pairs with itself (its values are written twice)."""
+    once, instead of one pass per input channel over the output row. Tasks (n, pair of output
+    channels), those in [lo, hi) (hi < 0: to the last); an odd last output channel pairs with
+    itself (its values are written twice, by its one task)."""
     N = xp.shape[0]
     O = w.shape[0]
     OH, OW = out.shape[2], out.shape[3]
     P = (O + 1) // 2
-    for t in range(N * P):
+    for t in range(lo, N * P if hi < 0 else hi):
         n = t // P
         o = 2 * (t % P)
         o1 = min(o + 1, O - 1)
@@ -247,18 +275,26 @@ def _corr2d_3x3_rgb(xp, w, b, out, dh, dw):
                 yc[i] = vc
 
 
+@njit(cache=True, nogil=True, parallel=True)
+def _corr2d_3x3_rgb_parallel(xp, w, b, out, dh, dw, n, k):
+    for t in prange(k):
+        lo, hi = threads.part(n, t, k)
+        _corr2d_3x3_rgb(xp, w, b, out, dh, dw, lo, hi)
+
+
 @njit(cache=True, fastmath=_FASTMATH, nogil=True)
-def _corr2d_grad_weight(g, x, dwt, sh, sw, ph, pw, dh, dw, groups):
+def _corr2d_grad_weight(g, x, dwt, sh, sw, ph, pw, dh, dw, groups, lo=0, hi=-1):
     """dwt[k, o, c, ky, kx] = sum_{n, oy, ox} g[k, n, o, oy, ox]
                                  * x[n, group*Cg + c, oy*sh - ph + ky*dh, ox*sw - pw + kx*dw], group = o // Og.
 
-    k indexes seeds. One loop over independent tasks (k, o, c): each owns one (KH, KW) filter of `dwt`.
+    k indexes seeds. One loop over the independent tasks (k, o, c) in [lo, hi) (hi < 0: to the
+    last): each owns one (KH, KW) filter of `dwt`.
     """
     K, N, O, OH, OW = g.shape
     H, W = x.shape[2], x.shape[3]
     Cg, KH, KW = dwt.shape[2], dwt.shape[3], dwt.shape[4]
     Og = O // groups
-    for t in prange(K * O * Cg):
+    for t in range(lo, K * O * Cg if hi < 0 else hi):
         c = t % Cg
         o = (t // Cg) % O
         k = t // (Cg * O)
@@ -274,19 +310,26 @@ def _corr2d_grad_weight(g, x, dwt, sh, sw, ph, pw, dh, dw, groups):
                     xrow = x[n, ci, iy]
                     for kx in range(KW):
                         off = kx * dw - pw
-                        lo = max(0, -(off // sw))
-                        hi = min(OW, (W - 1 - off) // sw + 1)
-                        if lo >= hi:
+                        ox0 = max(0, -(off // sw))
+                        ox1 = min(OW, (W - 1 - off) // sw + 1)
+                        if ox0 >= ox1:
                             continue
-                        xs = xrow[lo * sw + off:(hi - 1) * sw + off + 1:sw]
-                        gs = grow[lo:hi]
+                        xs = xrow[ox0 * sw + off:(ox1 - 1) * sw + off + 1:sw]
+                        gs = grow[ox0:ox1]
                         s = dwt.dtype.type(0)  # row sums in the input dtype (vectorizes), totals in float64
-                        for i in range(hi - lo):
+                        for i in range(ox1 - ox0):
                             s += gs[i] * xs[i]
                         acc[ky, kx] += s
         for ky in range(KH):
             for kx in range(KW):
                 dwt[k, o, c, ky, kx] = acc[ky, kx]
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _corr2d_grad_weight_parallel(g, x, dwt, sh, sw, ph, pw, dh, dw, groups, n, k):
+    for t in prange(k):
+        lo, hi = threads.part(n, t, k)
+        _corr2d_grad_weight(g, x, dwt, sh, sw, ph, pw, dh, dw, groups, lo, hi)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -340,7 +383,7 @@ def _check(x_shape, w_shape, stride, padding, dilation, groups):
 
 def _block(o_per_group, n_out_rows, n_tasks_other):
     """Output-channel block (register/L1 reuse of an input row) and row block (rows halved until there
-    are at least 8 tasks; the kernels run their tasks in one serial loop, so it sets only a task's size)."""
+    are at least 8 tasks, so that the parts of the tasks on the kernels' threads come out even)."""
     ob = min(8, o_per_group)
     rb = n_out_rows
     while rb > 1 and n_tasks_other * ((n_out_rows + rb - 1) // rb) < 8:
@@ -361,29 +404,28 @@ def _padded(x, p, size):
 
 
 def _direct(x, w, b, out_shape, s, p, d, groups):
+    """The direct kernels, in parts of their tasks on the kernels' threads when large."""
     out = np.empty(out_shape, dtype=x.dtype)
-    Og = w.shape[0] // groups
-    ob, rb = _block(Og, out_shape[2], out_shape[0] * groups * ((Og + 7) // 8))
+    N, O, OH, OW = out_shape
+    Og = O // groups
+    ob, rb = _block(Og, OH, N * groups * ((Og + 7) // 8))
+    nob = (Og + ob - 1) // ob
+    work = max(x.size, out.size)
     if w.shape[2] == 3 and w.shape[3] == 3 and s == (1, 1):
-        size = (out_shape[2] + 2 * d[0], out_shape[3] + 2 * d[1])
-        if groups == 1 and w.shape[1] == 3 and x.shape[0] == 1:  # one image: halves of the channel pairs
-            xp = _padded(x, p, size)
-            threads.split_image((w.shape[0] + 1) // 2, max(x.size, out.size), lambda q0, q1: _corr2d_3x3_rgb(
-                xp, w[2 * q0:2 * q1], b[2 * q0:2 * q1], out[:, 2 * q0:2 * q1], d[0], d[1]))
-            return out
-
-        def work(n0, n1):
-            xp = _padded(x[n0:n1], p, size)
-            if groups == 1 and w.shape[1] == 3:
-                _corr2d_3x3_rgb(xp, w, b, out[n0:n1], d[0], d[1])
-            else:
-                _corr2d_3x3_padded(xp, w, b, out[n0:n1], d[0], d[1], groups, ob)
-
-        threads.split_batch(x.shape[0], out.size, work)
-    elif w.shape[2] == 3 and w.shape[3] == 3:
-        _corr2d_3x3(x, w, b, out, s[0], s[1], p[0], p[1], d[0], d[1], groups, ob, rb)
+        xp = _padded(x, p, (OH + 2 * d[0], OW + 2 * d[1]))
+        if groups == 1 and w.shape[1] == 3:
+            threads.run(_corr2d_3x3_rgb, _corr2d_3x3_rgb_parallel, N * ((O + 1) // 2), work, xp, w, b, out, d[0], d[1])
+        else:
+            threads.run(_corr2d_3x3_padded, _corr2d_3x3_padded_parallel, N * groups * nob * OH, work,
+                        xp, w, b, out, d[0], d[1], groups, ob)
+        return out
+    tasks = N * groups * nob * ((OH + rb - 1) // rb)
+    if w.shape[2] == 3 and w.shape[3] == 3:
+        threads.run(_corr2d_3x3, _corr2d_3x3_parallel, tasks, work,
+                    x, w, b, out, s[0], s[1], p[0], p[1], d[0], d[1], groups, ob, rb)
     else:
-        _corr2d(x, w, b, out, s[0], s[1], p[0], p[1], d[0], d[1], groups, ob, rb)
+        threads.run(_corr2d, _corr2d_parallel, tasks, work, x, w, b, out, s[0], s[1], p[0], p[1], d[0], d[1], groups,
+                    ob, rb)
     return out
 
 
@@ -607,7 +649,8 @@ def conv2d_grad_weight(g, x, w_shape, stride=1, padding=0, dilation=1, groups=1,
     if algorithm is ConvAlgorithm.GEMM:
         return im2col.conv2d_grad_weight_gemm(g5, x, w_shape, s, p, d, groups).reshape(seeds + w_shape)
     dwt = np.empty((g5.shape[0],) + w_shape, g2.dtype)
-    _corr2d_grad_weight(g5, x, dwt, s[0], s[1], p[0], p[1], d[0], d[1], groups)
+    threads.run(_corr2d_grad_weight, _corr2d_grad_weight_parallel, dwt.shape[0] * w_shape[0] * w_shape[1],
+                max(g5.size, x.size), g5, x, dwt, s[0], s[1], p[0], p[1], d[0], d[1], groups)
     return dwt.reshape(seeds + w_shape)
 
 

@@ -14,6 +14,9 @@ of 4x4) would spend their time on loop overhead, a few columns per row: those ru
 instead (`_forward_nhwc`, `_grad_input_nhwc`), where the inner loop runs over the channels of a
 pixel; `channels_last_pays` weighs the two.
 
+Large calls run in parts on the kernels' threads (`threads.run`): parts of the (image, channel)
+planes, or of the channels in channels-last order.
+
 Arguments are already checked and normalized by the wrappers in `conv2d.py`.
 """
 import numpy as np
@@ -27,8 +30,8 @@ _FASTMATH = {"reassoc", "contract"}
 
 
 @njit(cache=True, fastmath=_FASTMATH, nogil=True)
-def _forward(x, w, b, out, sh, sw, ph, pw, dh, dw, t0, t1):
-    """For the planes t = n*C + c in [t0, t1) and o = c*m + j (m = O // C, j < m):
+def _forward(x, w, b, out, sh, sw, ph, pw, dh, dw, lo, hi):
+    """For the planes t = n*C + c in [lo, hi) and o = c*m + j (m = O // C, j < m):
 
         out[n, o, oy, ox] = b[o] + sum_{ky, kx} w[o, 0, ky, kx] * x[n, c, oy*sh - ph + ky*dh, ox*sw - pw + kx*dw]
 
@@ -44,7 +47,7 @@ def _forward(x, w, b, out, sh, sw, ph, pw, dh, dw, t0, t1):
     r0, r1 = max(0, ph), min(Hp, H + ph)
     c0, c1 = max(0, pw), min(Wp, W + pw)
     buf = np.zeros((sw, Hp, Wq), dtype=out.dtype)  # its border stays zero: every plane fills the same interior
-    for t in prange(t0, t1):
+    for t in range(lo, hi):
         n = t // C
         c = t % C
         for r in range(r0, r1):
@@ -72,9 +75,16 @@ def _forward(x, w, b, out, sh, sw, ph, pw, dh, dw, t0, t1):
                             orow[ox] += wv * seg[ox]
 
 
+@njit(cache=True, nogil=True, parallel=True)
+def _forward_parallel(x, w, b, out, sh, sw, ph, pw, dh, dw, n, k):
+    for t in prange(k):
+        lo, hi = threads.part(n, t, k)
+        _forward(x, w, b, out, sh, sw, ph, pw, dh, dw, lo, hi)
+
+
 @njit(cache=True, fastmath=_FASTMATH, nogil=True)
-def _grad_input(g, w, dx, sh, sw, ph, pw, dh, dw, t0, t1):
-    """The adjoint of `_forward` for the planes t = n*C + c in [t0, t1):
+def _grad_input(g, w, dx, sh, sw, ph, pw, dh, dw, lo, hi):
+    """The adjoint of `_forward` for the planes t = n*C + c in [lo, hi):
 
         dx[n, c, iy, ix] = sum over j < m, ky, kx, oy, ox with iy = oy*sh - ph + ky*dh and
                            ix = ox*sw - pw + kx*dw of w[c*m + j, 0, ky, kx] * g[n, c*m + j, oy, ox].
@@ -89,7 +99,7 @@ def _grad_input(g, w, dx, sh, sw, ph, pw, dh, dw, t0, t1):
     r0, r1 = max(0, ph), min(Hp, H + ph)
     c0, c1 = max(0, pw), min(Wp, W + pw)
     buf = np.empty((sw, Hp, Wq), dtype=dx.dtype)  # the padded plane, in column phases as in _forward
-    for t in prange(t0, t1):
+    for t in range(lo, hi):
         n = t // C
         c = t % C
         buf[:, :, :] = 0
@@ -117,6 +127,13 @@ def _grad_input(g, w, dx, sh, sw, ph, pw, dh, dw, t0, t1):
                     dst[i] = src[i]
 
 
+@njit(cache=True, nogil=True, parallel=True)
+def _grad_input_parallel(g, w, dx, sh, sw, ph, pw, dh, dw, n, k):
+    for t in prange(k):
+        lo, hi = threads.part(n, t, k)
+        _grad_input(g, w, dx, sh, sw, ph, pw, dh, dw, lo, hi)
+
+
 @njit(cache=True, fastmath=_FASTMATH, nogil=True)
 def _forward_nhwc(xt, wt, b, yt, sh, sw, dh, dw, c0, c1):
     """Channels-last, multiplier 1, on a zero-padded xt (N, Hp, Wp, C) and wt (kh, kw, C), for the
@@ -127,7 +144,7 @@ def _forward_nhwc(xt, wt, b, yt, sh, sw, dh, dw, c0, c1):
     N, OH, OW = yt.shape[0], yt.shape[1], yt.shape[2]
     KH, KW = wt.shape[0], wt.shape[1]
     bs = b[c0:c1]
-    for t in prange(N * OH):
+    for t in range(N * OH):
         n = t // OH
         oy = t % OH
         for ox in range(OW):
@@ -140,6 +157,13 @@ def _forward_nhwc(xt, wt, b, yt, sh, sw, dh, dw, c0, c1):
                     ws = wt[ky, kx, c0:c1]
                     for i in range(c1 - c0):
                         acc[i] += ws[i] * xs[i]
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _forward_nhwc_parallel(xt, wt, b, yt, sh, sw, dh, dw, n, k):
+    for t in prange(k):
+        c0, c1 = threads.part(n, t, k)
+        _forward_nhwc(xt, wt, b, yt, sh, sw, dh, dw, c0, c1)
 
 
 @njit(cache=True, fastmath=_FASTMATH, nogil=True)
@@ -157,6 +181,13 @@ def _grad_input_nhwc(gt, wt, dxt, sh, sw, dh, dw, c0, c1):
                         ws = wt[ky, kx, c0:c1]
                         for i in range(c1 - c0):
                             ds[i] += ws[i] * gs[i]
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _grad_input_nhwc_parallel(gt, wt, dxt, sh, sw, dh, dw, n, k):
+    for t in prange(k):
+        c0, c1 = threads.part(n, t, k)
+        _grad_input_nhwc(gt, wt, dxt, sh, sw, dh, dw, c0, c1)
 
 
 @njit(cache=True, fastmath=_FASTMATH, nogil=True)
@@ -226,16 +257,12 @@ def depthwise_forward(x, w, b, out_shape, s, p, d):
         im2col._to_nhwc(x, xt, 0, 0, 1, 1, p[0], p[1])
         wt = np.ascontiguousarray(w[:, 0].transpose(1, 2, 0))
         yt = np.empty((N, OH, OW, C), x.dtype)
-        threads.split_batch(C, yt.size, lambda c0, c1: _forward_nhwc(xt, wt, b, yt, s[0], s[1], d[0], d[1], c0, c1))
+        threads.run(_forward_nhwc, _forward_nhwc_parallel, C, yt.size, xt, wt, b, yt, s[0], s[1], d[0], d[1])
         out = np.empty(out_shape, x.dtype)
         _from_nhwc(yt, out, 0, 0)
         return out
     out = np.empty(out_shape, x.dtype)
-
-    def planes(t0, t1):
-        _forward(x, w, b, out, s[0], s[1], p[0], p[1], d[0], d[1], t0, t1)
-
-    threads.split_batch(x.shape[0] * x.shape[1], out.size, planes)
+    threads.run(_forward, _forward_parallel, N * C, out.size, x, w, b, out, s[0], s[1], p[0], p[1], d[0], d[1])
     return out
 
 
@@ -250,14 +277,11 @@ def depthwise_grad_input(g, w, x_shape, s, p, d):
         im2col._to_nhwc(g, gt, 0, 0, 1, 1, 0, 0)
         wt = np.ascontiguousarray(w[:, 0].transpose(1, 2, 0))
         dxt = np.zeros((M, max(Hp, H + p[0]), max(Wp, W + p[1]), C), g.dtype)
-        threads.split_batch(C, g.size, lambda c0, c1: _grad_input_nhwc(gt, wt, dxt, s[0], s[1], d[0], d[1], c0, c1))
+        threads.run(_grad_input_nhwc, _grad_input_nhwc_parallel, C, g.size, gt, wt, dxt, s[0], s[1], d[0], d[1])
         dx = np.empty(x_shape, g.dtype)
         _from_nhwc(dxt, dx, p[0], p[1])
         return dx
     dx = np.empty(x_shape, g.dtype)
-
-    def planes(t0, t1):
-        _grad_input(g, w, dx, s[0], s[1], p[0], p[1], d[0], d[1], t0, t1)
-
-    threads.split_batch(x_shape[0] * x_shape[1], max(g.size, dx.size), planes)
+    threads.run(_grad_input, _grad_input_parallel, M * C, max(g.size, dx.size), g, w, dx, s[0], s[1], p[0], p[1],
+                d[0], d[1])
     return dx

@@ -3,8 +3,10 @@ count_include_pad, divisor_override), adaptive_avg_pool2d, adaptive_max_pool2d.
 
 Every pooling here is a window per output row [y0, y1) times a window per output column
 [x0, x1), clipped to the image; the wrappers build these tables with NumPy and two kernel
-pairs do the work. Kernels loop over (n, c) planes: each iteration owns its plane of
-the output (forward) or of dx (backward, a scatter-add), so writes never overlap.
+pairs do the work. Kernels loop over a range [lo, hi) of the flattened (n, c) planes: each
+iteration owns its plane of the output (forward) or of dx (backward, a scatter-add), so writes
+never overlap, and large calls run in parts of their planes on the kernels' threads
+(`threads.run`).
 """
 import math
 
@@ -18,11 +20,12 @@ from .conv2d import _fold_seeds, _float_array, _pair
 
 
 @njit(cache=True, nogil=True)
-def _max_pool(x, out, idx, y0, y1, x0, x1):
-    """out = max over each window, idx = flat index iy*W + ix of the max (PyTorch: the first, NaN wins)."""
-    N, C, H, W = x.shape
+def _max_pool(x, out, idx, y0, y1, x0, x1, lo, hi):
+    """out = max over each window, idx = flat index iy*W + ix of the max (PyTorch: the first, NaN
+    wins), for the flattened (n, c) planes in [lo, hi)."""
+    C, W = x.shape[1], x.shape[3]
     OH, OW = out.shape[2], out.shape[3]
-    for t in prange(N * C):
+    for t in range(lo, hi):
         n = t // C
         c = t % C
         for oy in range(OH):
@@ -39,13 +42,20 @@ def _max_pool(x, out, idx, y0, y1, x0, x1):
                 idx[n, c, oy, ox] = bi
 
 
+@njit(cache=True, nogil=True, parallel=True)
+def _max_pool_parallel(x, out, idx, y0, y1, x0, x1, n, k):
+    for t in prange(k):
+        lo, hi = threads.part(n, t, k)
+        _max_pool(x, out, idx, y0, y1, x0, x1, lo, hi)
+
+
 @njit(cache=True, nogil=True)
-def _max_pool_dilated(x, out, idx, ys, xs, kh, kw, dh, dw):
+def _max_pool_dilated(x, out, idx, ys, xs, kh, kw, dh, dw, lo, hi):
     """_max_pool for dilated windows: output (oy, ox) reads x[ys[oy] + i*dh, xs[ox] + j*dw] for i < kh,
     j < kw where that is inside the plane (padding is -inf); same scan order and NaN rule."""
-    N, C, H, W = x.shape
+    C, H, W = x.shape[1], x.shape[2], x.shape[3]
     OH, OW = out.shape[2], out.shape[3]
-    for t in prange(N * C):
+    for t in range(lo, hi):
         n = t // C
         c = t % C
         for oy in range(OH):
@@ -68,16 +78,23 @@ def _max_pool_dilated(x, out, idx, ys, xs, kh, kw, dh, dw):
                 idx[n, c, oy, ox] = bi
 
 
+@njit(cache=True, nogil=True, parallel=True)
+def _max_pool_dilated_parallel(x, out, idx, ys, xs, kh, kw, dh, dw, n, k):
+    for t in prange(k):
+        lo, hi = threads.part(n, t, k)
+        _max_pool_dilated(x, out, idx, ys, xs, kh, kw, dh, dw, lo, hi)
+
+
 @njit(cache=True, nogil=True)
-def _max_pool_2x2(x, out, idx):
+def _max_pool_2x2(x, out, idx, lo, hi):
     """_max_pool for 2x2 windows at stride 2 without padding (tested against it): the four
     candidates of each window compared in the generic kernel's order, branch-free (selects, and
     `v != v` for NaN), read at 2*ox and 2*ox + 1 of slices of two input rows that start at 0 (no
     negative-index test), so that LLVM can vectorize the loop; rows narrower than one vector run
     scalar, still without the window tables."""
-    N, C, H, W = x.shape
+    C, W = x.shape[1], x.shape[3]
     OH, OW = out.shape[2], out.shape[3]
-    for t in prange(N * C):
+    for t in range(lo, hi):
         n = t // C
         c = t % C
         for oy in range(OH):
@@ -105,12 +122,20 @@ def _max_pool_2x2(x, out, idx):
                 irow[ox] = base + 2 * ox + k
 
 
+@njit(cache=True, nogil=True, parallel=True)
+def _max_pool_2x2_parallel(x, out, idx, n, k):
+    for t in prange(k):
+        lo, hi = threads.part(n, t, k)
+        _max_pool_2x2(x, out, idx, lo, hi)
+
+
 @njit(cache=True, nogil=True)
-def _max_pool_grad(g, idx, dx):
-    """dx[m, c, idx] += g[m, c]; g is (M, C, OH, OW) with M = K*N seeds folded in, idx is (N, C, OH, OW)."""
-    M, C, OH, OW = g.shape
+def _max_pool_grad(g, idx, dx, lo, hi):
+    """dx[m, c, idx] += g[m, c] for the flattened (m, c) planes in [lo, hi); g is (M, C, OH, OW)
+    with M = K*N seeds folded in, idx is (N, C, OH, OW)."""
+    C, OH, OW = g.shape[1], g.shape[2], g.shape[3]
     N = idx.shape[0]
-    for t in prange(M * C):
+    for t in range(lo, hi):
         m = t // C
         c = t % C
         plane = dx[m, c]
@@ -120,12 +145,20 @@ def _max_pool_grad(g, idx, dx):
                 plane[idx[m % N, c, oy, ox]] += g[m, c, oy, ox]
 
 
-@njit(cache=True, fastmath={"reassoc", "contract"})
-def _box_pool(x, out, y0, y1, x0, x1, div):
-    """out[n, c, oy, ox] = sum of x over the window / div[oy, ox]."""
-    N, C = x.shape[0], x.shape[1]
+@njit(cache=True, nogil=True, parallel=True)
+def _max_pool_grad_parallel(g, idx, dx, n, k):
+    for t in prange(k):
+        lo, hi = threads.part(n, t, k)
+        _max_pool_grad(g, idx, dx, lo, hi)
+
+
+@njit(cache=True, nogil=True, fastmath={"reassoc", "contract"})
+def _box_pool(x, out, y0, y1, x0, x1, div, lo, hi):
+    """out[n, c, oy, ox] = sum of x over the window / div[oy, ox], for the flattened (n, c) planes
+    in [lo, hi)."""
+    C = x.shape[1]
     OH, OW = out.shape[2], out.shape[3]
-    for t in prange(N * C):
+    for t in range(lo, hi):
         n = t // C
         c = t % C
         for oy in range(OH):
@@ -137,11 +170,18 @@ def _box_pool(x, out, y0, y1, x0, x1, div):
                 out[n, c, oy, ox] = s / div[oy, ox]
 
 
-@njit(cache=True, fastmath={"reassoc", "contract"})
-def _box_pool_grad(g, dx, y0, y1, x0, x1, div):
+@njit(cache=True, nogil=True, parallel=True)
+def _box_pool_parallel(x, out, y0, y1, x0, x1, div, n, k):
+    for t in prange(k):
+        lo, hi = threads.part(n, t, k)
+        _box_pool(x, out, y0, y1, x0, x1, div, lo, hi)
+
+
+@njit(cache=True, nogil=True, fastmath={"reassoc", "contract"})
+def _box_pool_grad(g, dx, y0, y1, x0, x1, div, lo, hi):
     """Adjoint of _box_pool: every x in a window gets g / div of that window."""
-    M, C, OH, OW = g.shape
-    for t in prange(M * C):
+    C, OH, OW = g.shape[1], g.shape[2], g.shape[3]
+    for t in range(lo, hi):
         m = t // C
         c = t % C
         plane = dx[m, c]
@@ -152,6 +192,19 @@ def _box_pool_grad(g, dx, y0, y1, x0, x1, div):
                 for iy in range(y0[oy], y1[oy]):
                     for ix in range(x0[ox], x1[ox]):
                         plane[iy, ix] += v
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _box_pool_grad_parallel(g, dx, y0, y1, x0, x1, div, n, k):
+    for t in prange(k):
+        lo, hi = threads.part(n, t, k)
+        _box_pool_grad(g, dx, y0, y1, x0, x1, div, lo, hi)
+
+
+def _planes_run(serial, parallel, out, other, *args):
+    """serial(*args, lo, hi) over the N*C planes of `out`, in parts on the kernels' threads when
+    `out` or `other` (the call's input) is large (`threads.run`)."""
+    threads.run(serial, parallel, out.shape[0] * out.shape[1], max(out.size, other.size), *args)
 
 
 def _window_starts(size, kernel, stride, padding, name, dilation=1, ceil_mode=False):
@@ -242,24 +295,24 @@ def max_pool2d_forward(x, kernel_size, stride=None, padding=0, dilation=1, ceil_
         xs = _window_starts(x.shape[3], k[1], s[1], p[1], "max_pool2d", d[1], ceil_mode)
         out = np.empty(x.shape[:2] + (len(ys), len(xs)), x.dtype)
         idx = np.empty(out.shape, _index_dtype(x.shape))
-        _max_pool_dilated(x, out, idx, ys, xs, k[0], k[1], d[0], d[1])
+        _planes_run(_max_pool_dilated, _max_pool_dilated_parallel, out, x, x, out, idx, ys, xs, k[0], k[1], d[0], d[1])
         return out, idx
     if ceil_mode:
         (y0, y1), (x0, x1), _ = _pool_windows(x.shape, kernel_size, _stride_or_kernel(kernel_size, stride), padding,
                                               "max_pool2d", True)
         out = np.empty(x.shape[:2] + (len(y0), len(x0)), x.dtype)
         idx = np.empty(out.shape, _index_dtype(x.shape))
-        _max_pool(x, out, idx, y0, y1, x0, x1)
+        _planes_run(_max_pool, _max_pool_parallel, out, x, x, out, idx, y0, y1, x0, x1)
         return out, idx
     if _is_2x2_stride_2(kernel_size, stride, padding) and x.shape[2] >= 2 and x.shape[3] >= 2:
         out = np.empty(x.shape[:2] + (x.shape[2] // 2, x.shape[3] // 2), x.dtype)  # no window tables
         idx = np.empty(out.shape, _index_dtype(x.shape))
-        threads.split_batch(x.shape[0], x.size, lambda n0, n1: _max_pool_2x2(x[n0:n1], out[n0:n1], idx[n0:n1]))
+        _planes_run(_max_pool_2x2, _max_pool_2x2_parallel, out, x, x, out, idx)
         return out, idx
     (y0, y1), (x0, x1), _ = _pool_windows(x.shape, kernel_size, stride, padding, "max_pool2d")
     out = np.empty(x.shape[:2] + (len(y0), len(x0)), x.dtype)
     idx = np.empty(out.shape, _index_dtype(x.shape))
-    _max_pool(x, out, idx, y0, y1, x0, x1)
+    _planes_run(_max_pool, _max_pool_parallel, out, x, x, out, idx, y0, y1, x0, x1)
     return out, idx
 
 
@@ -269,11 +322,7 @@ def max_pool2d_grad_input(g, indices, x_shape):
     indices = _indices(indices)
     g2, seeds = _grad_out(g, x_shape, indices.shape[2:], "max_pool2d")
     dx = np.empty((g2.shape[0], x_shape[1], x_shape[2] * x_shape[3]), g2.dtype)
-    if g2.shape[0] == indices.shape[0]:  # no seed dimensions: halves of the batch
-        threads.split_batch(g2.shape[0], dx.size,
-                            lambda n0, n1: _max_pool_grad(g2[n0:n1], indices[n0:n1], dx[n0:n1]))
-    else:
-        _max_pool_grad(g2, indices, dx)
+    _planes_run(_max_pool_grad, _max_pool_grad_parallel, dx, g2, g2, indices, dx)
     return dx.reshape(seeds + x_shape)
 
 
@@ -317,7 +366,7 @@ def _adaptive_tables(x_shape, output_size):
 def _box_forward(x, tables):
     y0, y1, x0, x1, div = tables
     out = np.empty(x.shape[:2] + div.shape, x.dtype)
-    _box_pool(x, out, y0, y1, x0, x1, div.astype(x.dtype))
+    _planes_run(_box_pool, _box_pool_parallel, out, x, x, out, y0, y1, x0, x1, div.astype(x.dtype))
     return out
 
 
@@ -325,7 +374,7 @@ def _box_grad(g, x_shape, tables, name):
     y0, y1, x0, x1, div = tables
     g2, seeds = _grad_out(g, x_shape, div.shape, name)
     dx = np.empty((g2.shape[0],) + x_shape[1:], g2.dtype)
-    _box_pool_grad(g2, dx, y0, y1, x0, x1, div.astype(g2.dtype))
+    _planes_run(_box_pool_grad, _box_pool_grad_parallel, dx, g2, g2, dx, y0, y1, x0, x1, div.astype(g2.dtype))
     return dx.reshape(seeds + x_shape)
 
 
@@ -372,7 +421,7 @@ def adaptive_max_pool2d_forward(x, output_size):
     y0, y1, x0, x1, _ = _adaptive_tables(x.shape, output_size)
     out = np.empty(x.shape[:2] + (len(y0), len(x0)), x.dtype)
     idx = np.empty(out.shape, _index_dtype(x.shape))
-    _max_pool(x, out, idx, y0, y1, x0, x1)
+    _planes_run(_max_pool, _max_pool_parallel, out, x, x, out, idx, y0, y1, x0, x1)
     return out, idx
 
 

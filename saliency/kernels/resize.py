@@ -5,10 +5,10 @@ index and weight conventions for nearest and bilinear with either align_corners)
 PyTorch's conventions: nearest takes source index floor(i / s); bilinear takes source
 coordinate (i + 0.5) / s - 0.5, clamped at 0, between rows y0 = floor and y1 = min(y0 + 1,
 H - 1) with weight l1 = coordinate - y0 on y1 and l0 = 1 - l1 on y0 (likewise for columns).
-The wrappers build these per-row/per-column tables; kernels loop over (n, c)
-planes, each call owning its planes (the VJPs scatter-add within them). Bilinear resampling runs
-in two separable passes (columns of every input row read, then rows), and large calls split their
-planes over two threads.
+The wrappers build these per-row/per-column tables; kernels loop over a range of the (n, c)
+planes, each call owning its planes (the VJPs scatter-add within them), and large calls run in
+parts of their planes on the kernels' threads (`threads.run`). Bilinear resampling runs in two
+separable passes (columns of every input row read, then rows).
 """
 import math
 
@@ -22,10 +22,11 @@ from .conv2d import _fold_seeds, _float_array
 from .window import _planes, _separable_grad
 
 
-@njit(cache=True)
-def _nearest(x, out, s):
-    N, C, H, W = x.shape
-    for t in prange(N * C):
+@njit(cache=True, nogil=True)
+def _nearest(x, out, s, lo, hi):
+    """out = x with each pixel repeated s x s times, for the flattened (n, c) planes in [lo, hi)."""
+    C, H, W = x.shape[1], x.shape[2], x.shape[3]
+    for t in range(lo, hi):
         n = t // C
         c = t % C
         for oy in range(H * s):
@@ -35,11 +36,19 @@ def _nearest(x, out, s):
                 dst[ox] = src[ox // s]
 
 
-@njit(cache=True)
-def _nearest_grad(g, dx, s):
-    """dx[m, c, iy, ix] = sum of g over the s x s block it was copied to."""
-    M, C, H, W = dx.shape
-    for t in prange(M * C):
+@njit(cache=True, nogil=True, parallel=True)
+def _nearest_parallel(x, out, s, n, k):
+    for t in prange(k):
+        lo, hi = threads.part(n, t, k)
+        _nearest(x, out, s, lo, hi)
+
+
+@njit(cache=True, nogil=True)
+def _nearest_grad(g, dx, s, lo, hi):
+    """dx[m, c, iy, ix] = sum of g over the s x s block it was copied to, for the flattened (m, c)
+    planes in [lo, hi)."""
+    C, H, W = dx.shape[1], dx.shape[2], dx.shape[3]
+    for t in range(lo, hi):
         m = t // C
         c = t % C
         plane = dx[m, c]
@@ -51,6 +60,13 @@ def _nearest_grad(g, dx, s):
                 dst[ox // s] += src[ox]
 
 
+@njit(cache=True, nogil=True, parallel=True)
+def _nearest_grad_parallel(g, dx, s, n, k):
+    for t in prange(k):
+        lo, hi = threads.part(n, t, k)
+        _nearest_grad(g, dx, s, lo, hi)
+
+
 def _rows_read(i0, i1, size):
     """Which of `size` input rows (or columns) a table's outputs read."""
     used = np.zeros(size, np.bool_)
@@ -60,14 +76,14 @@ def _rows_read(i0, i1, size):
 
 
 @njit(cache=True, nogil=True, fastmath={"contract"})
-def _bilinear(x, out, y0, y1, ly0, ly1, x0, x1, lx0, lx1, used, p0, p1):
-    """Planes [p0, p1) of the flattened (N*C) planes, in two separable passes: every input row that
+def _bilinear(x, out, y0, y1, ly0, ly1, x0, x1, lx0, lx1, used, lo, hi):
+    """Planes [lo, hi) of the flattened (N*C) planes, in two separable passes: every input row that
     an output row reads, resampled along the columns once (H x OW scratch), then each output row as
     the weighted sum of its two resampled rows (a contiguous pass)."""
     C, H = x.shape[1], x.shape[2]
     OH, OW = out.shape[2], out.shape[3]
     rows = np.empty((H, OW), x.dtype)
-    for t in range(p0, p1):
+    for t in range(lo, hi):
         n = t // C
         c = t % C
         plane = x[n, c]
@@ -86,14 +102,21 @@ def _bilinear(x, out, y0, y1, ly0, ly1, x0, x1, lx0, lx1, used, p0, p1):
                 dst[ox] = w0 * r0[ox] + w1 * r1[ox]
 
 
+@njit(cache=True, nogil=True, parallel=True)
+def _bilinear_parallel(x, out, y0, y1, ly0, ly1, x0, x1, lx0, lx1, used, n, k):
+    for t in prange(k):
+        lo, hi = threads.part(n, t, k)
+        _bilinear(x, out, y0, y1, ly0, ly1, x0, x1, lx0, lx1, used, lo, hi)
+
+
 @njit(cache=True, nogil=True, fastmath={"contract"})
-def _bilinear_grad(g, dx, y0, y1, ly0, ly1, x0, x1, lx0, lx1, used, p0, p1):
+def _bilinear_grad(g, dx, y0, y1, ly0, ly1, x0, x1, lx0, lx1, used, lo, hi):
     """Adjoint of _bilinear, its two passes in reverse: each g row added into the two resampled rows
     it was made from (contiguous), then each of those rows sent back to its source columns."""
     C, H = dx.shape[1], dx.shape[2]
     OH, OW = g.shape[2], g.shape[3]
     rows = np.empty((H, OW), g.dtype)
-    for t in range(p0, p1):
+    for t in range(lo, hi):
         m = t // C
         c = t % C
         for iy in range(H):
@@ -120,20 +143,31 @@ def _bilinear_grad(g, dx, y0, y1, ly0, ly1, x0, x1, lx0, lx1, used, p0, p1):
                     dst[x1[ox]] += lx1[ox] * src[ox]
 
 
+@njit(cache=True, nogil=True, parallel=True)
+def _bilinear_grad_parallel(g, dx, y0, y1, ly0, ly1, x0, x1, lx0, lx1, used, n, k):
+    for t in prange(k):
+        lo, hi = threads.part(n, t, k)
+        _bilinear_grad(g, dx, y0, y1, ly0, ly1, x0, x1, lx0, lx1, used, lo, hi)
+
+
+def _planes_run(serial, parallel, out, other, *args):
+    """serial(*args, lo, hi) over the N*C planes of `out`, in parts on the kernels' threads when
+    `out` or `other` (the call's input) is large (`threads.run`)."""
+    threads.run(serial, parallel, out.shape[0] * out.shape[1], max(out.size, other.size), *args)
+
+
 def _resample(x, out, tables):
-    """out = the separable resampling of x by `tables` (_tables' eight arrays), planes in two halves
-    on two threads when the output is large (threads.split_batch)."""
+    """out = the separable resampling of x by `tables` (_tables' eight arrays), in parts of the
+    planes on the kernels' threads when large."""
     used = _rows_read(tables[0], tables[1], x.shape[2])
-    planes = x.shape[0] * x.shape[1]
-    threads.split_batch(planes, out.size, lambda p0, p1: _bilinear(x, out, *tables, used, p0, p1))
+    _planes_run(_bilinear, _bilinear_parallel, out, x, x, out, *tables, used)
     return out
 
 
 def _resample_grad(g, dx, tables):
     """dx = the adjoint of _resample applied to g (both folded to planes as in the forward)."""
     used = _rows_read(tables[0], tables[1], dx.shape[2])
-    planes = dx.shape[0] * dx.shape[1]
-    threads.split_batch(planes, g.size, lambda p0, p1: _bilinear_grad(g, dx, *tables, used, p0, p1))
+    _planes_run(_bilinear_grad, _bilinear_grad_parallel, dx, g, g, dx, *tables, used)
     return dx
 
 
@@ -182,7 +216,7 @@ def upsample_nearest2d_forward(x, scale_factor):
     """(N, C, H, W) -> (N, C, H*s, W*s), each pixel repeated s x s times."""
     x, s = _check_x(x), _scale(scale_factor)
     out = np.empty(x.shape[:2] + (x.shape[2] * s, x.shape[3] * s), x.dtype)
-    _nearest(x, out, s)
+    _planes_run(_nearest, _nearest_parallel, out, x, x, out, s)
     return out
 
 
@@ -191,7 +225,7 @@ def upsample_nearest2d_grad_input(g, x_shape, scale_factor):
     s = _scale(scale_factor)
     g2, seeds, x_shape = _check_g(g, x_shape, s)
     dx = np.empty((g2.shape[0],) + x_shape[1:], g2.dtype)
-    _nearest_grad(g2, dx, s)
+    _planes_run(_nearest_grad, _nearest_grad_parallel, dx, g2, g2, dx, s)
     return dx.reshape(seeds + x_shape)
 
 
@@ -232,7 +266,8 @@ def resize_table(size_in, size_out, mode, align_corners=False, scale=None, dtype
         elif size_out == 2 * size_in:
             i0 = r // 2
         else:
-            t = np.float32(1.0 / scale) if scale is not None and scale > 0 else np.float32(size_in) / np.float32(size_out)
+            t = (np.float32(1.0 / scale) if scale is not None and scale > 0
+                 else np.float32(size_in) / np.float32(size_out))
             i0 = np.minimum(np.floor(r.astype(np.float32) * t).astype(np.int64), size_in - 1)
         return i0, i0, np.ones(size_out, dtype), np.zeros(size_out, dtype)
     if mode != "bilinear":

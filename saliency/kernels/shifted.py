@@ -9,16 +9,21 @@ reads the run of OH*Wp consecutive entries from offset ky*dh*Wp + kx*dw of every
 
     y_wide (O, OH*Wp) = sum over taps of W[:, :, ky, kx] (O, C) @ X_(ky, kx) (C, OH*Wp),
 
-each product accumulated into y_wide by the GEMM itself (`blas.gemm`, beta = 1). The patch
-matrix of the im2col paths (kh*kw times the input) is never written; the work is the GEMMs, one
-padded copy of the input and one crop of the output. The weight is copied once per call into
-per-tap matrices (kh*kw, O, C).
+each product accumulated into y_wide by the GEMM itself (`blas.native_gemm` called from the
+compiled kernel, beta = 1). The patch matrix of the im2col paths (kh*kw times the input) is never
+written; the work is the GEMMs, one padded copy of the input and one crop of the output. The
+weight is copied once per call into per-tap matrices (kh*kw, O, C). Large calls run in parts of
+the output rows of all the images on the kernels' threads (`threads.run`), each part padding the
+input rows its output rows read (its rows and the (kh - 1)*dh below them).
 
 The input VJP at stride 1 is the correlation of the cotangent with the flipped, in/out-swapped
 weight at padding dilation*(k - 1) - padding (see `conv2d.conv2d_grad_input_direct`): the same
 products, with the per-tap matrices read transposed (no second copy) and in reverse tap order.
 """
 import numpy as np
+from numba import prange
+
+from ._jit import njit
 
 from . import blas, threads
 
@@ -29,59 +34,93 @@ def _tap_matrices(w):
     return np.ascontiguousarray(w.transpose(2, 3, 0, 1)).reshape(KH * KW, O, C)
 
 
-def _correlate(x, taps, out, pad, d, kernel):
-    """out[n, o, oy, ox] = sum_{c, ky, kx} taps(ky*kw + kx)[o, c] * x[n, c, oy - pad[0] + ky*dh, ox - pad[1] + kx*dw]
+@njit(cache=True, nogil=True)
+def _correlate_rows(x, wt, flip, out, ph, pw, dh, dw, KH, KW, lo, hi):
+    """The output rows [lo, hi) of `_correlate`, flattened over the images (task n*OH + oy), with
+    their products called from here (blas.NATIVE_GEMM): for each image's run of rows [r0, r1), the
+    padded rows r0 .. r1 - 1 + (KH - 1)*dh of its input (flattened Wp wide, plus the last tap's
+    (KW - 1)*dw entries), the products of the taps accumulated into y_wide, and its crop into out."""
+    C, H, W = x.shape[1], x.shape[2], x.shape[3]
+    O, OH, OW = out.shape[1], out.shape[2], out.shape[3]
+    T = KH * KW
+    Wp = OW + (KW - 1) * dw
+    ey, ex = (KH - 1) * dh, (KW - 1) * dw
+    most = min(hi - lo, OH)
+    xp = np.empty((C, (most + ey) * Wp + ex), x.dtype)
+    yw = np.empty((O, most * Wp), out.dtype)
+    c0, c1 = max(0, -pw), min(W, Wp - pw)  # the columns of x inside the padded plane
+    t = lo
+    while t < hi:
+        n, r0 = t // OH, t % OH
+        r1 = min(OH, r0 + hi - t)
+        L = (r1 - r0) * Wp
+        for c in range(C):  # row j of the run is padded row r0 + j, row r0 + j - ph of x
+            xc = xp[c]
+            xc[:L + ey * Wp + ex] = 0
+            if c0 < c1:
+                for j in range(r1 - r0 + ey):
+                    iy = r0 + j - ph
+                    if 0 <= iy < H:
+                        xc[j * Wp + c0 + pw:j * Wp + c1 + pw] = x[n, c, iy, c0:c1]
+        for k in range(T):
+            off = (k // KW) * dh * Wp + (k % KW) * dw
+            beta = 0.0 if k == 0 else 1.0
+            if flip:
+                blas.native_gemm(wt[T - 1 - k].T, xp[:, off:off + L], yw[:, :L], beta)
+            else:
+                blas.native_gemm(wt[k], xp[:, off:off + L], yw[:, :L], beta)
+        for o in range(O):
+            for j in range(r1 - r0):
+                out[n, o, r0 + j] = yw[o, j * Wp:j * Wp + OW]
+        t += r1 - r0
 
-    (stride 1; input positions outside x read as zero, a negative pad crops). `taps(t)` returns
-    tap t's (O, C) matrix as a view. Halves of the images, or of one image's output rows (the
-    products keep all O rows, the long dimension being the positions), on two threads.
+
+@njit(cache=True, nogil=True, parallel=True)
+def _correlate_rows_parallel(x, wt, flip, out, ph, pw, dh, dw, KH, KW, n, k):
+    for t in prange(k):
+        lo, hi = threads.part(n, t, k)
+        _correlate_rows(x, wt, flip, out, ph, pw, dh, dw, KH, KW, lo, hi)
+
+
+def _correlate(x, wt, flip, out, pad, d, kernel):
+    """out[n, o, oy, ox] = sum_{c, ky, kx} W_(ky*kw + kx)[o, c] * x[n, c, oy - pad[0] + ky*dh, ox - pad[1] + kx*dw]
+
+    (stride 1; input positions outside x read as zero, a negative pad crops), with W_t = wt[t], or
+    with `flip` wt[kh*kw - 1 - t]^T read in place. In parts of the output rows of all the images on
+    the kernels' threads when large (the products keep all O rows, the long dimension being the
+    positions).
     """
     N, C, H, W = x.shape
     O, OH, OW = out.shape[1], out.shape[2], out.shape[3]
     KH, KW = kernel
+    if blas.NATIVE_GEMM and wt.dtype == x.dtype == out.dtype:
+        flops = 2.0 * N * O * C * KH * KW * OH * OW
+        threads.run(_correlate_rows, _correlate_rows_parallel, N * OH, flops, x, wt, flip, out, pad[0], pad[1],
+                    d[0], d[1], KH, KW, flops=True)
+        return out
+    T = KH * KW
     Hp, Wp = OH + (KH - 1) * d[0], OW + (KW - 1) * d[1]
     plane = Hp * Wp + (KW - 1) * d[1]  # the last tap's run ends (KW - 1)*dw entries past the plane
     L = OH * Wp
     r0, c0 = max(0, -pad[0]), max(0, -pad[1])  # the part of x inside the padded plane
     r1, c1 = min(H, Hp - pad[0]), min(W, Wp - pad[1])
-    flops = 2.0 * N * O * C * KH * KW * OH * OW
-
-    def padded(n):
-        xp = np.zeros((C, plane), x.dtype)
-        if r0 < r1 and c0 < c1:
-            inside = xp[:, :Hp * Wp].reshape(C, Hp, Wp)
-            inside[:, r0 + pad[0]:r1 + pad[0], c0 + pad[1]:c1 + pad[1]] = x[n, :, r0:r1, c0:c1]
-        return xp
-
-    def products(xp, yw, r0, r1):  # output rows r0..r1-1: columns r0*Wp..r1*Wp-1 of yw
-        a, z = r0 * Wp, r1 * Wp
-        for t in range(KH * KW):
-            off = (t // KW) * d[0] * Wp + (t % KW) * d[1]
-            blas.gemm(taps(t), xp[:, off + a:off + z], yw[:, a:z], 0.0 if t == 0 else 1.0)
-
-    def images(n0, n1):  # whole images, each with its own padded copy
-        yw = np.empty((O, L), out.dtype)
-        for n in range(n0, n1):
-            products(padded(n), yw, 0, OH)
+    yw = np.empty((O, L), out.dtype)
+    with blas.one_thread():
+        for n in range(N):
+            xp = np.zeros((C, plane), x.dtype)
+            if r0 < r1 and c0 < c1:
+                inside = xp[:, :Hp * Wp].reshape(C, Hp, Wp)
+                inside[:, r0 + pad[0]:r1 + pad[0], c0 + pad[1]:c1 + pad[1]] = x[n, :, r0:r1, c0:c1]
+            for t in range(T):
+                off = (t // KW) * d[0] * Wp + (t % KW) * d[1]
+                blas.gemm(wt[T - 1 - t].T if flip else wt[t], xp[:, off:off + L], yw, 0.0 if t == 0 else 1.0)
             out[n] = yw.reshape(O, OH, Wp)[:, :, :OW]
-
-    def rows(r0, r1):  # output rows r0..r1-1 of the one image, from one padded copy
-        products(xp, yw, r0, r1)
-        out[0, :, r0:r1] = yw[:, r0 * Wp:r1 * Wp].reshape(O, r1 - r0, Wp)[:, :, :OW]
-
-    with blas.one_thread():  # products too small to split stay on this thread, not on OpenBLAS's
-        if N > 1:
-            threads.split_flops(N, flops, images)
-        else:
-            xp, yw = padded(0), np.empty((O, L), out.dtype)
-            threads.split_flops(OH, flops, rows)
     return out
 
 
 def conv2d_shifted(x, w, b, out_shape, p, d):
     """Forward at stride 1 (groups = 1), plus bias."""
-    wt = _tap_matrices(w)
-    y = _correlate(x, lambda t: wt[t], np.empty(out_shape, x.dtype), p, d, w.shape[2:])
+    y = _correlate(x, _tap_matrices(w), False, np.empty(out_shape, x.dtype), p, d, w.shape[2:])
     if b.any():
         y += b.reshape(1, -1, 1, 1)
     return y
@@ -90,7 +129,5 @@ def conv2d_shifted(x, w, b, out_shape, p, d):
 def conv2d_grad_input_shifted(g, w, x_shape, p, d):
     """Input VJP at stride 1 (groups = 1); g is (M, O, OH, OW) with seeds folded into M."""
     KH, KW = w.shape[2], w.shape[3]
-    wt = _tap_matrices(w)
-    T = KH * KW
     pt = (d[0] * (KH - 1) - p[0], d[1] * (KW - 1) - p[1])
-    return _correlate(g, lambda t: wt[T - 1 - t].T, np.empty(x_shape, g.dtype), pt, d, (KH, KW))
+    return _correlate(g, _tap_matrices(w), True, np.empty(x_shape, g.dtype), pt, d, (KH, KW))

@@ -11,11 +11,17 @@ it. The input VJP is the adjoint: dx = sum over phases of the correlation of tha
 Wph^T, all phases in one GEMM; the weight VJP computes each phase's 2x2 weight gradient by GEMM
 and applies the sums' adjoint (A_r^T dWph A_q).
 
-All GEMMs run on row-major patches gathered by the kernels of `im2col.py`.
+All GEMMs run on row-major patches gathered by the kernels of `im2col.py`. The forward and the
+input VJP gather, multiply (`blas.native_gemm`) and scatter one block of rows at a time in one
+compiled kernel, large calls in parts of their rows on the kernels' threads (`threads.run`); the
+weight VJP's products run in the pool (`threads.matmul`).
 """
 import math
 
 import numpy as np
+from numba import prange
+
+from ._jit import njit
 
 from . import blas, im2col, threads
 from .conv2d import _fold_seeds, _float_array
@@ -58,20 +64,101 @@ def _padded(x):
     return xp
 
 
-def _patches(x, scale, xp=None, r0=0, r1=None):
-    """Row-major patches of the phases (r, q) with r0 <= r < r1 (by default all s*s of them):
-    ((r1 - r0)*s, N*H*W, 4*C), tap order (ty, tx, c). xp is x after `_padded`, made here if not given."""
+def _offsets(scale):
+    """offs[r, t]: the padded row (or column) of x that tap t of phase r reads, less the output's
+    low-resolution row."""
+    return (phase_matrices(scale)[0] + 1)[:, None] + np.arange(2)[None, :]
+
+
+@njit(cache=True, nogil=True)
+def _gather(xv, C, offs, r, q, H, W, cols, u0, u1):
+    """cols[(u - u0)*W + ox] = the patch of phase (r, q) at output position (u // H, u % H, ox), tap
+    order (ty, tx, c), for the low-resolution rows u = n*H + oy in [u0, u1) of all the images; xv is
+    x after `_padded`, viewed as (N, H + 2, (W + 2)*C)."""
+    u = u0
+    while u < u1:
+        n, oy0 = u // H, u % H
+        oy1 = min(H, oy0 + u1 - u)
+        a, m = (u - u0) * W, (oy1 - oy0) * W
+        im2col._im2row(xv[n, oy0:].reshape(1, xv.shape[1] - oy0, xv.shape[2]), C,
+                       cols[a:a + m].reshape(1, m, cols.shape[1]), offs[r:r + 1], offs[q:q + 1], 1, 1, oy1 - oy0, W, 0)
+        u += oy1 - oy0
+
+
+@njit(cache=True, nogil=True)
+def _patch_rows(xv, C, offs, s, H, W, NH, cols, lo, hi):
+    """The patches of `_patches` for the tasks (phase p, low-resolution row u) in [lo, hi), flattened
+    phase-major (p*NH + u)."""
+    t = lo
+    while t < hi:
+        p = t // NH
+        u0 = t - p * NH
+        u1 = min(NH, u0 + hi - t)
+        _gather(xv, C, offs, p // s, p % s, H, W, cols[p, u0 * W:], u0, u1)
+        t += u1 - u0
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _patch_rows_parallel(xv, C, offs, s, H, W, NH, cols, n, k):
+    for t in prange(k):
+        lo, hi = threads.part(n, t, k)
+        _patch_rows(xv, C, offs, s, H, W, NH, cols, lo, hi)
+
+
+def _patches(x, scale, xp=None):
+    """Row-major patches of the s*s phases (r, q): (s*s, N*H*W, 4*C), tap order (ty, tx, c), in parts
+    on the kernels' threads when large. xp is x after `_padded`, made here if not given."""
     N, C, H, W = x.shape
-    r1 = scale if r1 is None else r1
     xp = _padded(x) if xp is None else xp
-    offs = (phase_matrices(scale)[0] + 1)[:, None] + np.arange(2)[None, :]
-    cols = np.empty(((r1 - r0) * scale, N * H * W, 4 * C), x.dtype)
-    im2col._im2row(xp.reshape(N, H + 2, -1), C, cols, offs[r0:r1], offs, 1, 1, H, W, 0)
+    cols = np.empty((scale * scale, N * H * W, 4 * C), x.dtype)
+    threads.run(_patch_rows, _patch_rows_parallel, scale * scale * N * H, cols.size,
+                xp.reshape(N, H + 2, (W + 2) * C), C, _offsets(scale), scale, H, W, N * H, cols)
     return cols
 
 
+@njit(cache=True, nogil=True)
+def _forward(xv, C, offs, wm, bias, y, s, block, lo, hi):
+    """The tasks (phase p, low-resolution row u = n*H + oy) in [lo, hi), flattened phase-major, in
+    blocks of at most `block` rows of one phase: their patches (`_gather`), the product with wm[p]
+    (blas.NATIVE_GEMM) and the scatter into output rows s*oy + r, columns s*ox + q of y, plus bias."""
+    H, W = y.shape[2] // s, y.shape[3] // s
+    NH = y.shape[0] * H
+    rows = min(block, hi - lo) * W
+    cols = np.empty((rows, 4 * C), y.dtype)
+    res = np.empty((rows, y.shape[1]), y.dtype)
+    t = lo
+    while t < hi:
+        p = t // NH
+        u0 = t - p * NH
+        u1 = min(NH, u0 + block, u0 + hi - t)
+        m = (u1 - u0) * W
+        r, q = p // s, p % s
+        _gather(xv, C, offs, r, q, H, W, cols, u0, u1)
+        blas.native_gemm(cols[:m], wm[p], res[:m], 0.0)
+        u = u0
+        while u < u1:
+            n, oy0 = u // H, u % H
+            oy1 = min(H, oy0 + u1 - u)
+            a, m = (u - u0) * W, (oy1 - oy0) * W
+            im2col._row2im(res[a:a + m].reshape(1, m, res.shape[1]), y[n:n + 1], bias, oy1 - oy0, W, s, s,
+                           s * oy0 + r, q, 1)
+            u += oy1 - oy0
+        t += u1 - u0
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _forward_parallel(xv, C, offs, wm, bias, y, s, block, n, k):
+    for t in prange(k):
+        lo, hi = threads.part(n, t, k)
+        _forward(xv, C, offs, wm, bias, y, s, block, lo, hi)
+
+
 def upsample_conv2d_forward(x, w, b=None, scale=2):
-    """conv2d(upsample_nearest(x, scale), w, b, stride=1, padding=1): x (N, C, H, W), w (O, C, 3, 3) -> (N, O, sH, sW)."""
+    """conv2d(upsample_nearest(x, scale), w, b, stride=1, padding=1): x (N, C, H, W), w (O, C, 3, 3) -> (N, O, sH, sW).
+
+    Blocks of patches of one phase (about im2col.CHUNK_BYTES), each multiplied by that phase's
+    weight and scattered into its rows and columns of y, in parts of the phases' rows on the
+    kernels' threads when large."""
     x, w = _float_array(x, "x"), _float_array(w, "w")
     if x.dtype != w.dtype:
         raise TypeError(f"x and w must have one dtype, got {x.dtype} and {w.dtype}")
@@ -84,21 +171,70 @@ def upsample_conv2d_forward(x, w, b=None, scale=2):
     wm = np.ascontiguousarray(phase_weights(w, s).transpose(0, 1, 4, 5, 3, 2)).reshape(s * s, 4 * C, O)
     xp = _padded(x)
     y = np.empty((N, O, s * H, s * W), x.dtype)
-
-    def phase_rows(r0, r1):  # output phases (r, q) with r0 <= r < r1: their patches, products and rows of y
-        res = blas.matmul(_patches(x, s, xp, r0, r1), wm[r0 * s:r1 * s])  # (phases, N*H*W, O)
-        im2col._row2im(res, y, bias, H, W, s, s, r0, 0, s)  # phase p lands on rows s*i + r0 + p // s
-
-    split = threads.split_batch if N > 1 else threads.split_image
-    split(s, max(x.size, y.size), phase_rows)  # the phase rows in two halves on two threads
+    if not blas.NATIVE_GEMM:
+        res = blas.matmul(_patches(x, s, xp), wm)  # (phases, N*H*W, O)
+        im2col._row2im(res, y, bias, H, W, s, s, 0, 0, s)  # phase p lands on rows s*i + p // s
+        return y
+    block = max(1, im2col.CHUNK_BYTES // max(1, W * 4 * C * x.itemsize))
+    tasks = s * s * N * H
+    threads.run(_forward, _forward_parallel, tasks, 8.0 * tasks * W * C * O,
+                xp.reshape(N, H + 2, (W + 2) * C), C, _offsets(s), wm, bias, y, s, block, flops=True)
     return y
 
 
+@njit(cache=True, nogil=True)
+def _grad_input(g, offs, wm, zero, dx, s, block, lo, hi):
+    """The rows [lo, hi) of dx flattened over the images (task m*H + i), in blocks of at most
+    `block` rows: for each image's run of rows [i0, i1) in a block, the padded channels-last rows
+    s*i0 .. s*i1 + 2s - 1 of g (a zero border of s) and their patches; the block's product with wm
+    (blas.NATIVE_GEMM) and its scatter into dx."""
+    C, H, W = dx.shape[1], dx.shape[2], dx.shape[3]
+    G = g.shape[1]
+    Wp = s * W + 2 * s
+    rows = min(block, hi - lo)
+    gbuf = np.empty((s * rows + 2 * s) * Wp * G, g.dtype)
+    cols = np.empty((rows * W, wm.shape[0]), g.dtype)
+    res = np.empty((rows * W, C), g.dtype)
+    t = lo
+    while t < hi:
+        t1 = min(hi, t + block)
+        u = t
+        while u < t1:
+            m, i0 = u // H, u % H
+            i1 = min(H, i0 + t1 - u)
+            h = s * (i1 - i0) + 2 * s
+            gp = gbuf[:h * Wp * G].reshape(1, h, Wp, G)
+            im2col._to_nhwc(g[m:m + 1], gp, 0, 0, 1, 1, s - s * i0, s)
+            a, n = (u - t) * W, (i1 - i0) * W
+            im2col._im2row(gp.reshape(1, h, Wp * G), G, cols[a:a + n].reshape(1, n, cols.shape[1]), offs, offs, s, s,
+                           i1 - i0, W, 0)
+            u += i1 - i0
+        n = (t1 - t) * W
+        blas.native_gemm(cols[:n], wm, res[:n], 0.0)
+        u = t
+        while u < t1:
+            m, i0 = u // H, u % H
+            i1 = min(H, i0 + t1 - u)
+            a, n = (u - t) * W, (i1 - i0) * W
+            im2col._row2im(res[a:a + n].reshape(1, n, C), dx[m:m + 1], zero, i1 - i0, W, 1, 1, i0, 0, 1)
+            u += i1 - i0
+        t = t1
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _grad_input_parallel(g, offs, wm, zero, dx, s, block, n, k):
+    for t in prange(k):
+        lo, hi = threads.part(n, t, k)
+        _grad_input(g, offs, wm, zero, dx, s, block, lo, hi)
+
+
 def upsample_conv2d_grad_input(g, w, x_shape, scale=2):
-    """VJP to x: g (*seeds, N, O, sH, sW) -> (*seeds, N, C, H, W), all phases in one GEMM per chunk of images.
+    """VJP to x: g (*seeds, N, O, sH, sW) -> (*seeds, N, C, H, W), all phases in one GEMM per block of rows of dx.
 
     dx[i, j] = sum over phases (r, q) and taps (t, u) of Wph[r, q, :, :, t, u]^T g[s*(i - base_r - t) + r,
-    s*(j - base_q - u) + q]: the phase planes of g are read in place from one padded channels-last copy.
+    s*(j - base_q - u) + q]: the phase planes of g are read in place from a padded channels-last copy
+    of the rows that a block reads. Blocks of about im2col.CHUNK_BYTES of patches, in parts of the
+    rows of dx (over all images and seeds) on the kernels' threads when large.
     """
     w = _float_array(w, "w")
     x_shape = tuple(int(e) for e in x_shape)
@@ -121,19 +257,10 @@ def upsample_conv2d_grad_input(g, w, x_shape, scale=2):
     offs = offs[order].reshape(1, 2 * s)
     dx = np.empty((M, C, H, W), g2.dtype)
     zero = np.zeros(C, g2.dtype)
-    if M == 1:  # one image: halves of the rows of dx on two threads, from one padded copy of g
-        gp = np.empty((1, s * H + 2 * s, s * W + 2 * s, O), g2.dtype)
-        im2col._to_nhwc(g2, gp, 0, 0, 1, 1, s, s)
-        gv = gp.reshape(1, gp.shape[1], -1)
-
-        def rows(i0, i1):  # rows i0..i1-1 of dx read padded rows from s*i0 on
-            R = (i1 - i0) * W
-            cols = np.empty((1, R, 4 * s * s * O), g2.dtype)
-            im2col._im2row(gv[:, s * i0:], O, cols, offs, offs, s, s, i1 - i0, W, 0)
-            res = blas.matmul(cols[0], wm)
-            im2col._row2im(res.reshape(1, R, C), dx, zero, i1 - i0, W, 1, 1, i0, 0, 1)
-
-        threads.split_image(H, g2.size, rows)
+    if blas.NATIVE_GEMM:
+        block = max(1, im2col.CHUNK_BYTES // max(1, W * wm.shape[0] * g2.itemsize))
+        threads.run(_grad_input, _grad_input_parallel, M * H, 2.0 * M * H * W * wm.shape[0] * C,
+                    g2, offs, wm, zero, dx, s, block, flops=True)
         return dx.reshape(seeds + x_shape)
     # images in cache-sized chunks (im2col.chunks), buffers reused: one call still serves every seed
     spans = im2col.chunks(M, H * W * 4 * s * s * O * g2.itemsize)
@@ -148,7 +275,7 @@ def upsample_conv2d_grad_input(g, w, x_shape, scale=2):
         cols = cols_buf[:R]
         im2col._im2row(gp[:mn].reshape(mn, gp.shape[1], -1), O, cols.reshape(1, R, -1), offs, offs, s, s, H, W, 0)
         res = res_buf[:R]
-        threads.matmul(cols, wm, out=res)
+        blas.matmul(cols, wm, out=res)
         im2col._row2im(res.reshape(1, R, C), dx[m0:m1], zero, H, W, 1, 1, 0, 0, 1)
     return dx.reshape(seeds + x_shape)
 
@@ -156,8 +283,8 @@ def upsample_conv2d_grad_input(g, w, x_shape, scale=2):
 def upsample_conv2d_grad_weight(g, x, w_shape, scale=2):
     """VJP to w: g (*seeds, N, O, sH, sW), x (N, C, H, W) -> (*seeds, O, C, 3, 3).
 
-    Per phase dWph = patches^T @ g-rows (one batched GEMM over phases and seeds), then the adjoint
-    of the weight sums: dw = sum over phases A_r^T dWph A_q.
+    Per phase dWph = patches^T @ g-rows (one batched GEMM over phases and seeds, in the pool), then
+    the adjoint of the weight sums: dw = sum over phases A_r^T dWph A_q.
     """
     x = _float_array(x, "x")
     w_shape = tuple(int(e) for e in w_shape)

@@ -233,15 +233,3 @@ def matmul(a, b, out=None):
         out[...] = c
     return out
 
-
-# Transitional: callers not yet moved to `run` compute their whole range on the calling thread.
-def split_batch(n, elements, body):
-    with blas.one_thread():
-        body(0, n)
-
-
-split_image = split_flops = split_batch
-
-
-def split_work(n, body):
-    body(0, n)

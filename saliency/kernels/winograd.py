@@ -15,7 +15,9 @@ with U the transformed weights and V the transformed input tiles. That is 16*O*C
 per tile of 4 outputs, against 36*O*C for the direct convolution: 2.25 times fewer. The
 transforms are additions only (`_input_tiles`, `_output_tiles`, `_weight_tiles`, one pass each);
 their cost grows with C + O per output, the products' saving with C*O, so the path pays for
-layers with many channels (`conv2d.winograd_pays`).
+layers with many channels (`conv2d.winograd_pays`). Large calls run in parts on the kernels'
+threads: parts of the tile rows of all images for the transforms and products, parts of the
+output channels for the weight transform.
 
 The input VJP at stride 1 is the same correlation on the cotangent with the flipped, in/out
 swapped weight (see `conv2d.conv2d_grad_input_direct`). Reversing g's columns reverses the
@@ -26,6 +28,7 @@ products reading U[_FLIP[4a + b]] transposed.
 import threading
 
 import numpy as np
+from numba import prange
 
 from ._jit import njit
 
@@ -44,11 +47,12 @@ def _g(a, b, c, half):
 
 
 @njit(cache=True, fastmath=_FASTMATH, nogil=True)
-def _weight_tiles(w, u):
-    """u[4a + b, o, c] = (G w[o, c] G^T)[a, b] for w (O, C, 3, 3), u (16, O, C)."""
-    O, C = w.shape[0], w.shape[1]
+def _weight_tiles(w, u, lo, hi):
+    """u[4a + b, o, c] = (G w[o, c] G^T)[a, b] for w (O, C, 3, 3), u (16, O, C), the output
+    channels o in [lo, hi)."""
+    C = w.shape[1]
     half = w.dtype.type(0.5)
-    for o in range(O):
+    for o in range(lo, hi):
         for c in range(C):
             g = w[o, c]
             # G g (4x3), one column at a time; then each of its rows times G^T
@@ -59,6 +63,13 @@ def _weight_tiles(w, u):
                 e = _g(k0[a], k1[a], k2[a], half)
                 for b in range(4):
                     u[4 * a + b, o, c] = e[b]
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _weight_tiles_parallel(w, u, n, k):
+    for t in prange(k):
+        lo, hi = threads.part(n, t, k)
+        _weight_tiles(w, u, lo, hi)
 
 
 @njit(cache=True, inline="always")
@@ -183,25 +194,11 @@ def _workspace(elements, dtype):
 
 
 def weight_tiles(w):
-    """The transformed weights U (16, O, C) of w (O, C, 3, 3), halves of the output channels on
-    two threads when the weight is large."""
+    """The transformed weights U (16, O, C) of w (O, C, 3, 3), in parts of the output channels on
+    the kernels' threads when the weight is large."""
     u = _planes(w.shape[:2], np.empty(16 * _plane_step(w.shape[:2], w.itemsize), w.dtype))
-    threads.split_image(w.shape[0], u.size, lambda o0, o1: _weight_tiles(w[o0:o1], u[:, o0:o1]))
+    threads.run(_weight_tiles, _weight_tiles_parallel, w.shape[0], u.size, w, u)
     return u
-
-
-@njit(cache=True, fastmath=_FASTMATH, nogil=True)
-def _block(x, u, flip, b, out, v, m, ph, pw, ty0, ty1, TW):
-    """One block of `_correlate` with its products called from here (blas.NATIVE_GEMM): input
-    tiles into v, the 16 products U[t] @ V[t] (U[_FLIP[t]]^T @ V[t] with `flip`) into m, output
-    tiles into out."""
-    _input_tiles(x, v, ph, pw, ty0, ty1, TW)
-    for t in range(16):
-        if flip:
-            blas.native_gemm(u[_FLIP[t]].T, v[t], m[t], 0.0)
-        else:
-            blas.native_gemm(u[t], v[t], m[t], 0.0)
-    _output_tiles(m, b, out, ty0, ty1, TW)
 
 
 # The transformed tiles of one block of work (16 planes of max(C, O) rows) stay under this size,
@@ -209,49 +206,102 @@ def _block(x, u, flip, b, out, v, m, ph, pw, ty0, ty1, TW):
 BLOCK_BYTES = 1 << 21
 
 
+@njit(cache=True, nogil=True)
+def _blocks(N, TH, rows, lo, hi):
+    """The blocks (n0, n1, ty0, ty1) of the tile rows r = n*TH + ty in [lo, hi): tile rows ty0..ty1-1
+    of the images n0..n1-1, at most `rows` tile rows each. Whole images in the range share a block,
+    as many as `rows` holds; the other tile rows go in blocks of one image."""
+    count = 0
+    blocks = np.empty((max(0, hi - lo), 4), np.int64)
+    r = lo
+    while r < hi:
+        n, ty = r // TH, r % TH
+        if ty == 0 and rows >= TH and hi - r >= TH:
+            k = min((hi - r) // TH, rows // TH)
+            blocks[count, 0], blocks[count, 1], blocks[count, 2], blocks[count, 3] = n, n + k, 0, TH
+            r += k * TH
+        else:
+            ty1 = min(TH, ty + rows, ty + hi - r)
+            blocks[count, 0], blocks[count, 1], blocks[count, 2], blocks[count, 3] = n, n + 1, ty, ty1
+            r += ty1 - ty
+        count += 1
+    return blocks[:count]
+
+
+@njit(cache=True, nogil=True)
+def _block_tiles(x, u, flip, b, out, v, m, ph, pw, TW, rows, lo, hi):
+    """The tile rows [lo, hi) of `_correlate` in blocks (`_blocks`), each with its products called
+    from here (blas.NATIVE_GEMM): input tiles into v, the 16 products U[t] @ V[t] (U[_FLIP[t]]^T @
+    V[t] with `flip`) into m, output tiles into out. v (16, C, T) and m (16, O, T) hold at
+    least the largest block's T tiles."""
+    TH = (out.shape[2] + 1) // 2
+    blocks = _blocks(x.shape[0], TH, rows, lo, hi)
+    for i in range(blocks.shape[0]):
+        n0, n1, ty0, ty1 = blocks[i, 0], blocks[i, 1], blocks[i, 2], blocks[i, 3]
+        T = (n1 - n0) * (ty1 - ty0) * TW
+        vb, mb = v[:, :, :T], m[:, :, :T]
+        _input_tiles(x[n0:n1], vb, ph, pw, ty0, ty1, TW)
+        for t in range(16):
+            if flip:
+                blas.native_gemm(u[_FLIP[t]].T, vb[t], mb[t], 0.0)
+            else:
+                blas.native_gemm(u[t], vb[t], mb[t], 0.0)
+        _output_tiles(mb, b, out[n0:n1], ty0, ty1, TW)
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _block_tiles_parallel(x, u, flip, b, out, v, m, ph, pw, TW, rows, n, k):
+    for t in prange(k):
+        lo, hi = threads.part(n, t, k)
+        _block_tiles(x, u, flip, b, out, v[t], m[t], ph, pw, TW, rows, lo, hi)
+
+
+def _scratch(k, C, O_, T, dtype):
+    """k scratch pairs (v (k, 16, C, T), m (k, 16, O_, T)) in this thread's workspace, the planes
+    of each laid out as `_planes` lays them."""
+    item = np.dtype(dtype).itemsize
+    into, outof = _plane_step((C, T), item), _plane_step((O_, T), item)
+    each = 16 * (into + outof)
+    buffer = _workspace(k * each, dtype)
+    v = np.lib.stride_tricks.as_strided(buffer, (k, 16, C, T), (each * item, into * item, T * item, item))
+    m = np.lib.stride_tricks.as_strided(buffer[16 * into:], (k, 16, O_, T), (each * item, outof * item, T * item, item))
+    return v, m
+
+
 def _correlate(x, u, flip, b, out, pad):
     """out = b + the 3x3 correlation at stride 1 of x with the weight whose transform is u (U[t],
     or with `flip` U[_FLIP[t]]^T: the input VJP's weight), input positions outside x reading as
-    zero (a negative pad crops). Blocks of tiles (images, or tile rows of one image) of at most
-    BLOCK_BYTES of transformed tiles, in two halves of the images (or of one image's tile rows) on
-    two threads."""
+    zero (a negative pad crops). Blocks of tiles (whole images, or tile rows of one image) of at
+    most BLOCK_BYTES of transformed tiles, in parts of the tile rows of all images on the
+    kernels' threads when the products are large (`threads.parts`), each part with its own
+    scratch."""
     N, C = x.shape[0], x.shape[1]
     O, OH, OW = out.shape[1], out.shape[2], out.shape[3]
     TH, TW = (OH + 1) // 2, (OW + 1) // 2
     per_block = max(1, BLOCK_BYTES // (16 * max(C, O) * x.itemsize))  # tiles
-    rows = max(1, min(TH, per_block // TW))  # tile rows of one image per block
-
-    def block(n0, n1, ty0, ty1):
-        T = (n1 - n0) * (ty1 - ty0) * TW
-        into = _plane_step((C, T), x.itemsize)
-        buffer = _workspace(16 * (into + _plane_step((O, T), x.itemsize)), x.dtype)
-        v, m = _planes((C, T), buffer), _planes((O, T), buffer[16 * into:])
-        if blas.NATIVE_GEMM:
-            _block(x[n0:n1], u, flip, b, out[n0:n1], v, m, pad[0], pad[1], ty0, ty1, TW)
-            return
-        _input_tiles(x[n0:n1], v, pad[0], pad[1], ty0, ty1, TW)
-        for t in range(16):
-            blas.gemm(u[_FLIP[t]].T if flip else u[t], v[t], m[t], 0.0)
-        _output_tiles(m, b, out[n0:n1], ty0, ty1, TW)
-
-    def images(n0, n1):
-        if rows == TH:  # whole images per block
-            step = max(1, per_block // (TH * TW))
-            for n in range(n0, n1, step):
-                block(n, min(n + step, n1), 0, TH)
-        else:
-            for n in range(n0, n1):
-                tile_rows(n, 0, TH)
-
-    def tile_rows(n, ty0, ty1):
-        for ty in range(ty0, ty1, rows):
-            block(n, n + 1, ty, min(ty + rows, ty1))
-
+    rows = max(1, per_block // TW)  # tile rows per block
+    n = N * TH
     flops = 32.0 * N * O * C * TH * TW
-    if N > 1:
-        threads.split_flops(N, flops, images)
+    if not blas.NATIVE_GEMM:
+        v, m = _scratch(1, C, O, min(rows, n) * TW, x.dtype)
+        v, m = v[0], m[0]
+        with blas.one_thread():
+            for n0, n1, ty0, ty1 in _blocks(N, TH, rows, 0, n):
+                T = (n1 - n0) * (ty1 - ty0) * TW
+                vb, mb = v[:, :, :T], m[:, :, :T]
+                _input_tiles(x[n0:n1], vb, pad[0], pad[1], ty0, ty1, TW)
+                for t in range(16):
+                    blas.gemm(u[_FLIP[t]].T if flip else u[t], vb[t], mb[t], 0.0)
+                _output_tiles(mb, b, out[n0:n1], ty0, ty1, TW)
+        return out
+    k = threads.parts(n, flops, True)
+    v, m = _scratch(k, C, O, min(rows, -(-n // k)) * TW, x.dtype)
+    if k == 1:
+        with blas.one_thread():
+            _block_tiles(x, u, flip, b, out, v[0], m[0], pad[0], pad[1], TW, rows, 0, n)
     else:
-        threads.split_flops(TH, flops, lambda r0, r1: tile_rows(0, r0, r1))
+        with threads.region(k):
+            _block_tiles_parallel(x, u, flip, b, out, v, m, pad[0], pad[1], TW, rows, n, k)
     return out
 
 

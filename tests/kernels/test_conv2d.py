@@ -205,9 +205,10 @@ def test_bad_arguments_raise_clear_errors(call, message):
         call()
 
 
-def test_kernels_run_on_the_calling_thread():
-    """No kernel is compiled with parallel=True: Numba's worker threads would fight OpenBLAS's
-    (and PyTorch's) spin-waiting threads for the cores (see saliency/kernels/__init__.py)."""
+def test_only_the_prange_wrappers_are_parallel_and_each_runs_a_serial_kernel():
+    """The kernels' one pool: a kernel compiled with parallel=True is a `_parallel` wrapper that
+    cuts a range into parts for the serial kernel of its name, and no other kernel opens a
+    region of its own (see saliency/kernels/threads.py)."""
     import numba
     from numba.core.registry import CPUDispatcher
 
@@ -215,12 +216,15 @@ def test_kernels_run_on_the_calling_thread():
 
     if numba.config.DISABLE_JIT:
         pytest.skip("with NUMBA_DISABLE_JIT the kernels are plain Python functions")
-
-    modules = [getattr(kernels, name) for name in ("batchnorm", "conv2d", "im2col", "pool", "resize", "subpixel")]
-    jitted = [obj for mod in modules for obj in vars(mod).values() if isinstance(obj, CPUDispatcher)]
-    assert len(jitted) >= 15
-    for fn in jitted:
-        assert not fn.targetoptions.get("parallel"), fn.py_func.__qualname__
+    names = ("activation", "batchnorm", "conv2d", "depthwise", "im2col", "pool", "resize", "shifted", "subpixel",
+             "threads", "winograd")
+    modules = [getattr(kernels, name) for name in names]
+    jitted = {(mod, name): obj for mod in modules for name, obj in vars(mod).items() if isinstance(obj, CPUDispatcher)}
+    parallel = [(mod, name) for (mod, name), fn in jitted.items() if fn.targetoptions.get("parallel")]
+    assert len(parallel) >= 20
+    for mod, name in parallel:
+        assert name.endswith("_parallel"), f"{mod.__name__}.{name}"
+        assert isinstance(getattr(mod, name[:-len("_parallel")], None), CPUDispatcher), f"{mod.__name__}.{name}"
 
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)
@@ -387,6 +391,7 @@ def test_small_planes_of_many_channels_run_channels_last_and_large_3x3_planes_do
     plane kernels; either way forward and input VJP equal the reference."""
     calls = []
     real = K.depthwise._forward_nhwc
+    monkeypatch.setattr(K.threads, "PARALLEL_ELEMENTS", 1 << 62)  # whole calls: the serial kernel is called
     monkeypatch.setattr(K.depthwise, "_forward_nhwc", lambda *a: calls.append(1) or real(*a))
     rng = np.random.default_rng(18)
     for C, size, k, expected in ((672, 8, 5, True), (480, 8, 3, True), (144, 32, 3, False), (32, 56, 5, False)):
@@ -492,7 +497,7 @@ def test_winograd_tiles_match_reference(case, dtype, route, monkeypatch):
         monkeypatch.setattr(K.blas, "_gemm", {})
     if route == "blocks":
         monkeypatch.setattr(K.winograd, "BLOCK_BYTES", 1)
-        monkeypatch.setattr(K.threads, "SPLIT_FLOPS", 0)
+        monkeypatch.setattr(K.threads, "PARALLEL_FLOPS", 0)
     N, C, O, H, W, p = case
     p = ref.pair(p)
     rng = np.random.default_rng(15)

@@ -155,7 +155,7 @@ def test_max_pool_2x2_kernel_equals_the_generic_kernel(shape):
         y0, y1 = P._sliding_windows(shape[2], 2, 2, 0, "max_pool2d")
         x0, x1 = P._sliding_windows(shape[3], 2, 2, 0, "max_pool2d")
         want, want_idx = np.empty(shape[:2] + (len(y0), len(x0)), dtype), np.empty(shape[:2] + (len(y0), len(x0)), np.int64)
-        P._max_pool(xd, want, want_idx, y0, y1, x0, x1)
+        P._max_pool(xd, want, want_idx, y0, y1, x0, x1, 0, shape[0] * shape[1])
         got, got_idx = P.max_pool2d_forward(xd, 2)
         np.testing.assert_array_equal(got, want)
         np.testing.assert_array_equal(got_idx, want_idx)
