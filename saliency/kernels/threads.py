@@ -90,10 +90,13 @@ def set_num_threads(n):
 def parts(n, work, flops=False):
     """Into how many parts to cut a range of n items whose call has `work`: elements against
     PARALLEL_ELEMENTS, or with `flops` floating-point operations against PARALLEL_FLOPS. 1 below
-    the threshold, else the thread count (at most n)."""
-    if _threads < 2 or n < 2 or work < (PARALLEL_FLOPS if flops else PARALLEL_ELEMENTS):
+    the threshold, else the pool's size (at most n), whatever the threads in use: where the cut
+    falls changes the shapes of a call's products, and so the last bits of their results, and a
+    map must not depend on the thread count (set_num_threads, a forked child, a cluster's
+    process). The parts are shared among the threads in use (`run`)."""
+    if n < 2 or work < (PARALLEL_FLOPS if flops else PARALLEL_ELEMENTS):
         return 1
-    return min(_threads, n)
+    return min(numba.config.NUMBA_NUM_THREADS, n)
 
 
 _local = threading.local()
@@ -101,7 +104,9 @@ _local = threading.local()
 
 @contextlib.contextmanager
 def region(k):
-    """Within the block, parallel kernels of this thread use k threads, and BLAS products one."""
+    """Within the block, parallel kernels of this thread use at most k threads (and no more than
+    the threads in use), and BLAS products one."""
+    k = min(k, _threads)
     if getattr(_local, "threads", None) != k:
         numba.set_num_threads(k)
         _local.threads = k
@@ -110,17 +115,19 @@ def region(k):
 
 
 def run(serial, parallel, n, work, *args, flops=False):
-    """serial(*args, 0, n) on this thread, or, for a call whose `work` reaches its threshold
-    (`parts`), parallel(*args, n, k): a compiled wrapper whose `prange(k)` runs serial on each
-    part of [0, n) (`part` gives the ranges). Each part must write only its own part of the
-    outputs and use its own scratch."""
+    """serial(*args, 0, n) on this thread for a call whose `work` is below its threshold (`parts`);
+    else serial on each of k parts of [0, n): through parallel(*args, n, k), a compiled wrapper
+    whose `prange(k)` runs serial on each part (`part` gives the ranges), the parts shared among
+    the threads in use; on one thread, one call of serial per part. Each part must write only its
+    own part of the outputs and use its own scratch."""
     k = parts(n, work, flops)
-    if k == 1:
-        with blas.one_thread():
-            serial(*args, 0, n)
+    if k > 1 and _threads > 1:
+        with region(k):
+            parallel(*args, n, k)
         return
-    with region(k):
-        parallel(*args, n, k)
+    with blas.one_thread():
+        for t in range(k):
+            serial(*args, *part(n, t, k))
 
 
 @njit(cache=True, inline="always")
@@ -131,7 +138,8 @@ def part(n, t, k):
 
 # ---------------------------------------------------------------------------------------------
 # Matrix products in the pool: a batch of products (B1, B2, M, K) @ (B1, B2, K, N), cut by
-# products when there are at least as many as threads, else by rows (or columns) of each.
+# products, or, when there are fewer than the pool has threads, each into `units` blocks of rows
+# (or columns), from the shape and the pool's size alone (`parts`).
 
 
 @njit(cache=True, nogil=True)
@@ -151,33 +159,37 @@ def _products_parallel(a, b, c, n, k):
 
 
 @njit(cache=True, nogil=True)
-def _rows(a, b, c, lo, hi):
-    """c[..., lo:hi, :] = a[..., lo:hi, :] @ b for every product."""
-    for i in range(c.shape[0]):
-        for j in range(c.shape[1]):
-            blas.native_gemm(a[i, j, lo:hi], b[i, j], c[i, j, lo:hi], 0.0)
+def _rows(a, b, c, units, lo, hi):
+    """Blocks u in [lo, hi) of `units` blocks of rows: c[..., r0:r1, :] = a[..., r0:r1, :] @ b."""
+    for u in range(lo, hi):
+        r0, r1 = part(c.shape[2], u, units)
+        for i in range(c.shape[0]):
+            for j in range(c.shape[1]):
+                blas.native_gemm(a[i, j, r0:r1], b[i, j], c[i, j, r0:r1], 0.0)
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _rows_parallel(a, b, c, n, k):
+def _rows_parallel(a, b, c, units, n, k):
     for t in prange(k):
         lo, hi = part(n, t, k)
-        _rows(a, b, c, lo, hi)
+        _rows(a, b, c, units, lo, hi)
 
 
 @njit(cache=True, nogil=True)
-def _columns(a, b, c, lo, hi):
-    """c[..., lo:hi] = a @ b[..., lo:hi] for every product."""
-    for i in range(c.shape[0]):
-        for j in range(c.shape[1]):
-            blas.native_gemm(a[i, j], b[i, j, :, lo:hi], c[i, j, :, lo:hi], 0.0)
+def _columns(a, b, c, units, lo, hi):
+    """Blocks u in [lo, hi) of `units` blocks of columns: c[..., c0:c1] = a @ b[..., c0:c1]."""
+    for u in range(lo, hi):
+        c0, c1 = part(c.shape[3], u, units)
+        for i in range(c.shape[0]):
+            for j in range(c.shape[1]):
+                blas.native_gemm(a[i, j], b[i, j, :, c0:c1], c[i, j, :, c0:c1], 0.0)
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _columns_parallel(a, b, c, n, k):
+def _columns_parallel(a, b, c, units, n, k):
     for t in prange(k):
         lo, hi = part(n, t, k)
-        _columns(a, b, c, lo, hi)
+        _columns(a, b, c, units, lo, hi)
 
 
 def _blas_view(a):
@@ -223,12 +235,13 @@ def matmul(a, b, out=None):
     c4 = c.reshape((math.prod(batch[:-1]), batch[-1] if batch else 1, M, N))
     products = c4.shape[0] * c4.shape[1]
     flops = 2.0 * products * M * N * K
-    if products >= 2 * _threads or products % _threads == 0 or parts(max(M, N), flops, True) == 1:
+    pool = numba.config.NUMBA_NUM_THREADS
+    if products >= 2 * pool or products % pool == 0 or parts(max(M, N), flops, True) == 1:
         run(_products, _products_parallel, products, flops, a4, b4, c4, flops=True)
-    elif M >= N:
-        run(_rows, _rows_parallel, M, flops, a4, b4, c4, flops=True)
-    else:
-        run(_columns, _columns_parallel, N, flops, a4, b4, c4, flops=True)
+    else:  # fewer products than the pool has threads: each in blocks of rows (columns), as many as threads
+        units = parts(max(M, N), flops, True)
+        run(_rows if M >= N else _columns, _rows_parallel if M >= N else _columns_parallel, units, flops,
+            a4, b4, c4, units, flops=True)
     if c is not out:
         out[...] = c
     return out

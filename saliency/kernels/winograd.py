@@ -296,12 +296,13 @@ def _correlate(x, u, flip, b, out, pad):
         return out
     k = threads.parts(n, flops, True)
     v, m = _scratch(k, C, O, min(rows, -(-n // k)) * TW, x.dtype)
-    if k == 1:
-        with blas.one_thread():
-            _block_tiles(x, u, flip, b, out, v[0], m[0], pad[0], pad[1], TW, rows, 0, n)
-    else:
+    if k > 1 and threads.get_num_threads() > 1:
         with threads.region(k):
             _block_tiles_parallel(x, u, flip, b, out, v, m, pad[0], pad[1], TW, rows, n, k)
+        return out
+    with blas.one_thread():
+        for t in range(k):
+            _block_tiles(x, u, flip, b, out, v[t], m[t], pad[0], pad[1], TW, rows, *threads.part(n, t, k))
     return out
 
 
