@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 STAR = ROOT / "samples" / "images" / "star.png"
 # compiles and runs one small kernel, then says where the kernel cache is
 COMPILE_ONE = ("import numpy as np; from saliency.kernels import _jit; from saliency.kernels.activation import _relu; "
-               "x = np.linspace(-1, 1, 8); out = np.empty(8); mask = np.empty(8, np.bool_); _relu(x, out, mask); "
+               "x = np.linspace(-1, 1, 8); out = np.empty(8); mask = np.empty(8, np.bool_); _relu(x, out, mask, 0, 8); "
                "assert (out == np.maximum(x, 0)).all(); print(_jit.CACHE_DIR)")
 CACHE_FILES = ("*.nbi", "*.nbc")
 

@@ -245,4 +245,3 @@ def matmul(a, b, out=None):
     if c is not out:
         out[...] = c
     return out
-
