@@ -122,9 +122,20 @@ def _numba_cache_dir(folder):
         numba.config.CACHE_DIR = previous
 
 
+# What `parallel=True` turns on: the explicit `prange` loops only. The kernels' wrappers have no
+# array expressions to fuse or reductions to find, and Numba's other parallel passes make each
+# compile about a third slower.
+PARALLEL = {"prange": True, "comprehension": False, "numpy": False, "reduction": False, "setitem": False,
+            "fusion": False, "inplace_binop": False, "stencil": False}
+
+
 def njit(*, cache=False, **options):
-    """`numba.njit(**options)`; with cache=True the compiled code is cached in CACHE_DIR (never in
-    the package), or kept in memory when no cache folder can be written."""
+    """`numba.njit(**options)`, `parallel=True` meaning PARALLEL; with cache=True the compiled code
+    is cached in CACHE_DIR (never in the package), or kept in memory when no cache folder can be
+    written."""
+    if options.get("parallel") is True:  # an object, not a dict: Numba empties a dict it is given
+        options["parallel"] = numba.core.cpu_options.ParallelOptions(dict(PARALLEL))
+
     def decorate(fn):
         if not cache or CACHE_DIR is None:
             return numba.njit(**options)(fn)
