@@ -26,26 +26,29 @@ from saliency.kernels import threads  # noqa: E402
 
 def calls(size, batch, rng):
     """(label, call) for the depth model's layers on `batch` inputs of size x size."""
-    def arr(n, *shape):
+    def arr(n, *shape):  # activations: n per image
         return rng.random((n * batch,) + shape, dtype=np.float32)
+
+    def wt(*shape):  # weights
+        return rng.random(shape, dtype=np.float32)
 
     s, h, q = size, size // 2, size // 4
     return [
-        (f"Conv2d(3,16) @{s} b{batch} forward", lambda x=arr(1, 3, s, s), w=arr(16, 3, 3, 3):
+        (f"Conv2d(3,16) @{s} b{batch} forward", lambda x=arr(1, 3, s, s), w=wt(16, 3, 3, 3):
             kernels.conv2d_forward(x, w, None, 1, 1)),
-        (f"Conv2d(3,16) @{s} b{batch} input VJP", lambda g=arr(1, 16, s, s), w=arr(16, 3, 3, 3):
+        (f"Conv2d(3,16) @{s} b{batch} input VJP", lambda g=arr(1, 16, s, s), w=wt(16, 3, 3, 3):
             kernels.conv2d_grad_input(g, w, (batch, 3, s, s), 1, 1)),
-        (f"Conv2d(16,32,s=2) @{s} b{batch} forward", lambda x=arr(1, 16, s, s), w=arr(32, 16, 3, 3):
+        (f"Conv2d(16,32,s=2) @{s} b{batch} forward", lambda x=arr(1, 16, s, s), w=wt(32, 16, 3, 3):
             kernels.conv2d_forward(x, w, None, 2, 1)),
-        (f"Conv2d(16,32,s=2) @{s} b{batch} input VJP", lambda g=arr(1, 32, h, h), w=arr(32, 16, 3, 3):
+        (f"Conv2d(16,32,s=2) @{s} b{batch} input VJP", lambda g=arr(1, 32, h, h), w=wt(32, 16, 3, 3):
             kernels.conv2d_grad_input(g, w, (batch, 16, s, s), 2, 1)),
-        (f"Conv2d(32,64,s=2) @{h} b{batch} forward", lambda x=arr(1, 32, h, h), w=arr(64, 32, 3, 3):
+        (f"Conv2d(32,64,s=2) @{h} b{batch} forward", lambda x=arr(1, 32, h, h), w=wt(64, 32, 3, 3):
             kernels.conv2d_forward(x, w, None, 2, 1)),
-        (f"Up+Conv2d(64,32) @{q} b{batch} forward", lambda x=arr(1, 64, q, q), w=arr(32, 64, 3, 3):
+        (f"Up+Conv2d(64,32) @{q} b{batch} forward", lambda x=arr(1, 64, q, q), w=wt(32, 64, 3, 3):
             kernels.upsample_conv2d_forward(x, w, None, 2)),
-        (f"Up+Conv2d(32,16) @{h} b{batch} forward", lambda x=arr(1, 32, h, h), w=arr(16, 32, 3, 3):
+        (f"Up+Conv2d(32,16) @{h} b{batch} forward", lambda x=arr(1, 32, h, h), w=wt(16, 32, 3, 3):
             kernels.upsample_conv2d_forward(x, w, None, 2)),
-        (f"Up+Conv2d(32,16) @{h} b{batch} input VJP", lambda g=arr(1, 16, s, s), w=arr(16, 32, 3, 3):
+        (f"Up+Conv2d(32,16) @{h} b{batch} input VJP", lambda g=arr(1, 16, s, s), w=wt(16, 32, 3, 3):
             kernels.upsample_conv2d_grad_input(g, w, (batch, 32, h, h), 2)),
     ]
 
