@@ -488,7 +488,7 @@ def test_winograd_tiles_match_reference(case, dtype, route, monkeypatch):
     """F(2x2, 3x3) (forward, and the input VJP with two seeds folded into the batch, which reads
     the forward's weight transform flipped) against the reference: with the products called from
     the compiled block, through NumPy's cblas from Python, through the NumPy fallback, and in
-    blocks of one tile row and halves on two threads."""
+    blocks of one tile row in parts on the kernels' threads."""
     if route == "native" and not K.blas.NATIVE_GEMM or route == "cblas" and not K.blas.IN_PLACE_GEMM:
         pytest.skip("NumPy's cblas gemm not found")
     if route in ("cblas", "numpy"):
