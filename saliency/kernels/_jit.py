@@ -130,9 +130,12 @@ PARALLEL = {"prange": True, "comprehension": False, "numpy": False, "reduction":
 
 
 def njit(*, cache=False, **options):
-    """`numba.njit(**options)`, `parallel=True` meaning PARALLEL; with cache=True the compiled code
-    is cached in CACHE_DIR (never in the package), or kept in memory when no cache folder can be
-    written."""
+    """`numba.njit(**options)`, `parallel=True` meaning PARALLEL and NumPy's error model unless
+    another is named (a float division by zero gives inf or NaN instead of raising: Python's model
+    tests every divisor, a branch that keeps LLVM from vectorizing the loop); with cache=True the
+    compiled code is cached in CACHE_DIR (never in the package), or kept in memory when no cache
+    folder can be written."""
+    options.setdefault("error_model", "numpy")
     if options.get("parallel") is True:  # an object, not a dict: Numba empties a dict it is given
         options["parallel"] = numba.core.cpu_options.ParallelOptions(dict(PARALLEL))
 
