@@ -78,17 +78,23 @@ def _im2col(x, cols, KH, KW, sh, sw, ph, pw, dh, dw, lo=0, hi=-1):
                 off = kx * dw - pw
                 ox0 = max(0, -(off // sw))
                 ox1 = min(OW, (W - 1 - off) // sw + 1)
+                e = min(ox0, OW)  # zeros in [0, e) and [max(e, ox1), OW), x's columns in [e, ox1)
                 for oy in range(OH):
                     iy = oy * sh - ph + ky * dh
-                    base = oy * OW
+                    dst = row[oy * OW:(oy + 1) * OW]
                     if iy < 0 or iy >= H:
                         for ox in range(OW):
-                            row[base + ox] = 0
+                            dst[ox] = 0
                         continue
-                    dst = row[base:base + OW]
-                    dst[:] = 0
-                    if ox0 < ox1:
-                        dst[ox0:ox1] = x[n, c, iy, ox0 * sw + off:(ox1 - 1) * sw + off + 1:sw]
+                    for ox in range(e):
+                        dst[ox] = 0
+                    for ox in range(max(e, ox1), OW):
+                        dst[ox] = 0
+                    if e < ox1:  # slices indexed from 0 (explicit loops: an array assignment costs
+                        d = dst[e:ox1]  # seconds of compile time), contiguous for stride 1
+                        src = x[n, c, iy, e * sw + off:] if sw == 1 else x[n, c, iy, e * sw + off::sw]
+                        for i in range(ox1 - e):
+                            d[i] = src[i]
 
 
 @njit(cache=True, nogil=True, parallel=True)
@@ -165,7 +171,10 @@ def _gemm_units(x, wg, y, KH, KW, sh, sw, ph, pw, dh, dw, step, lo, hi):
         for g in range(G):
             blas.native_gemm(wg[g], cols[g], res, 0.0)
             for i in range(n):
-                y[n0 + i, g * Og:(g + 1) * Og] = res[:, i * L:(i + 1) * L]
+                for o in range(Og):
+                    yr, rr = y[n0 + i, g * Og + o], res[o, i * L:(i + 1) * L]
+                    for j in range(L):
+                        yr[j] = rr[j]
 
 
 @njit(cache=True, nogil=True, parallel=True)

@@ -227,6 +227,31 @@ def test_only_the_prange_wrappers_are_parallel_and_each_runs_a_serial_kernel():
         assert isinstance(getattr(mod, name[:-len("_parallel")], None), CPUDispatcher), f"{mod.__name__}.{name}"
 
 
+def test_no_compiled_kernel_assigns_an_array_into_a_slice():
+    """`a[i:j] = b[k:l]` in a Numba kernel compiles NumPy's general assignment (broadcasting, overlap
+    checks): seconds of compile time in every kernel that has one, on every first run. The kernels
+    copy with explicit loops; a slice may still be filled with a number."""
+    import ast
+    from pathlib import Path
+
+    import saliency.kernels as kernels
+
+    found = []
+    for path in sorted(Path(kernels.__file__).parent.glob("*.py")):
+        for fn in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(fn, ast.FunctionDef) or not any("njit" in ast.unparse(d) for d in fn.decorator_list):
+                continue
+            for node in ast.walk(fn):
+                if not (isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Subscript)):
+                    continue
+                into_slice = any(isinstance(n, ast.Slice) for n in ast.walk(node.targets[0].slice))
+                from_slice = any(isinstance(n, ast.Slice) for n in ast.walk(node.value))
+                number = isinstance(node.value, (ast.Constant, ast.UnaryOp))
+                if from_slice or (into_slice and not number):
+                    found.append(f"{path.name}:{node.lineno} {ast.unparse(node)}")
+    assert not found, found
+
+
 @pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_gemm_input_vjps_in_chunks_of_images_equal_per_seed_calls(case, monkeypatch):
     """GEMM + col2im and the row-major correlation build their patches a few images at a time
