@@ -345,12 +345,23 @@ def _one_line_warning(message, category, filename, lineno, file=None, line=None)
     print(f"warning: {message}", file=file or sys.stderr)
 
 
+def _compiling_note(folder, stream=None):
+    """Said once on a terminal, when a run first compiles a kernel (the first run after installing:
+    tens of seconds), like a progress bar. Where the cache folder cannot be written, its warning
+    says so instead."""
+    if folder is not None and (stream or sys.stderr).isatty():
+        typer.echo(f"compiling the kernels this run needs, once (cached in {folder}); up to a minute on 2 cores",
+                   err=True)
+
+
 def main(argv=None):
     """Console entry point: every failure is one clear line and a non-zero exit, never a traceback."""
     warnings.showwarning = _one_line_warning
+    from saliency.kernels._jit import on_first_compile
     from saliency.kernels.memory import keep_freed_memory
 
     keep_freed_memory()  # a batch's arrays reuse the last batch's memory instead of fresh zeroed pages
+    on_first_compile(_compiling_note)
     try:
         app(args=argv, prog_name="saliency")  # usage errors: typer prints them and exits with 2
     except SystemExit as exc:

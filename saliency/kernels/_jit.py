@@ -84,6 +84,35 @@ class _WarnOnFirstCompile(numba.core.event.Listener):
         pass
 
 
+class _OnFirstCompile(numba.core.event.Listener):
+    """Calls its `pending` function once, when a kernel of this package next starts compiling (a
+    kernel missing from the cache), with the folder the compiled kernels go to (None: in memory)."""
+
+    pending = None  # (a Listener's own `notify` is its event handler)
+
+    def on_start(self, event):
+        dispatcher = (event.data or {}).get("dispatcher")
+        module = getattr(getattr(dispatcher, "py_func", None), "__module__", "") or ""
+        if self.pending is not None and module.startswith(__name__.rpartition(".")[0]):
+            notify, self.pending = self.pending, None
+            notify(CACHE_DIR)
+
+    def on_end(self, event):
+        pass
+
+
+_FIRST_COMPILE = _OnFirstCompile()
+numba.core.event.register("numba:compile", _FIRST_COMPILE)
+
+
+def on_first_compile(notify):
+    """Have notify(folder) called once, when this process next compiles a kernel (the first run
+    after an install or an upgrade compiles the kernels it uses: tens of seconds; later runs load
+    them from `folder`, or None when they are compiled in memory only), instead of any function
+    set before. A command line says so, rather than sit silent."""
+    _FIRST_COMPILE.pending = notify
+
+
 def _caller_level():
     """The stacklevel of the innermost frame outside Numba, the standard library and this package:
     the code that called a kernel."""
