@@ -30,7 +30,7 @@ _FASTMATH = {"reassoc", "contract"}
 
 
 @njit(cache=True, fastmath=_FASTMATH, nogil=True)
-def _corr2d(x, w, b, out, sh, sw, ph, pw, dh, dw, groups, ob, rb, lo=0, hi=-1):
+def _corr2d(x, w, b, out, sh, sw, ph, pw, dh, dw, groups, ob, rb, lo, hi):
     """out[n, o, oy, ox] = b[o] + sum_{c, ky, kx} w[o, c, ky, kx]
                                    * x[n, group*Cg + c, oy*sh - ph + ky*dh, ox*sw - pw + kx*dw]
 
@@ -119,7 +119,7 @@ def _taps3x3(out, n, oy, w, o0, n_oc, c, OW, r0a, r0b, r0c, r1a, r1b, r1c, r2a, 
 
 
 @njit(cache=True, fastmath=_FASTMATH, nogil=True)
-def _corr2d_3x3(x, w, b, out, sh, sw, ph, pw, dh, dw, groups, ob, rb, lo=0, hi=-1):
+def _corr2d_3x3(x, w, b, out, sh, sw, ph, pw, dh, dw, groups, ob, rb, lo, hi):
     """_corr2d for 3x3 kernels (the same correlation, tested against it): per output row and input
     channel, the three input rows it reads are copied once into a zero-padded buffer, then each
     output pixel takes all 9 taps from registers for 4 output channels at a time (36 FMAs per 9
@@ -187,7 +187,7 @@ def _corr2d_3x3_parallel(x, w, b, out, sh, sw, ph, pw, dh, dw, groups, ob, rb, n
 
 
 @njit(cache=True, fastmath=_FASTMATH, nogil=True)
-def _corr2d_3x3_padded(xp, w, b, out, dh, dw, groups, ob, lo=0, hi=-1):
+def _corr2d_3x3_padded(xp, w, b, out, dh, dw, groups, ob, lo, hi):
     """_corr2d_3x3 at stride 1 on an input padded beforehand (xp: zeros around x, OH + 2*dh rows and
     OW + 2*dw columns): the taps read the rows of xp in place instead of copying three rows per
     output row, channel and block. Tasks (n, group, block of `ob` output channels, output row),
@@ -246,7 +246,7 @@ def _dot9(t, r, i):
 
 
 @njit(cache=True, fastmath=_FASTMATH, nogil=True)
-def _corr2d_3x3_rgb(xp, w, b, out, dh, dw, lo=0, hi=-1):
+def _corr2d_3x3_rgb(xp, w, b, out, dh, dw, lo, hi):
     """_corr2d_3x3_padded for three input channels and one group (a first layer on RGB): each
     output pixel of two output channels at a time takes all 27 taps from registers and is stored
     once, instead of one pass per input channel over the output row. Tasks (n, pair of output
@@ -283,7 +283,7 @@ def _corr2d_3x3_rgb_parallel(xp, w, b, out, dh, dw, n, k):
 
 
 @njit(cache=True, fastmath=_FASTMATH, nogil=True)
-def _corr2d_grad_weight(g, x, dwt, sh, sw, ph, pw, dh, dw, groups, lo=0, hi=-1):
+def _corr2d_grad_weight(g, x, dwt, sh, sw, ph, pw, dh, dw, groups, lo, hi):
     """dwt[k, o, c, ky, kx] = sum_{n, oy, ox} g[k, n, o, oy, ox]
                                  * x[n, group*Cg + c, oy*sh - ph + ky*dh, ox*sw - pw + kx*dw], group = o // Og.
 

@@ -254,7 +254,7 @@ def depthwise_forward(x, w, b, out_shape, s, p, d):
     if channels_last_pays(C, out_shape[1] // C, (H, W), (OH, OW), KH * KW, register_tiled(KH, KW, s)):
         Hp, Wp = (OH - 1) * s[0] + (KH - 1) * d[0] + 1, (OW - 1) * s[1] + (KW - 1) * d[1] + 1
         xt = np.empty((N, Hp, Wp, C), x.dtype)
-        im2col._to_nhwc(x, xt, 0, 0, 1, 1, p[0], p[1])
+        im2col._to_nhwc(x, xt, 0, 0, 1, 1, p[0], p[1], 0, -1)
         wt = np.ascontiguousarray(w[:, 0].transpose(1, 2, 0))
         yt = np.empty((N, OH, OW, C), x.dtype)
         threads.run(_forward_nhwc, _forward_nhwc_parallel, C, yt.size, xt, wt, b, yt, s[0], s[1], d[0], d[1])
@@ -274,7 +274,7 @@ def depthwise_grad_input(g, w, x_shape, s, p, d):
     if channels_last_pays(C, g.shape[1] // C, (H, W), (OH, OW), KH * KW, register_tiled(KH, KW, s)):
         Hp, Wp = (OH - 1) * s[0] + (KH - 1) * d[0] + 1, (OW - 1) * s[1] + (KW - 1) * d[1] + 1
         gt = np.empty((M, OH, OW, C), g.dtype)
-        im2col._to_nhwc(g, gt, 0, 0, 1, 1, 0, 0)
+        im2col._to_nhwc(g, gt, 0, 0, 1, 1, 0, 0, 0, -1)
         wt = np.ascontiguousarray(w[:, 0].transpose(1, 2, 0))
         dxt = np.zeros((M, max(Hp, H + p[0]), max(Wp, W + p[1]), C), g.dtype)
         threads.run(_grad_input_nhwc, _grad_input_nhwc_parallel, C, g.size, gt, wt, dxt, s[0], s[1], d[0], d[1])

@@ -59,7 +59,7 @@ def _unit(u, N, rows, step, rb):
 
 
 @njit(cache=True, fastmath=_FASTMATH, nogil=True)
-def _im2col(x, cols, KH, KW, sh, sw, ph, pw, dh, dw, lo=0, hi=-1):
+def _im2col(x, cols, KH, KW, sh, sw, ph, pw, dh, dw, lo, hi):
     """cols[(c*KH + ky)*KW + kx, n, oy*OW + ox] = x[n, c, oy*sh - ph + ky*dh, ox*sw - pw + kx*dw] (0 outside),
     for the tasks t = n*C + c in [lo, hi) (hi < 0: to the last).
 
@@ -105,7 +105,7 @@ def _im2col_parallel(x, cols, KH, KW, sh, sw, ph, pw, dh, dw, n, k):
 
 
 @njit(cache=True, fastmath=_FASTMATH, nogil=True)
-def _col2im(cols, dx, KH, KW, sh, sw, ph, pw, dh, dw, lo=0, hi=-1):
+def _col2im(cols, dx, KH, KW, sh, sw, ph, pw, dh, dw, lo, hi):
     """Adjoint of _im2col, per image: cols is (groups, N, Cg*KH*KW, OH*OW) and
 
         dx[n, group*Cg + c, iy, ix] = sum of cols[group, n, (c*KH + ky)*KW + kx, oy*OW + ox] over the
@@ -296,7 +296,7 @@ def conv2d_grad_weight_gemm(g, x, w_shape, s, p, d, groups):
 
 
 @njit(cache=True, fastmath=_FASTMATH, nogil=True)
-def _to_nhwc(src, dst, ry, rx, sy, sx, pt, pl, lo=0, hi=-1):
+def _to_nhwc(src, dst, ry, rx, sy, sx, pt, pl, lo, hi):
     """Zero-padded channels-last copy of a phase plane of src:
 
         dst[n, i + pt, j + pl, c] = src[n, c, i*sy + ry, j*sx + rx],  zero where no source entry lands,
@@ -353,7 +353,7 @@ def _to_nhwc_parallel(src, dst, ry, rx, sy, sx, pt, pl, n, k):
 
 
 @njit(cache=True, fastmath=_FASTMATH, nogil=True)
-def _im2row(xp, C, cols, offy, offx, s_y, s_x, OH, OW, k0, lo=0, hi=-1):
+def _im2row(xp, C, cols, offy, offx, s_y, s_x, OH, OW, k0, lo, hi):
     """Gather patches from a padded channels-last xp, viewed as (N, Hp, Wp*C) (see `_to_nhwc`):
     for phase p = py*Px + px (Px = offx.shape[0]) and output position (n, oy, ox),
 
@@ -400,7 +400,7 @@ def _im2row_parallel(xp, C, cols, offy, offx, s_y, s_x, OH, OW, k0, n, k):
 
 
 @njit(cache=True, fastmath=_FASTMATH, nogil=True)
-def _row2im(res, y, b, OH, OW, sy, sx, ry, rx, Px, lo=0, hi=-1):
+def _row2im(res, y, b, OH, OW, sy, sx, ry, rx, Px, lo, hi):
     """Scatter GEMM rows back to NCHW, plus bias: for phase p = py*Px + px,
 
         y[n, o, oy*sy + ry + py, ox*sx + rx + px] = res[p, (n*OH + oy)*OW + ox, o] + b[o].
@@ -515,11 +515,11 @@ def conv2d_rows(x, w, b, out_shape, s, p, d):
             n, rows = n1 - n0, oy1 - oy0
             hp = (rows - 1) * s[0] + (KH - 1) * d[0] + 1
             xp = np.empty((n, hp, (OW - 1) * s[1] + (KW - 1) * d[1] + 1, C), x.dtype)
-            _to_nhwc(x[n0:n1], xp, 0, 0, 1, 1, p[0] - oy0 * s[0], p[1])
+            _to_nhwc(x[n0:n1], xp, 0, 0, 1, 1, p[0] - oy0 * s[0], p[1], 0, -1)
             cols = np.empty((1, n * rows * OW, KH * KW * C), x.dtype)
-            _im2row(xp.reshape(n, hp, -1), C, cols, offy, offx, s[0], s[1], rows, OW, 0)
+            _im2row(xp.reshape(n, hp, -1), C, cols, offy, offx, s[0], s[1], rows, OW, 0, 0, -1)
             res = blas.matmul(cols[0], wm).reshape(1, n * rows * OW, O)
-            _row2im(res, y[n0:n1], b, rows, OW, 1, 1, oy0, 0, 1)
+            _row2im(res, y[n0:n1], b, rows, OW, 1, 1, oy0, 0, 1, 0, -1)
     return y
 
 
@@ -632,15 +632,15 @@ def conv2d_grad_input_rows(g, w, x_shape, s, p, d):
             m0, m1, _, _ = _unit(u, M, 1, step, 1)
             mn = m1 - m0
             gpc = gp[:mn]
-            _to_nhwc(g[m0:m1], gpc, 0, 0, 1, 1, -y_lo, -x_lo)
+            _to_nhwc(g[m0:m1], gpc, 0, 0, 1, 1, -y_lo, -x_lo, 0, -1)
             for (ry, rx, Ha, Wa, oys, oxs, wm) in phases:
                 R, Kp = mn * Ha * Wa, wm.shape[0]
                 cols = cols_buf[:R * Kp].reshape(1, R, Kp)
                 _im2row(gpc.reshape(mn, Hg, -1), O, cols, np.array([oys]) - y_lo, np.array([oxs]) - x_lo, 1, 1, Ha,
-                        Wa, 0)
+                        Wa, 0, 0, -1)
                 res = res_buf[:R * C].reshape(1, R, C)
                 blas.matmul(cols[0], wm, out=res[0])
-                _row2im(res, dx[m0:m1], zero, Ha, Wa, s[0], s[1], ry, rx, 1)
+                _row2im(res, dx[m0:m1], zero, Ha, Wa, s[0], s[1], ry, rx, 1, 0, -1)
     return dx
 
 

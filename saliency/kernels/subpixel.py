@@ -60,7 +60,7 @@ def _padded(x):
     """x channels-last with one zero row and column on each side: the taps' rows bases + t lie in [-1, 1]."""
     N, C, H, W = x.shape
     xp = np.empty((N, H + 2, W + 2, C), x.dtype)
-    im2col._to_nhwc(x, xp, 0, 0, 1, 1, 1, 1)
+    im2col._to_nhwc(x, xp, 0, 0, 1, 1, 1, 1, 0, -1)
     return xp
 
 
@@ -81,7 +81,8 @@ def _gather(xv, C, offs, r, q, H, W, cols, u0, u1):
         oy1 = min(H, oy0 + u1 - u)
         a, m = (u - u0) * W, (oy1 - oy0) * W
         im2col._im2row(xv[n, oy0:].reshape(1, xv.shape[1] - oy0, xv.shape[2]), C,
-                       cols[a:a + m].reshape(1, m, cols.shape[1]), offs[r:r + 1], offs[q:q + 1], 1, 1, oy1 - oy0, W, 0)
+                       cols[a:a + m].reshape(1, m, cols.shape[1]), offs[r:r + 1], offs[q:q + 1], 1, 1, oy1 - oy0, W, 0,
+                       0, -1)
         u += oy1 - oy0
 
 
@@ -141,7 +142,7 @@ def _forward(xv, C, offs, wm, bias, y, s, block, lo, hi):
             oy1 = min(H, oy0 + u1 - u)
             a, m = (u - u0) * W, (oy1 - oy0) * W
             im2col._row2im(res[a:a + m].reshape(1, m, res.shape[1]), y[n:n + 1], bias, oy1 - oy0, W, s, s,
-                           s * oy0 + r, q, 1)
+                           s * oy0 + r, q, 1, 0, -1)
             u += oy1 - oy0
         t += u1 - u0
 
@@ -173,7 +174,7 @@ def upsample_conv2d_forward(x, w, b=None, scale=2):
     y = np.empty((N, O, s * H, s * W), x.dtype)
     if not blas.NATIVE_GEMM:
         res = blas.matmul(_patches(x, s, xp), wm)  # (phases, N*H*W, O)
-        im2col._row2im(res, y, bias, H, W, s, s, 0, 0, s)  # phase p lands on rows s*i + p // s
+        im2col._row2im(res, y, bias, H, W, s, s, 0, 0, s, 0, -1)  # phase p lands on rows s*i + p // s
         return y
     block = max(1, im2col.CHUNK_BYTES // max(1, W * 4 * C * x.itemsize))
     tasks = s * s * N * H
@@ -204,10 +205,10 @@ def _grad_input(g, offs, wm, zero, dx, s, block, lo, hi):
             i1 = min(H, i0 + t1 - u)
             h = s * (i1 - i0) + 2 * s
             gp = gbuf[:h * Wp * G].reshape(1, h, Wp, G)
-            im2col._to_nhwc(g[m:m + 1], gp, 0, 0, 1, 1, s - s * i0, s)
+            im2col._to_nhwc(g[m:m + 1], gp, 0, 0, 1, 1, s - s * i0, s, 0, -1)
             a, n = (u - t) * W, (i1 - i0) * W
             im2col._im2row(gp.reshape(1, h, Wp * G), G, cols[a:a + n].reshape(1, n, cols.shape[1]), offs, offs, s, s,
-                           i1 - i0, W, 0)
+                           i1 - i0, W, 0, 0, -1)
             u += i1 - i0
         n = (t1 - t) * W
         blas.native_gemm(cols[:n], wm, res[:n], 0.0)
@@ -216,7 +217,7 @@ def _grad_input(g, offs, wm, zero, dx, s, block, lo, hi):
             m, i0 = u // H, u % H
             i1 = min(H, i0 + t1 - u)
             a, n = (u - t) * W, (i1 - i0) * W
-            im2col._row2im(res[a:a + n].reshape(1, n, C), dx[m:m + 1], zero, i1 - i0, W, 1, 1, i0, 0, 1)
+            im2col._row2im(res[a:a + n].reshape(1, n, C), dx[m:m + 1], zero, i1 - i0, W, 1, 1, i0, 0, 1, 0, -1)
             u += i1 - i0
         t = t1
 
@@ -271,12 +272,13 @@ def upsample_conv2d_grad_input(g, w, x_shape, scale=2):
     for m0, m1 in spans:
         mn = m1 - m0
         R = mn * H * W
-        im2col._to_nhwc(g2[m0:m1], gp[:mn], 0, 0, 1, 1, s, s)
+        im2col._to_nhwc(g2[m0:m1], gp[:mn], 0, 0, 1, 1, s, s, 0, -1)
         cols = cols_buf[:R]
-        im2col._im2row(gp[:mn].reshape(mn, gp.shape[1], -1), O, cols.reshape(1, R, -1), offs, offs, s, s, H, W, 0)
+        im2col._im2row(gp[:mn].reshape(mn, gp.shape[1], -1), O, cols.reshape(1, R, -1), offs, offs, s, s, H, W, 0,
+                       0, -1)
         res = res_buf[:R]
         blas.matmul(cols, wm, out=res)
-        im2col._row2im(res.reshape(1, R, C), dx[m0:m1], zero, H, W, 1, 1, 0, 0, 1)
+        im2col._row2im(res.reshape(1, R, C), dx[m0:m1], zero, H, W, 1, 1, 0, 0, 1, 0, -1)
     return dx.reshape(seeds + x_shape)
 
 

@@ -288,8 +288,8 @@ def test_3x3_kernel_equals_the_generic_correlation(case, dtype):
     OH, OW = K.conv_output_size(H, 3, s, p, d), K.conv_output_size(W, 3, s, p, d)
     for ob, rb in [(8, OH), (3, 2), (1, 1)]:
         got, want = np.full((2, N, O, OH, OW), np.nan, dtype)
-        K._corr2d_3x3(x, w, b, got, s, s, p, p, d, d, groups, ob, rb)
-        K._corr2d(x, w, b, want, s, s, p, p, d, d, groups, ob, rb)
+        K._corr2d_3x3(x, w, b, got, s, s, p, p, d, d, groups, ob, rb, 0, -1)
+        K._corr2d(x, w, b, want, s, s, p, p, d, d, groups, ob, rb, 0, -1)
         np.testing.assert_allclose(got, want, **TOL[dtype])
 
 
@@ -309,8 +309,8 @@ def test_padded_3x3_kernel_equals_the_generic_correlation(case, dtype):
     xp = K._padded(x, (p, p), (OH + 2 * d, OW + 2 * d))
     for ob in (8, 3, 1):
         got, want = np.full((2, N, O, OH, OW), np.nan, dtype)
-        K._corr2d_3x3_padded(xp, w, b, got, d, d, groups, ob)
-        K._corr2d(x, w, b, want, 1, 1, p, p, d, d, groups, ob, OH)
+        K._corr2d_3x3_padded(xp, w, b, got, d, d, groups, ob, 0, -1)
+        K._corr2d(x, w, b, want, 1, 1, p, p, d, d, groups, ob, OH, 0, -1)
         np.testing.assert_allclose(got, want, **TOL[dtype])
 
 
@@ -329,8 +329,8 @@ def test_rgb_3x3_kernel_equals_the_generic_correlation_and_serves_first_layers(c
     b = rng.standard_normal(O).astype(dtype)
     OH, OW = K.conv_output_size(H, 3, 1, p, d), K.conv_output_size(W, 3, 1, p, d)
     got, want = np.full((2, N, O, OH, OW), np.nan, dtype)
-    K._corr2d_3x3_rgb(K._padded(x, (p, p), (OH + 2 * d, OW + 2 * d)), w, b, got, d, d)
-    K._corr2d(x, w, b, want, 1, 1, p, p, d, d, groups, 8, OH)
+    K._corr2d_3x3_rgb(K._padded(x, (p, p), (OH + 2 * d, OW + 2 * d)), w, b, got, d, d, 0, -1)
+    K._corr2d(x, w, b, want, 1, 1, p, p, d, d, groups, 8, OH, 0, -1)
     np.testing.assert_allclose(got, want, **TOL[dtype])
     if p >= 0:
         kernel, calls = K._corr2d_3x3_rgb, []
@@ -398,7 +398,7 @@ def test_depthwise_kernels_equal_the_generic_correlation_and_reference(case, dty
     OH, OW = K.conv_output_size(H, kh, s[0], p[0], d[0]), K.conv_output_size(W, kw, s[1], p[1], d[1])
     shape = (N, C * m, OH, OW)
     want = np.full(shape, np.nan, dtype)
-    K._corr2d(x, w, b, want, s[0], s[1], p[0], p[1], d[0], d[1], C, 1, OH)
+    K._corr2d(x, w, b, want, s[0], s[1], p[0], p[1], d[0], d[1], C, 1, OH, 0, -1)
     got = K.depthwise.depthwise_forward(x, w, b, shape, s, p, d)
     np.testing.assert_allclose(got, want, **TOL[dtype])
     np.testing.assert_allclose(K.conv2d_forward(x, w, b, s, p, d, C), ref.conv2d(x, w, b, s, p, d, C), **TOL[dtype])
