@@ -65,6 +65,13 @@ def _writable(folder):
     return None
 
 
+def _compiles_ours(event):
+    """Whether a Numba compile event is the compiling of a function of this package."""
+    dispatcher = (event.data or {}).get("dispatcher")
+    module = getattr(getattr(dispatcher, "py_func", None), "__module__", "") or ""
+    return module.startswith(__name__.rpartition(".")[0])
+
+
 class _WarnOnFirstCompile(numba.core.event.Listener):
     """Emits the warning when the first kernel of this package compiles (not at import), so that a
     command line has set up its warning display by then, and a process that compiles nothing is
@@ -74,9 +81,7 @@ class _WarnOnFirstCompile(numba.core.event.Listener):
         self.message = message
 
     def on_start(self, event):
-        dispatcher = (event.data or {}).get("dispatcher")
-        module = getattr(getattr(dispatcher, "py_func", None), "__module__", "") or ""
-        if self.message and module.startswith(__name__.rpartition(".")[0]):
+        if self.message and _compiles_ours(event):
             message, self.message = self.message, None
             warnings.warn(message, KernelCacheWarning, stacklevel=_caller_level())
 
@@ -91,9 +96,7 @@ class _OnFirstCompile(numba.core.event.Listener):
     pending = None  # (a Listener's own `notify` is its event handler)
 
     def on_start(self, event):
-        dispatcher = (event.data or {}).get("dispatcher")
-        module = getattr(getattr(dispatcher, "py_func", None), "__module__", "") or ""
-        if self.pending is not None and module.startswith(__name__.rpartition(".")[0]):
+        if self.pending is not None and _compiles_ours(event):
             notify, self.pending = self.pending, None
             notify(CACHE_DIR)
 

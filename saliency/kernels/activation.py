@@ -176,8 +176,10 @@ def _phi32(v):
     a64 = max(np.float64(p) - 0.5 * w * w, -300.0)  # finite (its remainder below is not NaN at +-inf)
     a = _F(a64)
     h = _F(0.5) * t * _exp32(a) * (_F(1.0) + _F(a64 - np.float64(a)))
-    below = _F(v < _F(0.0))  # h below 0, 1 - h above, as a sum with one zero term (exact): a
-    return below * h + (_F(1.0) - below) * (_F(1.0) - h)  # conditional here trips Numba's inliner
+    # h below 0, 1 - h above: a sum with one zero term (exact), since a conditional expression
+    # here trips Numba's inliner
+    below = _F(v < _F(0.0))
+    return below * h + (_F(1.0) - below) * (_F(1.0) - h)
 
 
 @overload(exp, inline="always")
