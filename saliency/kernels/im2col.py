@@ -58,6 +58,15 @@ def _unit(u, N, rows, step, rb):
     return u * step, min(N, u * step + step), 0, rows
 
 
+@njit(cache=True, nogil=True)
+def copy(dst, src, n):
+    """dst[i] = src[i] for i < n, for kernels: a loop, since NumPy's general slice assignment
+    `dst[a:b] = src[c:d]` costs seconds of compile time in every kernel that has one (and pass
+    slices indexed from 0, so that LLVM loads whole vectors)."""
+    for i in range(n):
+        dst[i] = src[i]
+
+
 @njit(cache=True, fastmath=_FASTMATH, nogil=True)
 def _im2col(x, cols, KH, KW, sh, sw, ph, pw, dh, dw, lo, hi):
     """cols[(c*KH + ky)*KW + kx, n, oy*OW + ox] = x[n, c, oy*sh - ph + ky*dh, ox*sw - pw + kx*dw] (0 outside),
@@ -90,11 +99,9 @@ def _im2col(x, cols, KH, KW, sh, sw, ph, pw, dh, dw, lo, hi):
                         dst[ox] = 0
                     for ox in range(max(e, ox1), OW):
                         dst[ox] = 0
-                    if e < ox1:  # slices indexed from 0 (explicit loops: an array assignment costs
-                        d = dst[e:ox1]  # seconds of compile time), contiguous for stride 1
+                    if e < ox1:  # contiguous for stride 1
                         src = x[n, c, iy, e * sw + off:] if sw == 1 else x[n, c, iy, e * sw + off::sw]
-                        for i in range(ox1 - e):
-                            d[i] = src[i]
+                        copy(dst[e:ox1], src, ox1 - e)
 
 
 @njit(cache=True, nogil=True, parallel=True)
@@ -172,9 +179,7 @@ def _gemm_units(x, wg, y, KH, KW, sh, sw, ph, pw, dh, dw, step, lo, hi):
             blas.native_gemm(wg[g], cols[g], res, 0.0)
             for i in range(n):
                 for o in range(Og):
-                    yr, rr = y[n0 + i, g * Og + o], res[o, i * L:(i + 1) * L]
-                    for j in range(L):
-                        yr[j] = rr[j]
+                    copy(y[n0 + i, g * Og + o], res[o, i * L:(i + 1) * L], L)
 
 
 @njit(cache=True, nogil=True, parallel=True)

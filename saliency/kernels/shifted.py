@@ -25,7 +25,7 @@ from numba import prange
 
 from ._jit import njit
 
-from . import blas, threads
+from . import blas, im2col, threads
 
 
 def _tap_matrices(w):
@@ -60,10 +60,8 @@ def _correlate_rows(x, wt, flip, out, ph, pw, dh, dw, KH, KW, lo, hi):
             if c0 < c1:
                 for j in range(r1 - r0 + ey):
                     iy = r0 + j - ph
-                    if 0 <= iy < H:  # a loop: an array assignment costs seconds of compile time
-                        d, src = xc[j * Wp + c0 + pw:j * Wp + c1 + pw], x[n, c, iy, c0:c1]
-                        for i in range(c1 - c0):
-                            d[i] = src[i]
+                    if 0 <= iy < H:
+                        im2col.copy(xc[j * Wp + c0 + pw:], x[n, c, iy, c0:], c1 - c0)
         for k in range(T):
             off = (k // KW) * dh * Wp + (k % KW) * dw
             beta = 0.0 if k == 0 else 1.0
@@ -73,9 +71,7 @@ def _correlate_rows(x, wt, flip, out, ph, pw, dh, dw, KH, KW, lo, hi):
                 blas.native_gemm(wt[k], xp[:, off:off + L], yw[:, :L], beta)
         for o in range(O):
             for j in range(r1 - r0):
-                d, src = out[n, o, r0 + j], yw[o, j * Wp:j * Wp + OW]
-                for i in range(OW):
-                    d[i] = src[i]
+                im2col.copy(out[n, o, r0 + j], yw[o, j * Wp:], OW)
         t += r1 - r0
 
 
