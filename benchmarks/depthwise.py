@@ -1,13 +1,16 @@
 """Depthwise convolutions: the channels-last kernels against the plane kernels over a grid of
-layers, and which one the cost model in `saliency.kernels.depthwise` picks.
+layers, from either memory format, and which one the cost model in `saliency.kernels.depthwise`
+picks.
 
     python benchmarks/depthwise.py [--repeats 7]
 
 Per depthwise layer (32 to 1152 channels, planes of 4x4 to 112x112, 3x3 and 5x5 kernels at
-strides 1 and 2, one image or 16), float32, both threads: the forward and the input VJP
-through `saliency.kernels`, once with the channels-last kernels forced and once with the plane
-kernels forced (for 3x3 at stride 1, the register-tiled 3x3 kernel), medians in ms. "pick" is
-what the dispatch chooses; "right" says whether it is the faster of the two (or within 10%).
+strides 1 and 2, one image or 16), float32, both threads, the array given contiguous (NCHW) or
+channels-last: the forward and the input VJP through `saliency.kernels`, each once with the
+channels-last kernels forced and once with the plane kernels forced (for 3x3 at stride 1, the
+register-tiled 3x3 kernel), medians in ms, each with the copies its path makes (the channels-last
+result is returned as it is). "pick" is what the dispatch chooses for that direction and format;
+"right" says whether it is the faster of the two (or within 10%).
 """
 import argparse
 import numpy as np
@@ -23,14 +26,19 @@ KERNELS = [(3, 1), (3, 2), (5, 1), (5, 2)]
 LIMIT = 16 * 144 * 56 * 56  # images * C * H * W: the largest layer run
 
 
+def channels_last(a):
+    return np.ascontiguousarray(a.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=7)
     args = parser.parse_args()
     rng = np.random.default_rng(0)
     pays = depthwise.channels_last_pays
-    print("| C | size | kernel, stride | images | channels-last ms | planes ms | pick | right |")
-    print("| ---: | ---: | --- | ---: | ---: | ---: | --- | --- |")
+    print("| C | size | kernel, stride | images | given | forward ms: channels-last / planes | pick | "
+          "VJP ms: channels-last / planes | pick |")
+    print("| ---: | ---: | --- | ---: | --- | ---: | --- | ---: | --- |")
     right = total = 0
     for C in CHANNELS:
         for H in SIZES:
@@ -41,22 +49,27 @@ def main():
                     x = rng.standard_normal((N, C, H, H)).astype(np.float32)
                     w = rng.standard_normal((C, 1, k, k)).astype(np.float32)
                     g = rng.standard_normal(K.conv2d_forward(x, w, None, s, k // 2, 1, C).shape).astype(np.float32)
-                    times = []
-                    for forced in (True, False):
-                        with replaced(depthwise, "channels_last_pays", lambda *a, forced=forced: forced):
-                            forward = settled_median_ms(lambda: K.conv2d_forward(x, w, None, s, k // 2, 1, C),
-                                                        args.repeats)
-                            vjp = settled_median_ms(lambda: K.conv2d_grad_input(g, w, x.shape, s, k // 2, 1, C),
-                                                    args.repeats)
-                            times.append(forward + vjp)
-                    last, planes = times
-                    pick = pays(C, 1, (H, H), g.shape[2:], k * k, depthwise.register_tiled(k, k, (s, s)))
-                    ok = pick_is_right(pick, last, planes)
-                    right += ok
-                    total += 1
-                    print(f"| {C} | {H}x{H} | {k}x{k}, {s} | {N} | {last:.3f} | {planes:.3f} | "
-                          f"{'channels-last' if pick else 'planes'} | {'yes' if ok else 'no'} |", flush=True)
-    print(f"\nThe pick is the faster (or within 10% of it) on {right} of {total} layers.")
+                    tiled = depthwise.register_tiled(k, k, (s, s))
+                    for last in (False, True):
+                        xg, gg = (channels_last(x), channels_last(g)) if last else (x, g)
+                        times = {}
+                        for forced in (True, False):
+                            with replaced(depthwise, "channels_last_pays", lambda *a, forced=forced, **kw: forced):
+                                times["forward", forced] = settled_median_ms(
+                                    lambda: K.conv2d_forward(xg, w, None, s, k // 2, 1, C), args.repeats)
+                                times["vjp", forced] = settled_median_ms(
+                                    lambda: K.conv2d_grad_input(gg, w, x.shape, s, k // 2, 1, C), args.repeats)
+                        cells = []
+                        for direction in ("forward", "vjp"):
+                            pick = pays(C, 1, (H, H), g.shape[2:], k * k, tiled, vjp=direction == "vjp", last=last)
+                            ok = pick_is_right(pick, times[direction, True], times[direction, False])
+                            right += ok
+                            total += 1
+                            cells.append(f"{times[direction, True]:.3f} / {times[direction, False]:.3f} | "
+                                         f"{'channels-last' if pick else 'planes'}{'' if ok else ' (wrong)'}")
+                        print(f"| {C} | {H}x{H} | {k}x{k}, {s} | {N} | {'channels-last' if last else 'NCHW'} | "
+                              f"{' | '.join(cells)} |", flush=True)
+    print(f"\nThe pick is the faster (or within 10% of it) on {right} of {total} (layer, format, direction) cases.")
 
 
 if __name__ == "__main__":

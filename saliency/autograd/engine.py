@@ -230,7 +230,12 @@ def _accumulate(tensor, g):
     with _grad_lock:
         current = tensor._grad
         if current is None:
-            g = g.astype(tensor._array.dtype, copy=False) if fresh else np.array(g, dtype=tensor._array.dtype)
+            leaf = tensor._array
+            if g.shape == leaf.shape and not (fresh and g.dtype == leaf.dtype and g.strides == leaf.strides):
+                g, given = np.empty_like(leaf), g  # in the leaf's memory format, as PyTorch's .grad
+                g[...] = given
+            elif g.shape != leaf.shape:
+                g = g.astype(leaf.dtype, copy=False) if fresh else np.array(g, dtype=leaf.dtype)
             tensor._grad = Tensor._make(g, False, None)
         elif current._array.flags.writeable and current._array.shape == np.shape(g):
             current._array += g

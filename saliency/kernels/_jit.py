@@ -10,12 +10,15 @@ and fails on a read-only installation. Kernels decorated with this `njit` are ca
    `~/.cache/saliency-maps/numba` (Linux and other Unix), `~/Library/Caches/saliency-maps/numba`
    (macOS), `%LOCALAPPDATA%\\saliency-maps\\Cache\\numba` (Windows).
 
-If that folder cannot be created or written, the kernels are compiled in memory for this process
+Generated kernels (`generated`: source written for one shape of a problem, such as a depthwise
+convolution's taps) are written as modules to the `generated` folder inside it, and cached like
+the others. If that folder cannot be created or written, the kernels are compiled in memory for this process
 only (every process then compiles again) and one `KernelCacheWarning`, when the first kernel
 compiles, says so. Numba keys its
 cache files by the source file's path and contents, so installs and versions never collide.
 """
 import contextlib
+import importlib.util
 import os
 import sys
 import tempfile
@@ -178,3 +181,38 @@ def njit(*, cache=False, **options):
             return numba.njit(cache=True, **options)(fn)
 
     return decorate
+
+
+_GENERATED_DIR = None
+
+
+def generated(name, source):
+    """The module of generated kernel source `source`, under the name `name` (a valid identifier,
+    unique per source): written to CACHE_DIR/generated/name.py, rewritten only when its text
+    differs (Numba keys its cache by the file's time stamp, so an unchanged file keeps its compiled
+    kernels), and imported. Without a cache folder, into a folder of this process's own."""
+    global _GENERATED_DIR
+    module_name = f"{__name__.rpartition('.')[0]}._generated.{name}"
+    if module_name in sys.modules:
+        return sys.modules[module_name]
+    if _GENERATED_DIR is None:
+        _GENERATED_DIR = CACHE_DIR / "generated" if CACHE_DIR is not None else Path(tempfile.mkdtemp())
+        _GENERATED_DIR.mkdir(parents=True, exist_ok=True)
+    path = _GENERATED_DIR / f"{name}.py"
+    try:
+        current = path.read_text()
+    except OSError:
+        current = None
+    if current != source:
+        temporary = path.with_name(f"{name}.{os.getpid()}.tmp")
+        temporary.write_text(source)
+        os.replace(temporary, path)  # whole, for a process importing it at the same time
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[module_name]
+        raise
+    return module

@@ -18,7 +18,7 @@ from numba.extending import intrinsic, overload
 
 from ._jit import njit
 
-from . import threads
+from . import layout, threads
 
 
 @njit(cache=True, nogil=True)
@@ -57,11 +57,12 @@ def _relu_grad_parallel(g, mask, out, n, k):
 
 
 def relu_forward(x):
-    """(max(x, 0), boolean mask of not (x <= 0)); NaN stays NaN and its mask is True."""
-    if type(x) is np.ndarray and x.dtype in (np.float32, np.float64) and x.flags.c_contiguous and x.size >= 1024:
-        out = np.empty_like(x)
-        mask = np.empty(x.shape, np.bool_)
-        xf, of, mf = x.reshape(-1), out.reshape(-1), mask.reshape(-1).view(np.uint8)
+    """(max(x, 0), boolean mask of not (x <= 0)), both in x's memory format; NaN stays NaN and its
+    mask is True."""
+    order = layout.dense_order(x) if type(x) is np.ndarray else None
+    if order is not None and x.dtype in (np.float32, np.float64) and x.size >= 1024:
+        out, mask = np.empty_like(x), np.empty_like(x, np.bool_)
+        xf, of, mf = _flat(x), _flat(out), _flat(mask).view(np.uint8)
         threads.run(_relu, _relu_parallel, xf.size, xf.size, xf, of, mf)
         return out, mask
     out = np.maximum(x, 0)
@@ -69,14 +70,20 @@ def relu_forward(x):
 
 
 def relu_grad(g, mask):
-    """g * mask, g of shape (*seeds, *mask.shape)."""
-    if (type(g) is np.ndarray and g.dtype in (np.float32, np.float64) and g.flags.c_contiguous
-            and mask.flags.c_contiguous and mask.size >= 1024 and g.shape[g.ndim - mask.ndim:] == mask.shape):
+    """g * mask, g of shape (*seeds, *mask.shape), in g's memory format."""
+    if (type(g) is np.ndarray and g.dtype in (np.float32, np.float64) and mask.size >= 1024
+            and g.shape[g.ndim - mask.ndim:] == mask.shape and _seeds_over(g, mask)):
         out = np.empty_like(g)
-        g2, m, o2 = g.reshape(-1, mask.size), mask.reshape(-1).view(np.uint8), out.reshape(-1, mask.size)
+        g2, m, o2 = _flat(g).reshape(-1, mask.size), _flat(mask).view(np.uint8), _flat(out).reshape(-1, mask.size)
         threads.run(_relu_grad, _relu_grad_parallel, m.size, g.size, g2, m, o2)  # parts of the elements
         return out
     return g * mask
+
+
+def _seeds_over(g, mask):
+    """Whether g (*seeds, *mask.shape) is, in memory, seed after seed of mask's memory format."""
+    lead, order = g.ndim - mask.ndim, layout.dense_order(mask)
+    return order is not None and layout.dense_order(g) == tuple(range(lead)) + tuple(lead + i for i in order)
 
 
 _SQRT1_2 = 0.7071067811865476  # 1 / sqrt(2), correctly rounded (C's M_SQRT1_2)
@@ -96,7 +103,7 @@ def normal_cdf(x):
     x = _float_flat(x)
     out = np.empty_like(x)
     if x.size:
-        _normal_cdf(x.reshape(-1), out.reshape(-1))
+        _normal_cdf(_flat(x), _flat(out))
     return out
 
 
@@ -246,8 +253,18 @@ def _silu_parallel(x, out, slope, grad, fast, n, k):
 
 
 def _float_flat(x):
-    x = np.ascontiguousarray(x)
-    return x if x.dtype in (np.float32, np.float64) else x.astype(np.float64)
+    """x as a float32 or float64 array (float64 for any other dtype) whose elements fill one block of
+    memory: as it is when it does (contiguous, channels-last), else a contiguous copy."""
+    x = np.asarray(x)
+    if x.dtype not in (np.float32, np.float64):
+        return np.ascontiguousarray(x, np.float64)
+    return x if layout.dense_order(x) is not None else np.ascontiguousarray(x)
+
+
+def _flat(a):
+    """The elements of an array from `_float_flat` (or `np.empty_like` of one) in memory order:
+    arrays of one memory format list the same positions in the same order."""
+    return layout.flat(a, layout.dense_order(a))
 
 
 def sigmoid(x):
@@ -255,18 +272,19 @@ def sigmoid(x):
     that dtype without overflow (exp of -|x| only). NaN gives NaN, -inf 0 and inf 1."""
     x = _float_flat(x)
     out = np.empty_like(x)
-    xf = x.reshape(-1)
-    threads.run(_sigmoid, _sigmoid_parallel, xf.size, xf.size, xf, out.reshape(-1), x.dtype == np.float32)
+    xf = _flat(x)
+    threads.run(_sigmoid, _sigmoid_parallel, xf.size, xf.size, xf, _flat(out), x.dtype == np.float32)
     return out
 
 
 def _with_slope(kernel, parallel, x, grad, *args):
     """(out, slope or None) of kernel(x, out, slope, grad, *args, lo, hi) over `x` flattened
-    (C-contiguous, float32 or float64), in parts on the kernels' threads when large (`threads.run`)."""
+    (from `_float_flat`), in parts on the kernels' threads when large (`threads.run`); out and slope
+    in x's memory format."""
     out = np.empty_like(x)
     slope = np.empty_like(x) if grad else np.empty(0, x.dtype)
-    xf = x.reshape(-1)
-    threads.run(kernel, parallel, xf.size, xf.size, xf, out.reshape(-1), slope.reshape(-1), grad, *args)
+    xf = _flat(x)
+    threads.run(kernel, parallel, xf.size, xf.size, xf, _flat(out), _flat(slope), grad, *args)
     return out, (slope if grad else None)
 
 
@@ -308,7 +326,7 @@ def hardswish(x, grad):
     """(x * min(max(x + 3, 0), 6) / 6, its derivative (0 for x <= -3, x / 3 + 1/2 below 3, else 1,
     NaN included) or None), one pass over a float32 or float64 array in its dtype, the same values
     as NumPy's expression of the formula."""
-    return _with_slope(_hardswish, _hardswish_parallel, np.ascontiguousarray(x), grad)
+    return _with_slope(_hardswish, _hardswish_parallel, _float_flat(x), grad)
 
 
 INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)  # the standard normal density at 0
@@ -341,4 +359,4 @@ def gelu(x, grad):
     """(x * Phi(x), its derivative Phi(x) + x phi(x) or None) for a float32 or float64 array, in one
     pass in x's dtype: float64 with the C library's erfc and exp (Phi as `normal_cdf`), float32
     with `_phi32` and `_exp32` (within 5e-7 relative of the float64 values)."""
-    return _with_slope(_gelu, _gelu_parallel, np.ascontiguousarray(x), grad)
+    return _with_slope(_gelu, _gelu_parallel, _float_flat(x), grad)

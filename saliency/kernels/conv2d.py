@@ -24,7 +24,7 @@ from numba import prange
 
 from ._jit import njit
 
-from . import blas, depthwise, im2col, shifted, threads, winograd
+from . import blas, depthwise, im2col, layout, shifted, threads, winograd
 
 _FASTMATH = {"reassoc", "contract"}
 
@@ -350,11 +350,12 @@ def _pair(v, name):
     raise TypeError(f"{name} must be an int or a pair of ints, got {v!r}")
 
 
-def _float_array(a, name):
+def _float_array(a, name, keep_format=False):
+    """a as a float32 or float64 array, contiguous (or as it is, when keep_format and channels-last)."""
     a = np.asarray(a)
     if a.dtype not in (np.float32, np.float64):
         raise TypeError(f"{name} must be float32 or float64, got dtype {a.dtype}; cast it with .astype(np.float32)")
-    return np.ascontiguousarray(a)
+    return a if keep_format and layout.channels_last(a) else np.ascontiguousarray(a)
 
 
 def conv_output_size(size, kernel, stride, padding, dilation):
@@ -492,15 +493,16 @@ def _pointwise(w_shape, p):
     return tuple(w_shape[2:]) == (1, 1) and p == (0, 0)
 
 
-def _depthwise(w_shape, groups, s, in_hw, out_hw):
+def _depthwise(w_shape, groups, s, in_hw, out_hw, vjp=False, last=False):
     """Whether the depthwise kernels serve this direct convolution: one input channel per group,
     except a 3x3 kernel at stride 1 on planes, which the register-tiled 3x3 kernel computes faster
     (forward, and the input VJP as a stride-1 correlation); small planes of many channels run
-    channels-last whatever the kernel."""
+    channels-last whatever the kernel (`last`: the array given is channels-last)."""
     if w_shape[1] != 1 or groups == 1:
         return False
     tiled = depthwise.register_tiled(w_shape[2], w_shape[3], s)
-    return not tiled or depthwise.channels_last_pays(groups, w_shape[0] // groups, in_hw, out_hw, 9, tiled)
+    return not tiled or depthwise.channels_last_pays(groups, w_shape[0] // groups, in_hw, out_hw, 9, tiled, vjp,
+                                                     last)
 
 
 def choose_algorithm(x_shape, w_shape, out_shape, groups, vjp=False):
@@ -532,7 +534,7 @@ def conv2d_forward(x, w, b=None, stride=1, padding=0, dilation=1, groups=1, algo
 
     `algorithm` (a ConvAlgorithm) forces a path; None picks by shape (`choose_algorithm`).
     """
-    x, w = _float_array(x, "x"), _float_array(w, "w")
+    x, w = _float_array(x, "x", keep_format=True), _float_array(w, "w")
     if x.dtype != w.dtype:
         raise TypeError(f"x and w must have one dtype, got {x.dtype} and {w.dtype}")
     s, p, d, out_shape = _check(x.shape, w.shape, stride, padding, dilation, groups)
@@ -540,8 +542,12 @@ def conv2d_forward(x, w, b=None, stride=1, padding=0, dilation=1, groups=1, algo
     if bias.shape[0] != w.shape[0]:
         raise ValueError(f"b must have {w.shape[0]} entries (one per output channel), got shape {np.shape(b)!r}")
     if algorithm is None and _pointwise(w.shape, p):
-        return im2col.conv2d_pointwise(x, w, bias, out_shape, s, groups)
+        return im2col.conv2d_pointwise(x, w, bias, out_shape, s, groups)  # in x's memory format
     algorithm = algorithm or choose_algorithm(x.shape, w.shape, out_shape, groups)
+    if algorithm is ConvAlgorithm.DIRECT and _depthwise(w.shape, groups, s, x.shape[2:], out_shape[2:],
+                                                        last=layout.channels_last(x)):
+        return depthwise.depthwise_forward(x, w, bias, out_shape, s, p, d)  # channels-last where that pays
+    x = np.ascontiguousarray(x)  # every other path reads NCHW
     if algorithm is ConvAlgorithm.GEMM:
         if _winograd_pays(w.shape, s, d, groups, x.shape[0], out_shape[2:], x.itemsize):
             return winograd.conv2d_winograd(x, w, bias, out_shape, p)
@@ -553,18 +559,17 @@ def conv2d_forward(x, w, b=None, stride=1, padding=0, dilation=1, groups=1, algo
             # row-major patches (cols @ W: the long position axis is GEMM's M)
             return im2col.conv2d_rows(x, w, bias, out_shape, s, p, d)
         return im2col.conv2d_gemm(x, w, bias, out_shape, s, p, d, groups)
-    if _depthwise(w.shape, groups, s, x.shape[2:], out_shape[2:]):
-        return depthwise.depthwise_forward(x, w, bias, out_shape, s, p, d)
     return _direct(x, w, bias, out_shape, s, p, d, groups)
 
 
-def _fold_seeds(g, n_trailing, name):
-    """(*seeds, N, O, OH, OW) -> ((K*N, O, OH, OW) contiguous, seeds)."""
-    g = _float_array(g, name)
+def _fold_seeds(g, n_trailing, name, keep_format=False):
+    """(*seeds, N, O, OH, OW) -> ((K*N, O, OH, OW) contiguous, or as it is when keep_format and
+    channels-last, seeds)."""
+    g = np.asarray(g)
     if g.ndim < n_trailing:
         raise ValueError(f"{name} must have at least {n_trailing} dimensions, got shape {g.shape!r}")
     seeds = g.shape[:g.ndim - n_trailing]
-    return g.reshape((-1,) + g.shape[g.ndim - 3:]), seeds
+    return _float_array(g.reshape((-1,) + g.shape[g.ndim - 3:]), name, keep_format), seeds
 
 
 def _flipped_transposed(w, groups):
@@ -598,14 +603,18 @@ def conv2d_grad_input(g, w, x_shape, stride=1, padding=0, dilation=1, groups=1, 
     w = _float_array(w, "w")
     x_shape = tuple(int(e) for e in x_shape)
     s, p, d, out_shape = _check(x_shape, w.shape, stride, padding, dilation, groups)
-    g2, seeds = _fold_seeds(g, 4, "g")
+    g2, seeds = _fold_seeds(g, 4, "g", keep_format=True)
     if g2.shape[1:] != out_shape[1:] or g2.shape[0] != out_shape[0] * math.prod(seeds):
         raise ValueError(f"g must have shape (*seeds, {', '.join(map(str, out_shape))}), got {np.shape(g)!r}")
     w = w.astype(g2.dtype, copy=False)
     x2_shape = (g2.shape[0],) + x_shape[1:]
-    if algorithm is None and _pointwise(w.shape, p):
+    if algorithm is None and _pointwise(w.shape, p):  # in g's memory format
         return im2col.conv2d_grad_input_pointwise(g2, w, x2_shape, s, groups).reshape(seeds + x_shape)
     algorithm = algorithm or choose_algorithm(x2_shape, w.shape, out_shape, groups, vjp=True)  # seeds count as images
+    if algorithm is ConvAlgorithm.DIRECT and _depthwise(w.shape, groups, s, x_shape[2:], out_shape[2:], vjp=True,
+                                                        last=layout.channels_last(g2)):
+        return depthwise.depthwise_grad_input(g2, w, x2_shape, s, p, d).reshape(seeds + x_shape)
+    g2 = np.ascontiguousarray(g2)  # every other path reads NCHW
     pt = (d[0] * (w.shape[2] - 1) - p[0], d[1] * (w.shape[3] - 1) - p[1])
     rows_pay = _relayout_pays(x_shape[1], g2.shape[0] * x_shape[2] * x_shape[3])
     patch_bytes = w.shape[0] * w.shape[2] * w.shape[3] * x_shape[2] * x_shape[3] * g2.itemsize
@@ -626,8 +635,6 @@ def conv2d_grad_input(g, w, x_shape, stride=1, padding=0, dilation=1, groups=1, 
         dx = im2col.conv2d_grad_input_rows(g2, w, x2_shape, s, p, d)
     elif algorithm is ConvAlgorithm.GEMM:
         dx = im2col.conv2d_grad_input_gemm(g2, w, x2_shape, s, p, d, groups)
-    elif _depthwise(w.shape, groups, s, x_shape[2:], out_shape[2:]):
-        dx = depthwise.depthwise_grad_input(g2, w, x2_shape, s, p, d)
     else:
         dx = conv2d_grad_input_direct(g2, w, x2_shape, s, p, d, groups)
     return dx.reshape(seeds + x_shape)

@@ -11,20 +11,25 @@ flipped weights).
 
 Small planes with many channels (the late layers of MobileNets and EfficientNets: 1152 channels
 of 4x4) would spend their time on loop overhead, a few columns per row: those run channels-last
-instead (`_forward_nhwc`, `_grad_input_nhwc`), where the inner loop runs over the channels of a
-pixel; `channels_last_pays` weighs the two.
+instead, in kernels generated per kernel size, stride and dilation (`channels_last_kernels`)
+whose inner loop runs over the channels of a pixel with every tap written out; the input VJP is
+the same kernel on the stride-dilated cotangent with the taps flipped. Their results stay
+channels-last (see `layout.py`): the 1x1 convolutions around a depthwise layer take them as they
+are, so a chain of such blocks converts once. `channels_last_pays` weighs the two per call, with
+the format of the array it is given.
 
 Large calls run in parts on the kernels' threads (`threads.run`): parts of the (image, channel)
-planes, or of the channels in channels-last order.
+planes, or of the output rows in channels-last order.
 
 Arguments are already checked and normalized by the wrappers in `conv2d.py`.
 """
 import numpy as np
 from numba import prange
 
+from . import _jit
 from ._jit import njit
 
-from . import im2col, threads
+from . import im2col, layout, threads
 
 _FASTMATH = {"reassoc", "contract"}
 
@@ -134,102 +139,111 @@ def _grad_input_parallel(g, w, dx, sh, sw, ph, pw, dh, dw, n, k):
         _grad_input(g, w, dx, sh, sw, ph, pw, dh, dw, lo, hi)
 
 
-@njit(cache=True, fastmath=_FASTMATH, nogil=True)
-def _forward_nhwc(xt, wt, b, yt, sh, sw, dh, dw, c0, c1):
-    """Channels-last, multiplier 1, on a zero-padded xt (N, Hp, Wp, C) and wt (kh, kw, C), for the
-    channels [c0, c1):
+def _columns(KH, KW, s, d):
+    """How many output columns a channels-last kernel computes at once: as many as LLVM still
+    vectorizes (fitted on AVX2 and AVX-512: 4 for 3x3 at stride 1, 3 for 3x3 at larger strides or
+    dilations, 2 up to 25 taps, one beyond; past that the loop body stays scalar, 3-5 times slower)."""
+    taps = KH * KW
+    if taps <= 9:
+        return 4 if s == (1, 1) and d == (1, 1) else 3
+    return 2 if taps <= 25 else 1
 
+
+def _source(KH, KW, s, d, B):
+    """Python source of the channels-last kernels for one (kernel size, stride, dilation): every
+    tap written out, B output columns at a time, the loop over channels innermost (see
+    `channels_last_kernels`)."""
+    (sh, sw), (dh, dw) = s, d
+    taps = [(ky, kx) for ky in range(KH) for kx in range(KW)]
+    lines = [
+        f'"""Channels-last depthwise kernels for {KH}x{KW} taps, stride {sh}x{sw}, dilation {dh}x{dw}: written by',
+        'saliency.kernels.depthwise._source; any change here is overwritten."""',
+        "import numpy as np",
+        "from numba import prange",
+        "",
+        "from saliency.kernels import threads",
+        "from saliency.kernels._jit import njit",
+        "",
+        "",
+        "@njit(cache=True, fastmath={'reassoc', 'contract'}, nogil=True)",
+        "def serial(xt, wt, b, yt, lo, hi):",
+        "    N, OH, OW, C = yt.shape",
+        "    C = np.uint64(C)  # unsigned indices: no test for negative ones, which keeps the loops vectorizable",
+        "    wf = wt.reshape(-1)",
+        "    for t in range(lo, N * OH if hi < 0 else hi):",
+        "        n = t // OH",
+        "        oy = t % OH",
+        "        yr = yt[n, oy].reshape(-1)",
+    ]
+    lines += [f"        r{ky} = xt[n, oy * {sh} + {ky * dh}].reshape(-1)" for ky in range(KH)]
+    lines += ["        ox = 0", "        while ox < OW:"]
+
+    def block(width, indent):
+        pad = " " * indent
+        out = [f"{pad}xo = np.uint64(ox * {sw}) * C", f"{pad}yo = np.uint64(ox) * C", f"{pad}for i in range(C):"]
+        out += [f"{pad}    a{j} = b[i]" for j in range(width)]
+        for t, (ky, kx) in enumerate(taps):
+            out.append(f"{pad}    w = wf[np.uint64({t}) * C + i]")
+            out += [f"{pad}    a{j} += w * r{ky}[xo + np.uint64({j * sw + kx * dw}) * C + i]" for j in range(width)]
+        out += [f"{pad}    yr[yo + np.uint64({j}) * C + i] = a{j}" for j in range(width)]
+        return out
+
+    lines += [f"            if ox + {B} <= OW:"] + block(B, 16) + [f"                ox += {B}"]
+    if B > 1:
+        lines += ["            else:  # the last columns, one at a time"] + block(1, 16) + ["                ox += 1"]
+    lines += [
+        "",
+        "",
+        "@njit(cache=True, nogil=True, parallel=True)",
+        "def parallel(xt, wt, b, yt, n, k):",
+        "    for t in prange(k):",
+        "        lo, hi = threads.part(n, t, k)",
+        "        serial(xt, wt, b, yt, lo, hi)",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def channels_last_kernels(KH, KW, s, d):
+    """(serial, parallel) channels-last depthwise kernels for this kernel size, stride and dilation
+    (multiplier 1), generated on first use and cached like every kernel:
+
+        serial(xt, wt, b, yt, lo, hi):
         yt[n, oy, ox, c] = b[c] + sum_{ky, kx} wt[ky, kx, c] * xt[n, oy*sh + ky*dh, ox*sw + kx*dw, c]
-    """
-    N, OH, OW = yt.shape[0], yt.shape[1], yt.shape[2]
-    KH, KW = wt.shape[0], wt.shape[1]
-    bs = b[c0:c1]
-    for t in range(N * OH):
-        n = t // OH
-        oy = t % OH
-        for ox in range(OW):
-            acc = yt[n, oy, ox, c0:c1]
-            for i in range(c1 - c0):
-                acc[i] = bs[i]
-            for ky in range(KH):
-                for kx in range(KW):
-                    xs = xt[n, oy * sh + ky * dh, ox * sw + kx * dw, c0:c1]
-                    ws = wt[ky, kx, c0:c1]
-                    for i in range(c1 - c0):
-                        acc[i] += ws[i] * xs[i]
+
+    for the output rows t = n*OH + oy in [lo, hi) (hi < 0: to the last), on a zero-padded xt
+    (N, Hp, Wp, C), wt (KH, KW, C), b (C,), yt (N, OH, OW, C), all C-contiguous. Stride and
+    dilation are constants of the code, so every tap's input is a fixed offset from one row; the
+    accumulators of a few output columns stay in registers across all taps, and the loop over the
+    channels (innermost, contiguous) vectorizes. parallel(..., n, k) runs serial on k parts of n rows."""
+    s, d = tuple(s), tuple(d)
+    name = f"depthwise_{KH}x{KW}_s{s[0]}x{s[1]}_d{d[0]}x{d[1]}"
+    module = _jit.generated(name, _source(KH, KW, s, d, _columns(KH, KW, s, d)))
+    return module.serial, module.parallel
 
 
-@njit(cache=True, nogil=True, parallel=True)
-def _forward_nhwc_parallel(xt, wt, b, yt, sh, sw, dh, dw, n, k):
-    for t in prange(k):
-        c0, c1 = threads.part(n, t, k)
-        _forward_nhwc(xt, wt, b, yt, sh, sw, dh, dw, c0, c1)
-
-
-@njit(cache=True, fastmath=_FASTMATH, nogil=True)
-def _grad_input_nhwc(gt, wt, dxt, sh, sw, dh, dw, c0, c1):
-    """The adjoint of `_forward_nhwc` for the channels [c0, c1), into a zeroed padded dxt (N, Hp, Wp, C)."""
-    N, OH, OW = gt.shape[0], gt.shape[1], gt.shape[2]
-    KH, KW = wt.shape[0], wt.shape[1]
-    for n in range(N):  # serial over output pixels: the taps of neighbouring pixels overlap
-        for oy in range(OH):
-            for ox in range(OW):
-                gs = gt[n, oy, ox, c0:c1]
-                for ky in range(KH):
-                    for kx in range(KW):
-                        ds = dxt[n, oy * sh + ky * dh, ox * sw + kx * dw, c0:c1]
-                        ws = wt[ky, kx, c0:c1]
-                        for i in range(c1 - c0):
-                            ds[i] += ws[i] * gs[i]
-
-
-@njit(cache=True, nogil=True, parallel=True)
-def _grad_input_nhwc_parallel(gt, wt, dxt, sh, sw, dh, dw, n, k):
-    for t in prange(k):
-        c0, c1 = threads.part(n, t, k)
-        _grad_input_nhwc(gt, wt, dxt, sh, sw, dh, dw, c0, c1)
-
-
-@njit(cache=True, fastmath=_FASTMATH, nogil=True)
-def _from_nhwc(src, dst, r0, q0):
-    """dst[n, c, i, j] = src[n, i + r0, j + q0, c]: a blocked transpose back to NCHW, 16 channels
-    of a source pixel at a time (one contiguous read, 16 writes that run along dst's rows)."""
-    N, C, H, W = dst.shape
-    for t in prange(N * H):
-        n = t // H
-        i = t % H
-        c0 = 0
-        while c0 + 16 <= C:
-            for j in range(W):
-                blk = src[n, i + r0, j + q0, c0:c0 + 16]
-                for k in range(16):
-                    dst[n, c0 + k, i, j] = blk[k]
-            c0 += 16
-        for c in range(c0, C):
-            row = dst[n, c, i]
-            for j in range(W):
-                row[j] = src[n, i + r0, j + q0, c]
-
-
-# Costs behind `channels_last_pays` (nanoseconds, fitted on the layers of benchmarks/depthwise.py:
-# 32 to 1152 channels, planes of 4x4 to 112x112, 3x3 and 5x5 kernels at strides 1 and 2): a
-# vectorized row of multiply-adds of the plane kernels costs ROW_NS of loop overhead plus
-# ELEMENT_NS per element; a row of the register-tiled 3x3 kernel (all 9 taps at once, stride 1)
-# TILED_ROW_NS plus TILED_ELEMENT_NS per element and tap, after a padded copy of the input; a row
-# of the channels-last kernels (C long) CHANNELS_ROW_NS plus CHANNELS_ELEMENT_NS per element; a
-# blocked transpose into or out of channels-last order (`im2col._to_nhwc`, `_from_nhwc`) or a
-# padded copy COPY_NS per element.
+# Costs behind `channels_last_pays` (nanoseconds on one thread; planes: fitted on the layers of
+# benchmarks/depthwise.py, 32 to 1152 channels, planes of 4x4 to 112x112, 3x3 and 5x5 kernels at
+# strides 1 and 2): a vectorized row of multiply-adds of the plane kernels costs ROW_NS of loop
+# overhead plus ELEMENT_NS per element; a row of the register-tiled 3x3 kernel (all 9 taps at
+# once, stride 1) TILED_ROW_NS plus TILED_ELEMENT_NS per element and tap, after a padded copy of
+# the input; the channels-last kernels CHANNELS_PIXEL_NS per output pixel and tap plus
+# CHANNELS_ELEMENT_NS per channel of it; a transposing copy into or out of channels-last order
+# (`im2col._to_nhwc`, `np.ascontiguousarray`) TRANSPOSE_NS per element, a padded copy that keeps
+# the order COPY_NS.
 ROW_NS, ELEMENT_NS = 7.0, 0.1
 TILED_ROW_NS, TILED_ELEMENT_NS = 40.0, 0.05
-CHANNELS_ROW_NS, CHANNELS_ELEMENT_NS = 10.0, 0.5
-COPY_NS = 0.2
+CHANNELS_PIXEL_NS, CHANNELS_ELEMENT_NS = 3.0, 0.125
+TRANSPOSE_NS, COPY_NS = 1.0, 0.2
 
 
-def channels_last_pays(C, m, in_hw, out_hw, taps, tiled=False):
+def channels_last_pays(C, m, in_hw, out_hw, taps, tiled=False, vjp=False, last=False):
     """Whether the channels-last kernels beat the plane kernels (`tiled`: the register-tiled 3x3
-    kernel of conv2d, which serves 3x3 at stride 1): one row per (channel, output row, tap), OW
-    long (one per (channel, output row) when tiled), against one per (output pixel, tap), C long,
-    plus the copies into and out of channels-last order. Only for a channel multiplier of 1."""
+    kernel of conv2d, which serves 3x3 at stride 1) for a forward pass from in_hw to out_hw, or with
+    vjp=True its input VJP (the channels-last one a correlation over the input's size), the array it
+    is given (x, or the cotangent) channels-last when `last`: one row per (channel, output row, tap),
+    OW long (one per (channel, output row) when tiled), against one per (pixel, tap), C long, plus
+    the copies each needs. The channels-last result is returned as it is. Multiplier 1 only."""
     if m != 1:
         return False
     (H, W), (OH, OW) = in_hw, out_hw
@@ -237,8 +251,11 @@ def channels_last_pays(C, m, in_hw, out_hw, taps, tiled=False):
         planes = C * OH * (TILED_ROW_NS + OW * taps * TILED_ELEMENT_NS) + COPY_NS * C * H * W
     else:
         planes = C * OH * taps * (ROW_NS + OW * ELEMENT_NS)
-    pixels = OH * OW * taps * (CHANNELS_ROW_NS + C * CHANNELS_ELEMENT_NS) + COPY_NS * C * (H * W + OH * OW)
-    return pixels < planes
+    given = C * (OH * OW if vjp else H * W)
+    pixels = (H * W if vjp else OH * OW) * taps * (CHANNELS_PIXEL_NS + C * CHANNELS_ELEMENT_NS)
+    if last:
+        return pixels + COPY_NS * given < planes + TRANSPOSE_NS * given
+    return pixels + TRANSPOSE_NS * given < planes
 
 
 def register_tiled(KH, KW, s):
@@ -246,41 +263,69 @@ def register_tiled(KH, KW, s):
     return (KH, KW) == (3, 3) and tuple(s) == (1, 1)
 
 
+def _padded_nhwc(a, shape, pt, pl):
+    """The zero-padded channels-last copy of the 4-D a, of shape (N, Hp, Wp, C): a[n, c, i, j] at
+    [n, i + pt, j + pl, c] (pt, pl >= 0), cropped to the shape, whichever a's memory format."""
+    out = np.empty(shape, a.dtype)
+    if not layout.channels_last(a):
+        threads.run(im2col._to_nhwc, im2col._to_nhwc_parallel, shape[0] * shape[1], out.size, a, out, 0, 0, 1, 1,
+                    pt, pl)
+        return out
+    h, w = min(a.shape[2], shape[1] - pt), min(a.shape[3], shape[2] - pl)
+    out[:, :pt] = 0
+    out[:, pt + h:] = 0
+    out[:, pt:pt + h, :pl] = 0
+    out[:, pt:pt + h, pl + w:] = 0
+    out[:, pt:pt + h, pl:pl + w] = layout.nhwc(a)[:, :h, :w]
+    return out
+
+
 def depthwise_forward(x, w, b, out_shape, s, p, d):
-    """conv2d with groups == C (w of shape (O, 1, kh, kw), O a multiple of C)."""
+    """conv2d with groups == C (w of shape (O, 1, kh, kw), O a multiple of C); x contiguous or
+    channels-last. The result is channels-last when the channels-last kernels ran."""
     N, C, H, W = x.shape
     KH, KW = w.shape[2], w.shape[3]
     OH, OW = out_shape[2], out_shape[3]
-    if channels_last_pays(C, out_shape[1] // C, (H, W), (OH, OW), KH * KW, register_tiled(KH, KW, s)):
+    if channels_last_pays(C, out_shape[1] // C, (H, W), (OH, OW), KH * KW, register_tiled(KH, KW, s),
+                          last=layout.channels_last(x)):
         Hp, Wp = (OH - 1) * s[0] + (KH - 1) * d[0] + 1, (OW - 1) * s[1] + (KW - 1) * d[1] + 1
-        xt = np.empty((N, Hp, Wp, C), x.dtype)
-        im2col._to_nhwc(x, xt, 0, 0, 1, 1, p[0], p[1], 0, -1)
+        xt = _padded_nhwc(x, (N, Hp, Wp, C), p[0], p[1])
         wt = np.ascontiguousarray(w[:, 0].transpose(1, 2, 0))
         yt = np.empty((N, OH, OW, C), x.dtype)
-        threads.run(_forward_nhwc, _forward_nhwc_parallel, C, yt.size, xt, wt, b, yt, s[0], s[1], d[0], d[1])
-        out = np.empty(out_shape, x.dtype)
-        _from_nhwc(yt, out, 0, 0)
-        return out
+        serial, parallel = channels_last_kernels(KH, KW, s, d)
+        threads.run(serial, parallel, N * OH, yt.size, xt, wt, np.ascontiguousarray(b), yt)
+        return yt.transpose(0, 3, 1, 2)
+    x = np.ascontiguousarray(x)
     out = np.empty(out_shape, x.dtype)
     threads.run(_forward, _forward_parallel, N * C, out.size, x, w, b, out, s[0], s[1], p[0], p[1], d[0], d[1])
     return out
 
 
 def depthwise_grad_input(g, w, x_shape, s, p, d):
-    """Input VJP of `depthwise_forward`; g is (M, O, OH, OW) with seeds folded into M."""
+    """Input VJP of `depthwise_forward`; g is (M, O, OH, OW), contiguous or channels-last, with seeds
+    folded into M. The result is channels-last when the channels-last kernels ran.
+
+    Channels-last, it is the stride-1 correlation of the cotangent, spread to every s-th position
+    of a zero plane padded by d*(k-1) - p, with the taps flipped: the forward kernels with
+    stride 1 (where padding exceeds a tap's reach, d*(k-1) - p < 0, the plane kernels serve)."""
     M, C, H, W = x_shape
     KH, KW = w.shape[2], w.shape[3]
     OH, OW = g.shape[2], g.shape[3]
-    if channels_last_pays(C, g.shape[1] // C, (H, W), (OH, OW), KH * KW, register_tiled(KH, KW, s)):
-        Hp, Wp = (OH - 1) * s[0] + (KH - 1) * d[0] + 1, (OW - 1) * s[1] + (KW - 1) * d[1] + 1
-        gt = np.empty((M, OH, OW, C), g.dtype)
-        im2col._to_nhwc(g, gt, 0, 0, 1, 1, 0, 0, 0, -1)
-        wt = np.ascontiguousarray(w[:, 0].transpose(1, 2, 0))
-        dxt = np.zeros((M, max(Hp, H + p[0]), max(Wp, W + p[1]), C), g.dtype)
-        threads.run(_grad_input_nhwc, _grad_input_nhwc_parallel, C, g.size, gt, wt, dxt, s[0], s[1], d[0], d[1])
-        dx = np.empty(x_shape, g.dtype)
-        _from_nhwc(dxt, dx, p[0], p[1])
-        return dx
+    pt, pl = d[0] * (KH - 1) - p[0], d[1] * (KW - 1) - p[1]
+    if min(pt, pl) >= 0 and channels_last_pays(C, g.shape[1] // C, (H, W), (OH, OW), KH * KW,
+                                               register_tiled(KH, KW, s), vjp=True, last=layout.channels_last(g)):
+        shape = (M, H + (KH - 1) * d[0], W + (KW - 1) * d[1], C)
+        if s == (1, 1):
+            gd = _padded_nhwc(g, shape, pt, pl)
+        else:
+            gd = np.zeros(shape, g.dtype)
+            gd[:, pt:pt + (OH - 1) * s[0] + 1:s[0], pl:pl + (OW - 1) * s[1] + 1:s[1]] = g.transpose(0, 2, 3, 1)
+        wt = np.ascontiguousarray(w[:, 0, ::-1, ::-1].transpose(1, 2, 0))
+        dxt = np.empty((M, H, W, C), g.dtype)
+        serial, parallel = channels_last_kernels(KH, KW, (1, 1), d)
+        threads.run(serial, parallel, M * H, dxt.size, gd, wt, np.zeros(C, g.dtype), dxt)
+        return dxt.transpose(0, 3, 1, 2)
+    g = np.ascontiguousarray(g)
     dx = np.empty(x_shape, g.dtype)
     threads.run(_grad_input, _grad_input_parallel, M * C, max(g.size, dx.size), g, w, dx, s[0], s[1], p[0], p[1],
                 d[0], d[1])

@@ -16,7 +16,7 @@ from numba import prange
 
 from ._jit import njit
 
-from . import blas, threads
+from . import blas, layout, threads
 
 _FASTMATH = {"reassoc", "contract"}
 
@@ -223,11 +223,19 @@ def conv2d_pointwise(x, w, b, out_shape, s, groups):
     """Forward of a 1x1 convolution without padding: per image and group one GEMM
     W_g (Og, Cg) @ x_g (Cg, OH*OW) written straight into the NCHW output (no patches, no weight
     relayout); a stride first takes every s-th row and column. The products in parts on the
-    kernels' threads (`threads.matmul`: by images and groups, or by the rows or columns of each)."""
-    if s != (1, 1):
-        x = np.ascontiguousarray(x[:, :, ::s[0], ::s[1]])
-    N, C = x.shape[:2]
+    kernels' threads (`threads.matmul`: by images and groups, or by the rows or columns of each).
+    A channels-last x (one group) is one GEMM over all its pixels, x (N*OH*OW, C) @ W^T, whose
+    result is the channels-last output."""
     O = w.shape[0]
+    if groups == 1 and layout.channels_last(x):
+        xt = layout.nhwc(x[:, :, ::s[0], ::s[1]])
+        yt = np.empty((xt.shape[0], xt.shape[1], xt.shape[2], O), x.dtype)
+        threads.matmul(xt.reshape(-1, xt.shape[3]), w.reshape(O, -1).T, out=yt.reshape(-1, O))
+        if b.any():
+            yt += b
+        return yt.transpose(0, 3, 1, 2)
+    x = np.ascontiguousarray(x[:, :, ::s[0], ::s[1]])
+    N, C = x.shape[:2]
     L = out_shape[2] * out_shape[3]
     wg = w.reshape(groups, O // groups, C // groups)
     xg = x.reshape(N, groups, C // groups, L)
@@ -241,9 +249,19 @@ def conv2d_pointwise(x, w, b, out_shape, s, groups):
 def conv2d_grad_input_pointwise(g, w, x_shape, s, groups):
     """Input VJP of `conv2d_pointwise`: per image and group W_g^T g (the transpose is a view BLAS
     reads as it is); with a stride, the products land on every s-th row and column of zeros.
-    The products in parts on the kernels' threads (`threads.matmul`)."""
+    The products in parts on the kernels' threads (`threads.matmul`). A channels-last g (one group)
+    is one GEMM over all its pixels, g (M*OH*OW, O) @ W, whose result is channels-last."""
     M, O, OH, OW = g.shape
     C = x_shape[1]
+    if groups == 1 and layout.channels_last(g):
+        res = np.empty((M, OH, OW, C), g.dtype)
+        threads.matmul(layout.nhwc(g).reshape(-1, O), w.reshape(O, C), out=res.reshape(-1, C))
+        if s == (1, 1):
+            return res.transpose(0, 3, 1, 2)
+        dxt = np.zeros((M, x_shape[2], x_shape[3], C), g.dtype)
+        dxt[:, ::s[0], ::s[1]] = res
+        return dxt.transpose(0, 3, 1, 2)
+    g = np.ascontiguousarray(g)
     wt = w.reshape(groups, O // groups, C // groups).transpose(0, 2, 1)
     gs = g.reshape(M, groups, O // groups, OH * OW)
     res = np.empty((M, C, OH, OW), g.dtype)

@@ -387,7 +387,7 @@ def test_depthwise_kernels_equal_the_generic_correlation_and_reference(case, dty
     """The depthwise forward against _corr2d and the reference; its input VJP (a scatter into the
     padded plane) against the correlation formulation and the reference, seeds folded in; in
     planes and channels-last (which serves a channel multiplier of 1 only)."""
-    monkeypatch.setattr(K.depthwise, "channels_last_pays", lambda C, m, *_: layout == "channels-last" and m == 1)
+    monkeypatch.setattr(K.depthwise, "channels_last_pays", lambda C, m, *_, **__: layout == "channels-last" and m == 1)
     N, C, m, H, W, k, s, p, d = case
     kh, kw = ref.pair(k)
     s, p, d = ref.pair(s), ref.pair(p), ref.pair(d)
@@ -415,9 +415,8 @@ def test_small_planes_of_many_channels_run_channels_last_and_large_3x3_planes_do
     32x32, which the register-tiled 3x3 kernel serves, and 5x5 on 32 channels of 56x56) to the
     plane kernels; either way forward and input VJP equal the reference."""
     calls = []
-    real = K.depthwise._forward_nhwc
-    monkeypatch.setattr(K.threads, "PARALLEL_ELEMENTS", 1 << 62)  # whole calls: the serial kernel is called
-    monkeypatch.setattr(K.depthwise, "_forward_nhwc", lambda *a: calls.append(1) or real(*a))
+    real = K.depthwise.channels_last_kernels
+    monkeypatch.setattr(K.depthwise, "channels_last_kernels", lambda *a: calls.append(1) or real(*a))
     rng = np.random.default_rng(18)
     for C, size, k, expected in ((672, 8, 5, True), (480, 8, 3, True), (144, 32, 3, False), (32, 56, 5, False)):
         calls.clear()

@@ -38,3 +38,22 @@ def test_the_command_line_says_it_compiles_and_where_on_a_terminal_only(capsys):
     _compiling_note("/some/folder")  # captured: not a terminal
     err = capsys.readouterr().err.splitlines()
     assert err == ["compiling the kernels this run needs, once (cached in /some/folder); up to a minute on 2 cores"]
+
+
+def test_generated_source_is_written_once_and_imported_as_a_module(monkeypatch, tmp_path):
+    """A generated module is written to the cache folder's `generated` folder, imported, and its
+    file left untouched when the same source is asked for again (Numba's cache keys on its time
+    stamp); a different source under a new name is a new file."""
+    monkeypatch.setattr(_jit, "_GENERATED_DIR", tmp_path)
+    source = "import numpy as np\n\nfrom saliency.kernels._jit import njit\n\n\n@njit()\ndef twice(x):\n    return 2 * x\n"
+    module = _jit.generated("test_probe_twice", source)
+    try:
+        assert module.twice(np.float64(3.0)) == 6.0
+        path = tmp_path / "test_probe_twice.py"
+        stamp = path.stat().st_mtime_ns
+        assert _jit.generated("test_probe_twice", source) is module
+        del __import__("sys").modules[module.__name__]
+        again = _jit.generated("test_probe_twice", source)
+        assert again.twice(np.float64(1.5)) == 3.0 and path.stat().st_mtime_ns == stamp
+    finally:
+        __import__("sys").modules.pop(module.__name__, None)
