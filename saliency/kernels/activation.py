@@ -329,6 +329,35 @@ def hardswish(x, grad):
     return _with_slope(_hardswish, _hardswish_parallel, _float_flat(x), grad)
 
 
+@njit(cache=True, nogil=True)
+def _hardtanh(x, out, mask, low, high, lo, hi):
+    x, out, mask = x[lo:hi], out[lo:hi], mask[lo:hi]
+    for i in range(x.shape[0]):
+        v = x[i]
+        m = low if v <= low else v  # np.maximum(x, low): low at a tie (so -0.0 becomes 0.0), NaN kept
+        out[i] = high if m >= high else m  # np.minimum(m, high)
+        mask[i] = not ((v <= low) | (v >= high))
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _hardtanh_parallel(x, out, mask, low, high, n, k):
+    for t in prange(k):
+        lo, hi = threads.part(n, t, k)
+        _hardtanh(x, out, mask, low, high, lo, hi)
+
+
+def hardtanh(x, low, high):
+    """(min(max(x, low), high), its derivative as a boolean mask: True strictly inside (low, high)
+    and at NaN), one pass over a float32 or float64 array in its dtype and memory format, NumPy's
+    values; `relu_grad` is the VJP."""
+    x = _float_flat(x)
+    out, mask = np.empty_like(x), np.empty_like(x, np.bool_)
+    xf = _flat(x)
+    threads.run(_hardtanh, _hardtanh_parallel, xf.size, xf.size, xf, _flat(out), _flat(mask).view(np.uint8),
+                x.dtype.type(low), x.dtype.type(high))
+    return out, mask
+
+
 INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)  # the standard normal density at 0
 
 

@@ -263,20 +263,44 @@ def register_tiled(KH, KW, s):
     return (KH, KW) == (3, 3) and tuple(s) == (1, 1)
 
 
+@njit(cache=True, nogil=True)
+def _pad_rows(src, dst, pt, pl, lo, hi):
+    """dst[n, i + pt, j + pl, :] = src[n, i, j, :], zero elsewhere, for the rows t = n*Hp + r of
+    dst in [lo, hi): each row a run of zeros, one contiguous copy and another run of zeros."""
+    H, W, C = src.shape[1], src.shape[2], src.shape[3]
+    Hp, Wp = dst.shape[1], dst.shape[2]
+    w = max(0, min(W, Wp - pl))
+    for t in range(lo, hi):
+        n, r = t // Hp, t % Hp
+        row = dst[n, r].reshape(-1)
+        i = r - pt
+        if i < 0 or i >= H:
+            for e in range(Wp * C):
+                row[e] = 0
+            continue
+        for e in range(pl * C):
+            row[e] = 0
+        im2col.copy(row[pl * C:], src[n, i].reshape(-1), w * C)
+        for e in range((pl + w) * C, Wp * C):
+            row[e] = 0
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _pad_rows_parallel(src, dst, pt, pl, n, k):
+    for t in prange(k):
+        lo, hi = threads.part(n, t, k)
+        _pad_rows(src, dst, pt, pl, lo, hi)
+
+
 def _padded_nhwc(a, shape, pt, pl):
     """The zero-padded channels-last copy of the 4-D a, of shape (N, Hp, Wp, C): a[n, c, i, j] at
     [n, i + pt, j + pl, c] (pt, pl >= 0), cropped to the shape, whichever a's memory format."""
     out = np.empty(shape, a.dtype)
-    if not layout.channels_last(a):
+    if layout.channels_last(a):
+        threads.run(_pad_rows, _pad_rows_parallel, shape[0] * shape[1], out.size, layout.nhwc(a), out, pt, pl)
+    else:
         threads.run(im2col._to_nhwc, im2col._to_nhwc_parallel, shape[0] * shape[1], out.size, a, out, 0, 0, 1, 1,
                     pt, pl)
-        return out
-    h, w = min(a.shape[2], shape[1] - pt), min(a.shape[3], shape[2] - pl)
-    out[:, :pt] = 0
-    out[:, pt + h:] = 0
-    out[:, pt:pt + h, :pl] = 0
-    out[:, pt:pt + h, pl + w:] = 0
-    out[:, pt:pt + h, pl:pl + w] = layout.nhwc(a)[:, :h, :w]
     return out
 
 

@@ -85,6 +85,24 @@ def test_hardswish_and_its_derivative_equal_numpys_formula(dtype, split, monkeyp
     assert out.dtype == slope.dtype == dtype and A.hardswish(x, False)[1] is None
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("split", [False, True], ids=["one thread", "in parts on the threads"])
+@pytest.mark.parametrize("bounds", [(0.0, 6.0), (-3.0, 3.0), (-np.inf, 1.5)])
+def test_hardtanh_and_its_derivative_equal_numpys_formula(dtype, split, bounds, monkeypatch):
+    """ReLU6 and hardtanh: NumPy's min(max(x, low), high) to the bit (signed zeros and NaN kept), and
+    a derivative mask that is True strictly inside the bounds and at NaN, False at them and beyond."""
+    if split:
+        monkeypatch.setattr(threads, "PARALLEL_ELEMENTS", 1)
+    low, high = bounds
+    x = _awkward((2, 3, 9, 9), dtype, 4.0)
+    out, mask = A.hardtanh(x, low, high)
+    want = np.minimum(np.maximum(x, dtype(low)), dtype(high))
+    np.testing.assert_array_equal(out, want)
+    np.testing.assert_array_equal(np.signbit(out), np.signbit(want))
+    np.testing.assert_array_equal(mask, ~((x <= low) | (x >= high)))
+    assert out.dtype == dtype and mask.dtype == np.bool_
+
+
 @pytest.mark.parametrize("split", [False, True], ids=["one thread", "in parts on the threads"])
 def test_float32_silu_and_sigmoid_are_within_a_few_ulp_of_float64_and_float64_is_unchanged(split, monkeypatch):
     """Computed in float32: SiLU and sigmoid within 4 ulp of the float64 values; SiLU's derivative

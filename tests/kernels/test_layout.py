@@ -88,7 +88,7 @@ def test_other_convolutions_read_channels_last_arrays_as_nchw():
                                rtol=1e-10, atol=1e-10)
 
 
-@pytest.mark.parametrize("name", ["relu", "silu", "gelu", "hardswish", "sigmoid"])
+@pytest.mark.parametrize("name", ["relu", "silu", "gelu", "hardswish", "sigmoid", "hardtanh"])
 def test_activations_keep_the_format_and_the_values(name):
     """Each activation of a channels-last array (large enough for the kernels) is channels-last with
     the values of the contiguous one; its derivative too; ReLU's VJP with two seeds."""
@@ -104,6 +104,10 @@ def test_activations_keep_the_format_and_the_values(name):
         np.testing.assert_array_equal(activation.relu_grad(gl, mask), g * mask0)
     elif name == "sigmoid":
         y, y0 = activation.sigmoid(xl), activation.sigmoid(x)
+    elif name == "hardtanh":
+        (y, mask), (y0, mask0) = activation.hardtanh(xl, 0.0, 6.0), activation.hardtanh(x, 0.0, 6.0)
+        assert layout.channels_last(mask)
+        np.testing.assert_array_equal(mask, mask0)
     else:
         fn = getattr(activation, name)
         (y, slope), (y0, slope0) = fn(xl, True), fn(x, True)
