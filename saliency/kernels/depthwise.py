@@ -23,6 +23,8 @@ planes, or of the output rows in channels-last order.
 
 Arguments are already checked and normalized by the wrappers in `conv2d.py`.
 """
+import functools
+
 import numpy as np
 from numba import prange
 
@@ -141,8 +143,9 @@ def _grad_input_parallel(g, w, dx, sh, sw, ph, pw, dh, dw, n, k):
 
 def _columns(KH, KW, s, d):
     """How many output columns a channels-last kernel computes at once: as many as LLVM still
-    vectorizes (fitted on AVX2 and AVX-512: 4 for 3x3 at stride 1, 3 for 3x3 at larger strides or
-    dilations, 2 up to 25 taps, one beyond; past that the loop body stays scalar, 3-5 times slower)."""
+    vectorizes (read from the compiled code on AVX2 with Numba 0.68: 4 for 3x3 at stride 1, 3 for
+    3x3 at larger strides, 2 up to 25 taps, one beyond; past that the loop body stays scalar, 3-5
+    times slower)."""
     taps = KH * KW
     if taps <= 9:
         return 4 if s == (1, 1) and d == (1, 1) else 3
@@ -204,6 +207,7 @@ def _source(KH, KW, s, d, B):
     return "\n".join(lines)
 
 
+@functools.lru_cache(maxsize=None)
 def channels_last_kernels(KH, KW, s, d):
     """(serial, parallel) channels-last depthwise kernels for this kernel size, stride and dilation
     (multiplier 1), generated on first use and cached like every kernel:
@@ -216,25 +220,24 @@ def channels_last_kernels(KH, KW, s, d):
     dilation are constants of the code, so every tap's input is a fixed offset from one row; the
     accumulators of a few output columns stay in registers across all taps, and the loop over the
     channels (innermost, contiguous) vectorizes. parallel(..., n, k) runs serial on k parts of n rows."""
-    s, d = tuple(s), tuple(d)
     name = f"depthwise_{KH}x{KW}_s{s[0]}x{s[1]}_d{d[0]}x{d[1]}"
     module = _jit.generated(name, _source(KH, KW, s, d, _columns(KH, KW, s, d)))
     return module.serial, module.parallel
 
 
-# Costs behind `channels_last_pays` (nanoseconds on one thread; planes: fitted on the layers of
-# benchmarks/depthwise.py, 32 to 1152 channels, planes of 4x4 to 112x112, 3x3 and 5x5 kernels at
-# strides 1 and 2): a vectorized row of multiply-adds of the plane kernels costs ROW_NS of loop
-# overhead plus ELEMENT_NS per element; a row of the register-tiled 3x3 kernel (all 9 taps at
-# once, stride 1) TILED_ROW_NS plus TILED_ELEMENT_NS per element and tap, after a padded copy of
-# the input; the channels-last kernels CHANNELS_PIXEL_NS per output pixel and tap plus
-# CHANNELS_ELEMENT_NS per channel of it; a transposing copy into or out of channels-last order
-# (`im2col._to_nhwc`, `np.ascontiguousarray`) TRANSPOSE_NS per element, a padded copy that keeps
-# the order COPY_NS.
+# Costs behind `channels_last_pays` (nanoseconds, fitted on the layers of benchmarks/depthwise.py:
+# 32 to 1152 channels, planes of 4x4 to 112x112, 3x3 and 5x5 kernels at strides 1 and 2, from
+# either format, forward and input VJP): a vectorized row of multiply-adds of the plane kernels
+# costs ROW_NS of loop overhead plus ELEMENT_NS per element; a row of the register-tiled 3x3
+# kernel (all 9 taps at once, stride 1) TILED_ROW_NS plus TILED_ELEMENT_NS per element and tap,
+# after a padded copy of the input; the channels-last kernels CHANNELS_PIXEL_NS per output pixel
+# and tap plus CHANNELS_ELEMENT_NS per channel of it; a transposing copy into or out of
+# channels-last order (`im2col._to_nhwc`, `np.ascontiguousarray`) TRANSPOSE_NS per element, a
+# padded copy that keeps the order COPY_NS.
 ROW_NS, ELEMENT_NS = 7.0, 0.1
 TILED_ROW_NS, TILED_ELEMENT_NS = 40.0, 0.05
-CHANNELS_PIXEL_NS, CHANNELS_ELEMENT_NS = 3.0, 0.125
-TRANSPOSE_NS, COPY_NS = 1.0, 0.2
+CHANNELS_PIXEL_NS, CHANNELS_ELEMENT_NS = 0.5, 0.05
+TRANSPOSE_NS, COPY_NS = 0.2, 0.2
 
 
 def channels_last_pays(C, m, in_hw, out_hw, taps, tiled=False, vjp=False, last=False):
@@ -316,7 +319,7 @@ def depthwise_forward(x, w, b, out_shape, s, p, d):
         xt = _padded_nhwc(x, (N, Hp, Wp, C), p[0], p[1])
         wt = np.ascontiguousarray(w[:, 0].transpose(1, 2, 0))
         yt = np.empty((N, OH, OW, C), x.dtype)
-        serial, parallel = channels_last_kernels(KH, KW, s, d)
+        serial, parallel = channels_last_kernels(KH, KW, tuple(s), tuple(d))
         threads.run(serial, parallel, N * OH, yt.size, xt, wt, np.ascontiguousarray(b), yt)
         return yt.transpose(0, 3, 1, 2)
     x = np.ascontiguousarray(x)
@@ -346,7 +349,7 @@ def depthwise_grad_input(g, w, x_shape, s, p, d):
             gd[:, pt:pt + (OH - 1) * s[0] + 1:s[0], pl:pl + (OW - 1) * s[1] + 1:s[1]] = g.transpose(0, 2, 3, 1)
         wt = np.ascontiguousarray(w[:, 0, ::-1, ::-1].transpose(1, 2, 0))
         dxt = np.empty((M, H, W, C), g.dtype)
-        serial, parallel = channels_last_kernels(KH, KW, (1, 1), d)
+        serial, parallel = channels_last_kernels(KH, KW, (1, 1), tuple(d))
         threads.run(serial, parallel, M * H, dxt.size, gd, wt, np.zeros(C, g.dtype), dxt)
         return dxt.transpose(0, 3, 1, 2)
     g = np.ascontiguousarray(g)

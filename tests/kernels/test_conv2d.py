@@ -409,25 +409,29 @@ def test_depthwise_kernels_equal_the_generic_correlation_and_reference(case, dty
         np.testing.assert_allclose(dx[k_], K.conv2d_grad_input_direct(g[k_], w, x.shape, s, p, d, C), **TOL[dtype])
 
 
-def test_small_planes_of_many_channels_run_channels_last_and_large_3x3_planes_do_not(monkeypatch):
-    """The cost model sends small planes of many channels (5x5 on 672 channels of 8x8, 3x3 on 480
-    of 8x8) to the channels-last kernels, and large planes (3x3 at stride 1 on 144 channels of
-    32x32, which the register-tiled 3x3 kernel serves, and 5x5 on 32 channels of 56x56) to the
-    plane kernels; either way forward and input VJP equal the reference."""
+def test_depthwise_layers_run_channels_last_except_strided_vjps_on_large_planes(monkeypatch):
+    """The cost model sends depthwise layers channels-last, small planes of many channels (5x5 on
+    672 channels of 8x8) and large planes of few (3x3 on 32 channels of 56x56, which the
+    register-tiled 3x3 kernel would serve) alike, but keeps the input VJP of a stride-2 layer on
+    112x112 planes given NCHW on planes (channels-last, it would work on a stride-dilated cotangent
+    four times the size); either way forward and input VJP equal the reference."""
     calls = []
     real = K.depthwise.channels_last_kernels
-    monkeypatch.setattr(K.depthwise, "channels_last_kernels", lambda *a: calls.append(1) or real(*a))
+    monkeypatch.setattr(K.depthwise, "channels_last_kernels", lambda *a: calls.append(a[2]) or real(*a))
     rng = np.random.default_rng(18)
-    for C, size, k, expected in ((672, 8, 5, True), (480, 8, 3, True), (144, 32, 3, False), (32, 56, 5, False)):
-        calls.clear()
+    for C, size, k, s, forward, vjp in ((672, 8, 5, 1, True, True), (32, 56, 3, 1, True, True),
+                                        (32, 112, 3, 2, True, False)):
         x = rng.standard_normal((1, C, size, size))
         w = rng.standard_normal((C, 1, k, k))
-        y = K.conv2d_forward(x, w, None, 1, k // 2, 1, C)
-        assert bool(calls) == expected, (C, size, k)
-        np.testing.assert_allclose(y, ref.conv2d(x, w, np.zeros(C), 1, k // 2, 1, C), rtol=1e-10, atol=1e-10)
+        calls.clear()
+        y = K.conv2d_forward(x, w, None, s, k // 2, 1, C)
+        assert bool(calls) == forward, (C, size, k, s)
+        np.testing.assert_allclose(y, ref.conv2d(x, w, np.zeros(C), s, k // 2, 1, C), rtol=1e-10, atol=1e-10)
         g = rng.standard_normal(y.shape)
-        np.testing.assert_allclose(K.conv2d_grad_input(g, w, x.shape, 1, k // 2, 1, C),
-                                   ref.conv2d_grad_input(g, w, x.shape, 1, k // 2, 1, C), rtol=1e-10, atol=1e-10)
+        calls.clear()
+        dx = K.conv2d_grad_input(g, w, x.shape, s, k // 2, 1, C)
+        assert bool(calls) == vjp, (C, size, k, s)
+        np.testing.assert_allclose(dx, ref.conv2d_grad_input(g, w, x.shape, s, k // 2, 1, C), rtol=1e-10, atol=1e-10)
 
 
 @pytest.mark.parametrize("case", [(2, 6, 4, 5, 7, 1, 1, 0, 1, 1), (1, 8, 12, 9, 8, 1, 2, 0, 1, 1),
