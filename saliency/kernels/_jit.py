@@ -17,9 +17,11 @@ only (every process then compiles again) and one `KernelCacheWarning`, when the 
 compiles, says so. Numba keys its
 cache files by the source file's path and contents, so installs and versions never collide.
 """
+import atexit
 import contextlib
 import importlib.util
 import os
+import shutil
 import sys
 import tempfile
 import warnings
@@ -196,8 +198,12 @@ def generated(name, source):
     if module_name in sys.modules:
         return sys.modules[module_name]
     if _GENERATED_DIR is None:
-        _GENERATED_DIR = CACHE_DIR / "generated" if CACHE_DIR is not None else Path(tempfile.mkdtemp())
-        _GENERATED_DIR.mkdir(parents=True, exist_ok=True)
+        if CACHE_DIR is None:
+            _GENERATED_DIR = Path(tempfile.mkdtemp(prefix="saliency-kernels-"))
+            atexit.register(shutil.rmtree, _GENERATED_DIR, True)
+        else:
+            _GENERATED_DIR = CACHE_DIR / "generated"
+            _GENERATED_DIR.mkdir(parents=True, exist_ok=True)
     path = _GENERATED_DIR / f"{name}.py"
     try:
         current = path.read_text()

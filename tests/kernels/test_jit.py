@@ -43,9 +43,9 @@ def test_the_command_line_says_it_compiles_and_where_on_a_terminal_only(capsys):
 def test_generated_source_is_written_once_and_imported_as_a_module(monkeypatch, tmp_path):
     """A generated module is written to the cache folder's `generated` folder, imported, and its
     file left untouched when the same source is asked for again (Numba's cache keys on its time
-    stamp); a different source under a new name is a new file."""
+    stamp)."""
     monkeypatch.setattr(_jit, "_GENERATED_DIR", tmp_path)
-    source = "import numpy as np\n\nfrom saliency.kernels._jit import njit\n\n\n@njit()\ndef twice(x):\n    return 2 * x\n"
+    source = "from saliency.kernels._jit import njit\n\n\n@njit()\ndef twice(x):\n    return 2 * x\n"
     module = _jit.generated("test_probe_twice", source)
     try:
         assert module.twice(np.float64(3.0)) == 6.0

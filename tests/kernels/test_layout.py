@@ -83,9 +83,8 @@ def test_other_convolutions_read_channels_last_arrays_as_nchw():
     y = K.conv2d_forward(last(x), w, None, 1, 1)
     np.testing.assert_allclose(y, ref.conv2d(x, w, np.zeros(16), 1, 1, 1), rtol=1e-10, atol=1e-10)
     g = rng.standard_normal(y.shape)
-    np.testing.assert_allclose(K.conv2d_grad_input(last(g), w, x.shape, 1, 1), ref.conv2d_grad_input(g, w, x.shape,
-                                                                                                    1, 1, 1),
-                               rtol=1e-10, atol=1e-10)
+    want = ref.conv2d_grad_input(g, w, x.shape, 1, 1, 1)
+    np.testing.assert_allclose(K.conv2d_grad_input(last(g), w, x.shape, 1, 1), want, rtol=1e-10, atol=1e-10)
 
 
 @pytest.mark.parametrize("name", ["relu", "silu", "gelu", "hardswish", "sigmoid", "hardtanh"])
