@@ -272,6 +272,7 @@ def _pad_rows(src, dst, pt, pl, lo, hi):
     dst in [lo, hi): each row a run of zeros, one contiguous copy and another run of zeros."""
     H, W, C = src.shape[1], src.shape[2], src.shape[3]
     Hp, Wp = dst.shape[1], dst.shape[2]
+    left = min(pl, Wp)  # columns of zeros before the copy, which holds w columns
     w = max(0, min(W, Wp - pl))
     for t in range(lo, hi):
         n, r = t // Hp, t % Hp
@@ -281,10 +282,10 @@ def _pad_rows(src, dst, pt, pl, lo, hi):
             for e in range(Wp * C):
                 row[e] = 0
             continue
-        for e in range(pl * C):
+        for e in range(left * C):
             row[e] = 0
-        im2col.copy(row[pl * C:], src[n, i].reshape(-1), w * C)
-        for e in range((pl + w) * C, Wp * C):
+        im2col.copy(row[left * C:], src[n, i].reshape(-1), w * C)
+        for e in range((left + w) * C, Wp * C):
             row[e] = 0
 
 

@@ -131,3 +131,14 @@ def test_a_leaf_gradient_has_the_leafs_format_whatever_the_graph_gives():
     assert x.grad.numpy().flags.c_contiguous
     want = ref.conv2d_grad_input(np.ones(y.shape), w.numpy().astype(np.float64), x.shape, 1, 1, 1, 256)
     np.testing.assert_allclose(x.grad.numpy(), want, rtol=1e-5, atol=1e-5)
+
+
+def test_channels_last_depthwise_with_padding_beyond_the_output_reach(monkeypatch):
+    """A stride longer than the plane with padding wider than the output's reach (the padded copy
+    is narrower than the padding): the reference's values, from a channels-last x."""
+    monkeypatch.setattr(K.depthwise, "channels_last_pays", lambda *a, **k: True)
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((2, 5, 1, 2))
+    w = rng.standard_normal((5, 1, 1, 1))
+    y = K.conv2d_forward(last(x), w, None, 10, 3, 1, 5)
+    np.testing.assert_allclose(y, ref.conv2d(x, w, np.zeros(5), 10, 3, 1, 5), rtol=1e-12, atol=1e-12)
