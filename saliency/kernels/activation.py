@@ -62,7 +62,7 @@ def relu_forward(x):
     order = layout.dense_order(x) if type(x) is np.ndarray else None
     if order is not None and x.dtype in (np.float32, np.float64) and x.size >= 1024:
         out, mask = np.empty_like(x), np.empty_like(x, np.bool_)
-        xf, of, mf = _flat(x), _flat(out), _flat(mask).view(np.uint8)
+        xf, of, mf = layout.flat(x, order), layout.flat(out, order), layout.flat(mask, order).view(np.uint8)
         threads.run(_relu, _relu_parallel, xf.size, xf.size, xf, of, mf)
         return out, mask
     out = np.maximum(x, 0)

@@ -23,14 +23,11 @@ def nhwc(a):
     return np.ascontiguousarray(a.transpose(0, 2, 3, 1))
 
 
-_IDENTITY = tuple(tuple(range(n)) for n in range(8))
-
-
 def dense_order(a):
     """The axes of a from the slowest in memory to the fastest, when a's elements fill one block of
     memory without gaps (contiguous in some order of its axes); else None."""
     if a.flags.c_contiguous:
-        return _IDENTITY[a.ndim] if a.ndim < len(_IDENTITY) else tuple(range(a.ndim))
+        return tuple(range(a.ndim))
     order = tuple(sorted(range(a.ndim), key=lambda i: -a.strides[i]))
     return order if a.transpose(order).flags.c_contiguous else None
 
