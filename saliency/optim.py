@@ -64,6 +64,7 @@ class Optimizer:
                 for p in group["params"]:
                     if p.grad is not None:
                         self._update(p, p.grad._array, self.state.setdefault(p, {}), group)
+                        p._written()
         return loss
 
     def _update(self, p, grad, state, group):

@@ -166,6 +166,7 @@ def randomisation_check(model, x, method, seed=None, *, rng=None):
             p._array = data
         for b, data in stats:
             b._array[...] = data
+            b._written()
     return RandomisationCheck([name for name, _ in layers], np.array(correlations), original, maps)
 
 

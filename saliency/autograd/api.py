@@ -27,6 +27,7 @@ from .ops.loss import LogSoftmax, MseLoss, NllLoss, Softmax
 from .ops.norm import BatchNorm, GroupNorm, LayerNorm
 from .ops.pool import AdaptiveAvgPool2d, AdaptiveMaxPool2d, AvgPool2d, MaxPool2d
 from .. import kernels as _kernels
+from ..kernels import versions as _versions
 from .ops.reduce import Amax, Amin, LogSumExp, MaxAll, MaxDim, Mean, MinAll, Norm, Sum, arg_index, normalize_dims
 from .ops.pad import Roll, TablePad
 from .ops.resize import Upsample
@@ -989,6 +990,7 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
             arr = running._array if isinstance(running, Tensor) else running
             arr *= 1 - momentum
             arr += (momentum * v.mean(axis=0)).astype(arr.dtype)
+            _versions.bump(arr)
     return GroupNorm.apply(input, _optional(weight), _optional(bias), num_groups=input.shape[1], eps=eps)
 
 

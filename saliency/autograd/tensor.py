@@ -12,6 +12,7 @@ import weakref
 
 import numpy as np
 
+from ..kernels import versions
 from .errors import UnsupportedError, unsupported
 from .grad_mode import frozen_var, is_grad_enabled
 from .printing import format_data
@@ -208,6 +209,11 @@ class Tensor:
         return self._array.size
 
     def numpy(self):
+        """The tensor's array itself (no copy): writing into it changes the tensor. Handing it out
+        counts as a write (`_version` goes up), so weight transforms derived from the tensor are
+        computed again at their next use; an array kept and written later is not seen (write
+        through the tensor instead: `t.data[...] = v`, `t.copy_(v)`)."""
+        self._written()
         return self._array
 
     def item(self):
@@ -262,54 +268,67 @@ class Tensor:
             raise RuntimeError("a tensor that requires grad cannot be changed in place while grad mode is on; "
                                "do it under sl.no_grad() (as optimizers do)")
 
+    def _written(self):
+        """Record an in-place write to this tensor's memory (its `_version` goes up, and weight
+        transforms derived from it are computed again: `kernels.versions`); returns self."""
+        versions.bump(self._array)
+        return self
+
+    @property
+    def _version(self):
+        """How many times this tensor's memory has been written in place, as PyTorch's counter
+        (shared with every tensor viewing the same memory, `.data` and `detach()` included)."""
+        return versions.version(self._array)
+
     def zero_(self):
         self._check_inplace()
         self._array[...] = 0
-        return self
+        return self._written()
 
     def fill_(self, value):
         self._check_inplace()
         self._array[...] = value
-        return self
+        return self._written()
 
     def copy_(self, src):
         self._check_inplace()
         self._array[...] = as_array(src)
-        return self
+        return self._written()
 
     def add_(self, other, alpha=1.0):
         self._check_inplace()
         self._array += alpha * as_array(other)
-        return self
+        return self._written()
 
     def mul_(self, other):
         self._check_inplace()
         self._array *= as_array(other)
-        return self
+        return self._written()
 
     def clamp_(self, min=None, max=None):
         self._check_inplace()
         if min is None and max is None:
             raise ValueError("clamp_ needs at least one of min and max")
         np.clip(self._array, min, max, out=self._array)
-        return self
+        return self._written()
 
     def normal_(self, mean=0.0, std=1.0, *, generator=None):
         """Fill with draws from N(mean, std^2) (from `generator`, else the one manual_seed resets)."""
         self._check_inplace()
         self._array[...] = random_generator(generator).normal(mean, std, self.shape)
-        return self
+        return self._written()
 
     def uniform_(self, a=0.0, b=1.0, *, generator=None):
         """Fill with draws from U(a, b) (from `generator`, else the one manual_seed resets)."""
         self._check_inplace()
         self._array[...] = random_generator(generator).uniform(a, b, self.shape)
-        return self
+        return self._written()
 
     def __setitem__(self, key, value):
         """Write `value` into the selected elements, in place and outside the graph."""
         self._check_inplace()
         self._array[index_key(key)] = value._array if isinstance(value, Tensor) else value
+        self._written()
 
     # comparisons give boolean tensors outside the graph
     def __lt__(self, other):

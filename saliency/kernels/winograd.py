@@ -23,7 +23,8 @@ The input VJP at stride 1 is the same correlation on the cotangent with the flip
 swapped weight (see `conv2d.conv2d_grad_input_direct`). Reversing g's columns reverses the
 columns of G, which is G with its first and last rows swapped, so G flip(g) G^T is U[a, b] with
 entries 0 and 3 of both a and b swapped: the input VJP reuses the forward's weight transform, its
-products reading U[_FLIP[4a + b]] transposed.
+products reading U[_FLIP[4a + b]] transposed. The weight transform is computed once per version
+of the weight (`weight_tiles`), not per call.
 """
 import threading
 
@@ -32,7 +33,7 @@ from numba import prange
 
 from ._jit import njit
 
-from . import blas, threads
+from . import blas, threads, versions
 
 _FASTMATH = {"reassoc", "contract"}
 
@@ -194,8 +195,14 @@ def _workspace(elements, dtype):
 
 
 def weight_tiles(w):
-    """The transformed weights U (16, O, C) of w (O, C, 3, 3), in parts of the output channels on
-    the kernels' threads when the weight is large."""
+    """The transformed weights U (16, O, C) of w (O, C, 3, 3), read-only: computed once per version
+    of w's memory (`versions.derived`), so a map's forward pass and input VJP, and every later map
+    until the weight changes, share one transform."""
+    return versions.derived("winograd_weight_tiles", _transform_weight, w)
+
+
+def _transform_weight(w):
+    """U of w, in parts of the output channels on the kernels' threads when the weight is large."""
     u = _planes(w.shape[:2], np.empty(16 * _plane_step(w.shape[:2], w.itemsize), w.dtype))
     threads.run(_weight_tiles, _weight_tiles_parallel, w.shape[0], u.size, w, u)
     return u
@@ -306,15 +313,14 @@ def _correlate(x, u, flip, b, out, pad):
     return out
 
 
-def conv2d_winograd(x, w, b, out_shape, p, u=None):
-    """Forward of a 3x3 convolution at stride 1, dilation 1, groups 1, plus bias; `u` is
-    weight_tiles(w) if the caller has it."""
-    u = weight_tiles(w) if u is None else u
+def conv2d_winograd(x, w, b, out_shape, p):
+    """Forward of a 3x3 convolution at stride 1, dilation 1, groups 1, plus bias."""
+    u = weight_tiles(w)
     return _correlate(x, u, False, b, np.empty(out_shape, x.dtype), p)
 
 
-def conv2d_grad_input_winograd(g, w, x_shape, p, u=None):
+def conv2d_grad_input_winograd(g, w, x_shape, p):
     """Input VJP of the same convolution; g is (M, O, OH, OW) with seeds folded into M."""
-    u = weight_tiles(w) if u is None else u
+    u = weight_tiles(w)
     zero = np.zeros(x_shape[1], g.dtype)
     return _correlate(g, u, True, zero, np.empty(x_shape, g.dtype), (2 - p[0], 2 - p[1]))

@@ -224,6 +224,7 @@ class PReLU(Module):
 
     def reset_parameters(self):
         self.weight._array[...] = self.init
+        self.weight._written()
 
     def forward(self, input):
         return F.prelu(input, self.weight)

@@ -57,6 +57,7 @@ class _BatchNorm(NormBase):
         momentum = 0.0 if self.momentum is None else self.momentum
         if self.training and self.num_batches_tracked is not None:
             self.num_batches_tracked._array[...] += 1
+            self.num_batches_tracked._written()
             if self.momentum is None:  # PyTorch's cumulative moving average
                 momentum = 1.0 / float(self.num_batches_tracked._array)
         # batch statistics in training (updating the running ones) and whenever none are tracked

@@ -23,17 +23,23 @@ The fusions:
   UpsampleNearest2DBackward0 and ConvolutionBackward0.
 * Conv2d followed by a BatchNorm2d in eval mode (running statistics): one convolution with the
   normalisation folded into its weight and bias, w * s and (b - mean) * s + beta with
-  s = gamma / sqrt(var + eps), computed from the current parameters at every call (so a weight
-  changed in place is seen) by autograd ops, so that gradients still reach the convolution's
-  and the norm's parameters. Same result (to rounding), no pass over the activations for the
-  norm's VJP, where that saves more than the pass over the weight costs (`_fold_pays`: not for
-  large weights on small maps); otherwise, and in training mode, the two modules run on their own.
+  s = gamma / sqrt(var + eps). Same result (to rounding), and no pass over the activations for
+  the norm's VJP. With frozen weights (as attribution methods run a model) the fold is computed
+  once per version of the weights and statistics (`kernels.versions`: every write through a
+  tensor, `p.numpy()` or a loaded state dict is seen). Where a parameter records
+  gradients, it is made of autograd ops at every call, so that gradients reach the convolution's
+  and the norm's parameters, and only where that saves more than its pass over the weight costs
+  (`_fold_pays`: not for large weights on small maps); otherwise, and in training mode, the two
+  modules run on their own.
 """
+import functools
 from collections import namedtuple
 
 import numpy as np
 
-from ..kernels import conv_output_size
+from ..autograd.grad_mode import is_grad_enabled
+from ..autograd.tensor import Tensor
+from ..kernels import conv_output_size, versions
 from . import functional as F
 from .batchnorm import BatchNorm2d
 from .conv import Conv2d
@@ -84,8 +90,8 @@ def conv_bn_fusable(conv, bn):
 
 
 def _fold_pays(conv, x):
-    """Folding costs a pass over the weight (O * C/groups * kh * kw elements, a new array every
-    call) and saves one over the norm's activations (O * N * OH * OW, its VJP; its forward pass
+    """Folding as ops of the graph costs a pass over the weight (O * C/groups * kh * kw elements,
+    a new array every call) and saves one over the norm's activations (O * N * OH * OW, its VJP; its forward pass
     becomes the bias's): it pays when the output has at least as many positions per channel as
     the weight has elements per output channel (not on 512-channel layers of a 2x2 map)."""
     shape = np.shape(x)
@@ -98,8 +104,41 @@ def _fold_pays(conv, x):
 
 
 def _conv_bn(conv, bn, x):
-    if bn.training or not _fold_pays(conv, x):
+    if bn.training:
         return bn(conv(x))
+    params = (conv.weight, conv.bias, bn.weight, bn.bias)
+    if is_grad_enabled() and any(p is not None and p.requires_grad for p in params):
+        if not _fold_pays(conv, x):
+            return bn(conv(x))
+        weight, shift = _fold_recorded(conv, bn)
+    else:  # frozen weights: the fold is data, computed once per version of the six arrays, so it always pays
+        weight, shift = (Tensor._make(a, False, None) for a in versions.derived(
+            ("conv2d_batch_norm", float(bn.eps)), functools.partial(_fold, bn.eps), *(_array(t) for t in params),
+            _array(bn.running_mean), _array(bn.running_var)))
+    return F.conv2d(x, weight, shift, conv.stride, conv.padding, conv.dilation, conv.groups)
+
+
+def _array(t):
+    return t._array if isinstance(t, Tensor) else (None if t is None else np.asarray(t))
+
+
+def _fold(eps, w, b, gamma, beta, mean, var):
+    """(w * s, (b - mean) * s + beta) with s = gamma / sqrt(var + eps): the arithmetic of
+    `_fold_recorded`, operation for operation (the same values to the bit), on arrays."""
+    dtype = w.dtype
+    scale = (1.0 / np.sqrt(np.asarray(var, np.float64) + eps)).astype(dtype)
+    if gamma is not None:
+        scale = gamma * scale
+    mean = np.asarray(mean, dtype)
+    shift = (b - mean) * scale if b is not None else scale * -mean
+    if beta is not None:
+        shift = shift + beta
+    return w * scale.reshape(-1, 1, 1, 1), shift
+
+
+def _fold_recorded(conv, bn):
+    """The folded weight and bias as ops of the graph, so that gradients reach the convolution's
+    and the norm's parameters."""
     dtype = conv.weight.dtype
     inv = (1.0 / np.sqrt(np.asarray(bn.running_var, np.float64) + bn.eps)).astype(dtype)  # buffers: no gradient
     scale = inv if bn.weight is None else bn.weight * inv
@@ -107,8 +146,7 @@ def _conv_bn(conv, bn, x):
     shift = (conv.bias - mean) * scale if conv.bias is not None else scale * -mean
     if bn.bias is not None:
         shift = shift + bn.bias
-    return F.conv2d(x, conv.weight * scale.reshape(-1, 1, 1, 1), shift, conv.stride, conv.padding, conv.dilation,
-                    conv.groups)
+    return conv.weight * scale.reshape(-1, 1, 1, 1), shift
 
 
 CONV_BN = PairFusion("conv2d_batch_norm", conv_bn_fusable, _conv_bn)

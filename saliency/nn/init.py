@@ -34,6 +34,7 @@ def _fill(tensor, values):
     """Write `values` into the tensor's array in place (outside the graph, as PyTorch's init does)."""
     if not _skipping.get():
         tensor._array[...] = values
+        tensor._written()
     return tensor
 
 

@@ -356,3 +356,4 @@ def reset_grads(params, set_to_none=True):
             p.grad = None
         else:
             p.grad._array[...] = 0
+            p.grad._written()

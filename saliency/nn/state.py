@@ -107,5 +107,6 @@ def _copy_into(target, value):
     """Copy `value` into `target`'s array in place (cast to its dtype), keeping the Tensor object."""
     if target._array.flags.writeable:
         target._array[...] = value
+        target._written()
     else:
         target._array = np.array(value, dtype=target._array.dtype)

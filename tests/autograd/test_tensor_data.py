@@ -92,3 +92,38 @@ def test_the_same_init_code_gives_pytorchs_statistics_and_layout():
         assert a.shape == tuple(b.shape), name
     assert ours[1].weight.tolist() == theirs[1].weight.tolist()
     assert abs(ours[0].weight.numpy().std() - theirs[0].weight.detach().numpy().std()) < 0.03
+
+
+def test_every_in_place_write_moves_the_version_shared_by_views_data_and_detach():
+    """`_version` as PyTorch's counter, but shared with `.data` too (so a write there is seen)."""
+    w = nn.Parameter(sl.tensor(np.zeros((2, 3), np.float32)))
+    seen = [w._version]
+    with sl.no_grad():
+        for write in (lambda: w.zero_(), lambda: w.fill_(1.0), lambda: w.copy_(np.ones((2, 3))),
+                      lambda: w.add_(1.0), lambda: w.mul_(2.0), lambda: w.clamp_(0.0, 3.0),
+                      lambda: w.normal_(), lambda: w.uniform_()):
+            write()
+            seen.append(w._version)
+    w.data[0] = 5.0
+    seen.append(w._version)
+    w.detach().mul_(1.0)
+    seen.append(w._version)
+    w.numpy()  # hands out the memory: counted as a write
+    seen.append(w._version)
+    assert seen == list(range(seen[0], seen[0] + 12))
+    assert w.reshape(3, 2)._version == w._version and w[0]._version == w._version
+
+
+def test_package_writes_move_the_version():
+    """load_state_dict, nn.init, an optimiser step and a training-mode batch norm write in place."""
+    conv, bn = nn.Conv2d(2, 2, 1), nn.BatchNorm2d(2)
+    before = conv.weight._version
+    conv.load_state_dict({"weight": np.ones((2, 2, 1, 1), np.float32), "bias": np.zeros(2, np.float32)})
+    nn.init.normal_(conv.weight)
+    assert conv.weight._version == before + 2
+    conv(sl.tensor(np.ones((1, 2, 2, 2), np.float32))).sum().backward()
+    sl.optim.SGD(conv.parameters(), lr=0.1).step()
+    assert conv.weight._version == before + 3
+    mean, var = bn.running_mean._version, bn.running_var._version
+    bn.train()(sl.tensor(np.random.default_rng(0).standard_normal((2, 2, 3, 3)).astype(np.float32)))
+    assert bn.running_mean._version > mean and bn.running_var._version > var

@@ -274,3 +274,83 @@ def test_a_large_weight_on_a_small_map_is_not_folded():
     assert "NativeBatchNormBackward0" not in node_names(seq(large))
     plain = nn.unfuse(copy.deepcopy(seq))
     np.testing.assert_allclose(seq(small).numpy(), plain(small).numpy())
+
+
+def frozen_conv_bn():
+    """A frozen 64-channel 3x3 conv (Winograd's tiles on a 32x32 map) and its batch norm, fused,
+    float32, and the same modules unfused."""
+    sl.manual_seed(4)
+    rng = np.random.default_rng(4)
+    seq = nn.Sequential(nn.Conv2d(64, 64, 3, padding=1), nn.BatchNorm2d(64)).eval()
+    seq[1].running_var.copy_(rng.random(64) + 0.5)
+    seq[1].running_mean.copy_(rng.standard_normal(64))
+    seq.requires_grad_(False)
+    plain = nn.unfuse(copy.copy(seq))  # the same parameter tensors, no plan
+    plain._fusion_plan = {}
+    return nn.fuse(seq), plain
+
+
+def frozen_map(model, x):
+    x = sl.tensor(x, requires_grad=True)
+    y = model(x)
+    return y.numpy().copy(), sl.autograd.grad((y * y).sum(), x)[0].numpy()
+
+
+def check_same(fused, plain, x):
+    for got, want in zip(frozen_map(fused, x), frozen_map(plain, x)):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5 * np.abs(want).max())  # float32 rounding
+
+
+@pytest.mark.parametrize("change", ["data", "numpy", "load_state_dict", "init", "optimizer", "running_stats",
+                                    "eps", "replaced", "train_step"])
+def test_frozen_weights_are_folded_once_and_every_change_is_seen(change):
+    """With frozen weights the fold (and the Winograd tiles of the folded weight) is computed once per
+    version of the weights; every way of changing a weight or statistic gives the new map."""
+    from saliency.kernels import winograd
+
+    fused, plain = frozen_conv_bn()
+    conv, bn = fused[0], fused[1]
+    x = np.random.default_rng(5).standard_normal((1, 64, 32, 32)).astype(np.float32)
+    check_same(fused, plain, x)
+    calls = []
+    real = winograd._transform_weight
+    winograd._transform_weight = lambda w: (calls.append(1), real(w))[1]
+    try:
+        frozen_map(fused, x)
+        frozen_map(fused, x)
+        assert calls == []  # forward and VJP of two maps: the tiles of the first map's fold
+        assert "NativeBatchNormBackward0" not in node_names(fused(sl.tensor(x, requires_grad=True)))
+        rng = np.random.default_rng(6)
+        if change == "data":
+            conv.weight.data.normal_(0.0, 0.05)
+        elif change == "numpy":
+            conv.weight.numpy()[:, :, 1, 1] += 0.5
+        elif change == "load_state_dict":
+            state = {k: v * 1.5 for k, v in fused.state_dict().items()}
+            fused.load_state_dict(state)
+        elif change == "init":
+            nn.init.kaiming_uniform_(conv.weight)
+        elif change == "optimizer":
+            fused.requires_grad_(True)
+            frozen_map(plain, x)  # gradients for the parameters
+            y = plain(sl.tensor(x))
+            (y * y).sum().backward()
+            sl.optim.SGD(fused.parameters(), lr=1e-3).step()
+            fused.requires_grad_(False)
+        elif change == "running_stats":
+            bn.running_var.copy_(rng.random(64) + 2.0)
+        elif change == "eps":
+            bn.eps = 0.5
+        elif change == "replaced":
+            conv.weight.data = rng.standard_normal((64, 64, 3, 3)).astype(np.float32) * 0.05
+        elif change == "train_step":  # batch statistics update the running ones in place
+            fused.train()
+            fused(sl.tensor(x * 3.0 + 1.0))
+            fused.eval()
+        calls.clear()
+        frozen_map(fused, x)
+        frozen_map(fused, x)
+        assert calls == [1]  # the new fold's tiles, once for the forward and VJP of both maps
+        check_same(fused, plain, x)
+    finally:
+        winograd._transform_weight = real

@@ -6,6 +6,7 @@ import math
 import numpy as np
 
 from ... import kernels
+from ...kernels import versions
 from ..node import Function
 from ..geometry import first_input, whole_window
 
@@ -44,6 +45,8 @@ class BatchNorm(Function):
             if running_var is not None:
                 running_var *= 1 - momentum
                 running_var += momentum * var * count / (count - 1)
+            versions.bump(running_mean)
+            versions.bump(running_var)
         else:
             if running_mean is None or running_var is None:
                 raise ValueError("batch_norm in eval mode needs running_mean and running_var")
