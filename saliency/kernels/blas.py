@@ -138,30 +138,39 @@ def native_gemm(a, b, c, beta):
                       c.ctypes.data, ldc)
 
 
-_section_lock = threading.Lock()
-_section_depth = 0
-_saved_threads = None
+class _OneThread:
+    """The block `one_thread()` opens (a class: a generator-based context manager costs 5 us a
+    call, and kernels open one per call). OpenBLAS's count is not only the calling thread's, so
+    the sections of all threads are counted together: the count in force before the first one is
+    restored after the last."""
 
+    __slots__ = ("depth", "saved")
 
-@contextlib.contextmanager
-def one_thread():
-    """Within the block, BLAS products (of every thread) run on one thread; sections of several
-    threads may overlap, and the count in force before the first one is restored after the last."""
-    global _section_depth, _saved_threads
-    if _set_threads is None:
-        yield
-        return
-    with _section_lock:
-        if _section_depth == 0:
-            _saved_threads = _set_threads(1)
-        _section_depth += 1
-    try:
-        yield
-    finally:
+    def __init__(self):
+        self.depth, self.saved = 0, None
+
+    def __enter__(self):
         with _section_lock:
-            _section_depth -= 1
-            if _section_depth == 0:
-                _set_threads(_saved_threads)
+            if self.depth == 0:
+                self.saved = _set_threads(1)
+            self.depth += 1
+
+    def __exit__(self, *exc):
+        with _section_lock:
+            self.depth -= 1
+            if self.depth == 0:
+                _set_threads(self.saved)
+        return False
+
+
+_section_lock = threading.Lock()
+_ONE_THREAD = _OneThread() if _set_threads is not None else contextlib.nullcontext()
+
+
+def one_thread():
+    """Within the block, BLAS products (of every thread) run on one thread; blocks of several
+    threads may overlap and nest."""
+    return _ONE_THREAD
 
 
 def matmul(a, b, out=None):

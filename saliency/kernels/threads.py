@@ -17,7 +17,6 @@ process may run on. GNU OpenMP's workers spin for a moment after a region, then 
 the choices). GNU OpenMP does not survive `fork()`: a process forked from one that has used the
 pool runs every kernel serially (Numba would otherwise end it).
 """
-import contextlib
 import math
 import os
 import threading
@@ -102,16 +101,14 @@ def parts(n, work, flops=False):
 _local = threading.local()
 
 
-@contextlib.contextmanager
 def region(k):
-    """Within the block, parallel kernels of this thread use at most k threads (and no more than
-    the threads in use), and BLAS products one."""
+    """`with region(k):` parallel kernels of this thread use at most k threads (and no more than
+    the threads in use), and BLAS products one, within the block."""
     k = min(k, _threads)
     if getattr(_local, "threads", None) != k:
         numba.set_num_threads(k)
         _local.threads = k
-    with blas.one_thread():
-        yield
+    return blas.one_thread()
 
 
 def run(serial, parallel, n, work, *args, flops=False):
