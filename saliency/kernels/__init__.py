@@ -12,7 +12,9 @@ Threads: one pool for every kernel, Numba's parallel regions on its OpenMP layer
 large call runs in parts of its range, a compiled `prange` wrapper handing each part to the
 serial kernel; matrix products run inside the same parts through OpenBLAS on one thread each
 (`threads.matmul`, `blas.native_gemm`), so OpenBLAS's own workers never spin against the pool.
-Small calls run the serial kernel on the calling thread. In a kernel compiled without
+Small calls run the serial kernel on the calling thread. Values derived from weights alone
+(Winograd's weight tiles, a convolution's weight with its batch norm folded in) are computed once
+per version of the weight's memory (`versions`), not per call. In a kernel compiled without
 `parallel=True`, a `prange` loop runs serially, like `range`; it marks a loop whose iterations
 write disjoint parts of the output.
 """

@@ -33,9 +33,14 @@ import numpy as np
 BUDGET_BYTES = 512 << 20
 
 _lock = threading.Lock()
-_versions = {}   # id(root array) -> number of in-place writes to it
+# id(root array) -> (weak reference to it, number of in-place writes). The reference tells a live
+# array from a freed one whose id was reused, and its callback forgets the entry.
+_versions = {}
 _values = OrderedDict()   # key -> _Entry, least recently used first
 _held = [0]   # bytes in _values
+# Keys of values whose arrays were freed. Freeing happens anywhere (while _lock is held, too), so
+# the weak references' callbacks only append here, and `derived` drops them under the lock.
+_dead = []
 
 
 def _root(a):
@@ -53,20 +58,27 @@ def bump(a):
     root = _root(a)
     key = id(root)
     with _lock:
-        n = _versions.get(key)
-        if n is None:
-            weakref.finalize(root, _forget_version, key)
-        _versions[key] = (n or 0) + 1
+        entry = _versions.get(key)
+        if entry is not None and entry[0]() is root:
+            _versions[key] = (entry[0], entry[1] + 1)
+        else:
+            _versions[key] = (weakref.ref(root, lambda ref, key=key: _forget_version(key, ref)), 1)
 
 
-def _forget_version(key):
-    with _lock:
+def _forget_version(key, ref):
+    # a freed array's id can be reused only after this callback has run, so the entry is its own
+    if _versions.get(key, (None,))[0] is ref:
         _versions.pop(key, None)
+
+
+def _version_of_root(root):
+    entry = _versions.get(id(root))
+    return entry[1] if entry is not None and entry[0]() is root else 0
 
 
 def version(a):
     """How many in-place writes the memory of `a` has had (0 for one never written in place)."""
-    return _versions.get(id(_root(a)), 0)
+    return _version_of_root(_root(a))
 
 
 class _Entry:
@@ -82,14 +94,27 @@ def _identity(a):
     return root, where
 
 
+def _pop(key):
+    entry = _values.pop(key, None)
+    if entry is not None:
+        _held[0] -= entry.nbytes
+    return entry
+
+
+def _drop_dead():
+    while _dead:
+        _pop(_dead.pop())
+
+
 def derived(name, fn, *arrays):
     """fn(*arrays) (an array or a tuple of arrays), computed again only when one of `arrays` (each
     an array or None) is a different array or its memory has been written in place since the last
     call with the same `name`. The result is shared between calls: read-only."""
     ids = [_identity(a) for a in arrays]
     key = (name,) + tuple((None if root is None else id(root), where) for root, where in ids)
-    now = tuple(0 if root is None else _versions.get(id(root), 0) for root, _ in ids)
+    now = tuple(0 if root is None else _version_of_root(root) for root, _ in ids)
     with _lock:
+        _drop_dead()
         entry = _values.get(key)
         if entry is not None and entry.versions == now and all(
                 (r is None) == (root is None) and (r is None or r() is root) for r, (root, _) in zip(entry.refs, ids)):
@@ -102,37 +127,34 @@ def derived(name, fn, *arrays):
             raise ValueError(f"derived value {name!r} shares memory with its input; it must be a new array")
         v.flags.writeable = False
     entry = _Entry()
-    entry.refs = tuple(None if root is None else weakref.ref(root, lambda _, key=key: _drop(key)) for root, _ in ids)
+    entry.refs = tuple(None if root is None else weakref.ref(root, lambda _, key=key: _dead.append(key))
+                       for root, _ in ids)
     entry.versions, entry.value = now, value
     entry.nbytes = sum(v.nbytes for v in parts)
+    dropped = []   # freed after the lock is released
     with _lock:
-        old = _values.pop(key, None)
-        if old is not None:
-            _held[0] -= old.nbytes
+        _drop_dead()
+        dropped.append(_pop(key))
         if entry.nbytes <= BUDGET_BYTES:
             _values[key] = entry
             _held[0] += entry.nbytes
             while _held[0] > BUDGET_BYTES:
-                _, dropped = _values.popitem(last=False)
-                _held[0] -= dropped.nbytes
+                dropped.append(_pop(next(iter(_values))))
     return value
-
-
-def _drop(key):
-    """Forget the value derived under `key` (one of its arrays was freed)."""
-    with _lock:
-        entry = _values.pop(key, None)
-        if entry is not None:
-            _held[0] -= entry.nbytes
 
 
 def held_bytes():
     """Bytes the derived values hold now."""
-    return _held[0]
+    with _lock:
+        _drop_dead()
+        return _held[0]
 
 
 def clear():
     """Forget every derived value (they are computed again at their next use)."""
     with _lock:
+        entries = list(_values.values())   # freed after the lock is released
         _values.clear()
         _held[0] = 0
+        _dead.clear()
+    del entries

@@ -112,3 +112,39 @@ def test_versions_count_bumps_and_start_at_zero():
     versions.bump(a[1:])
     versions.bump(None)
     assert versions.version(a) == 2 and versions.version(a[:1]) == 2
+
+
+def test_values_derived_from_derived_values_are_freed_with_them(monkeypatch):
+    """A value that is the array of another (a folded weight and its Winograd tiles) is freed by
+    an eviction, a recomputation or clear() while the cache is being changed: no deadlock, and
+    the dependent value goes too."""
+    import threading
+
+    def chain():
+        versions.clear()
+        monkeypatch.setattr(versions, "BUDGET_BYTES", 10_000)
+        w, fn = np.ones(100), Counting()
+        folded = versions.derived("fold", fn, w)
+        versions.derived("tiles", fn, folded)
+        assert versions.held_bytes() == 1600
+        del folded
+        w[0] = 2.0
+        versions.bump(w)
+        versions.derived("tiles", fn, versions.derived("fold", fn, w))  # the old fold is freed
+        assert versions.held_bytes() == 1600
+        versions.derived("big", fn, np.ones(1200))  # evicts both; the tiles' array goes with the fold
+        versions.clear()
+        assert versions.held_bytes() == 0
+
+    errors = []
+
+    def run():
+        try:
+            chain()
+        except Exception as exc:  # reported below, in the test's thread
+            errors.append(exc)
+
+    worker = threading.Thread(target=run, daemon=True)  # a deadlocked worker must not keep the run alive
+    worker.start()
+    worker.join(timeout=30)
+    assert not worker.is_alive() and not errors, errors
