@@ -24,13 +24,12 @@ The fusions:
 * Conv2d followed by a BatchNorm2d in eval mode (running statistics): one convolution with the
   normalisation folded into its weight and bias, w * s and (b - mean) * s + beta with
   s = gamma / sqrt(var + eps). Same result (to rounding), and no pass over the activations for
-  the norm's VJP. With frozen weights (as attribution methods run a model) the fold is computed
-  once per version of the weights and statistics (`kernels.versions`: every write through a
-  tensor, `p.numpy()` or a loaded state dict is seen). Where a parameter records
+  the norm's VJP, where that saves more than the copy of the weight costs (`_fold_pays`: not
+  for large weights on small maps). With frozen weights (as attribution methods run a model) the
+  fold is computed once per version of the weights and statistics (`kernels.versions`: every
+  write through a tensor, `p.numpy()` or a loaded state dict is seen); where a parameter records
   gradients, it is made of autograd ops at every call, so that gradients reach the convolution's
-  and the norm's parameters, and only where that saves more than its pass over the weight costs
-  (`_fold_pays`: not for large weights on small maps); otherwise, and in training mode, the two
-  modules run on their own.
+  and the norm's parameters. Otherwise, and in training mode, the two modules run on their own.
 """
 import functools
 from collections import namedtuple
@@ -90,10 +89,12 @@ def conv_bn_fusable(conv, bn):
 
 
 def _fold_pays(conv, x):
-    """Folding as ops of the graph costs a pass over the weight (O * C/groups * kh * kw elements,
-    a new array every call) and saves one over the norm's activations (O * N * OH * OW, its VJP; its forward pass
-    becomes the bias's): it pays when the output has at least as many positions per channel as
-    the weight has elements per output channel (not on 512-channel layers of a 2x2 map)."""
+    """Folding makes a copy of the weight (O * C/groups * kh * kw elements: a pass over it at every
+    call where the fold is recorded, memory kept where it is computed once per weight version) and
+    saves a pass over the norm's activations (O * N * OH * OW, its VJP; its forward pass becomes
+    the bias's) and the norm's output array: it pays when the output has at least as many
+    positions per channel as the weight has elements per output channel (not on 512-channel
+    layers of a 2x2 map), so a fused model never holds more memory than the unfused one."""
     shape = np.shape(x)
     if len(shape) != 4:
         return False
@@ -104,14 +105,12 @@ def _fold_pays(conv, x):
 
 
 def _conv_bn(conv, bn, x):
-    if bn.training:
+    if bn.training or not _fold_pays(conv, x):
         return bn(conv(x))
     params = (conv.weight, conv.bias, bn.weight, bn.bias)
     if is_grad_enabled() and any(p is not None and p.requires_grad for p in params):
-        if not _fold_pays(conv, x):
-            return bn(conv(x))
         weight, shift = _fold_recorded(conv, bn)
-    else:  # frozen weights: the fold is data, computed once per version of the six arrays, so it always pays
+    else:  # frozen weights: the fold is data, computed once per version of the six arrays
         weight, shift = (Tensor._make(a, False, None) for a in versions.derived(
             ("conv2d_batch_norm", float(bn.eps)), functools.partial(_fold, bn.eps), *(_array(t) for t in params),
             _array(bn.running_mean), _array(bn.running_var)))
