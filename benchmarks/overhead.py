@@ -3,8 +3,10 @@
     python benchmarks/overhead.py [--ops 200] [--repeats 200]
 
 Both engines run alternately in this process; medians are printed with the ratio
-ours / PyTorch (lower is better). Also times backward through chains of 10,000 to
-100,000 ops to show that the cost per op stays flat (linear time).
+ours / PyTorch (lower is better). Then the same for layers: a chain of 3x3 convolutions and
+ReLUs on a tiny map (4 channels, 2x2), forward and input gradient, whose time is the per-layer
+cost a model's small layers pay before any arithmetic. Also times backward through chains of
+10,000 to 100,000 ops to show that the cost per op stays flat (linear time).
 """
 import argparse
 import statistics
@@ -24,6 +26,14 @@ def chain(x, n):
         y = y + 0.001
         y = y.tanh()
         y = y - 0.0005
+    return y.sum()
+
+
+def layers(F, x, w, n):
+    """n pairs of a 3x3 convolution (padding 1) and a ReLU on x: the same code on both engines."""
+    y = x
+    for _ in range(n):
+        y = F.relu(F.conv2d(y, w, None, 1, 1))
     return y.sum()
 
 
@@ -70,6 +80,29 @@ def main():
         t = statistics.median(theirs_ms)
         print(f"  torch    : {t:8.3f} ms   ({t / (n + 1) * 1e3:.2f} us per op)   torch {torch.__version__}")
         print(f"  ratio saliency / torch: {o / t:.2f}  (goal <= 1.0)")
+
+    pairs = n // 4
+    w = np.full((4, 4, 3, 3), 0.01, np.float32)
+    xl = sl.tensor(np.ones((1, 4, 2, 2), np.float32), requires_grad=True)
+    runs = {"saliency": lambda: sl.autograd.grad(layers(sl.nn.functional, xl, sl.tensor(w), pairs), xl)}
+    if torch is not None:
+        txl, tw = torch.tensor(xl.numpy(), requires_grad=True), torch.tensor(w)
+        runs["torch"] = lambda: torch.autograd.grad(layers(torch.nn.functional, txl, tw, pairs), txl)
+    times = {name: [] for name in runs}
+    for _ in range(5):
+        for name, run in runs.items():
+            run()
+    for _ in range(rounds):
+        for name, run in runs.items():
+            times[name].append(median_ms(run, max(1, args.repeats // rounds // 4)))
+    print(f"\nchain of {pairs} (3x3 convolution 4 -> 4 channels on a 2x2 map, ReLU) + sum, forward and "
+          f"input gradient")
+    for name, ms in times.items():
+        m = statistics.median(ms)
+        print(f"  {name:<9}: {m:8.3f} ms   ({m / pairs * 1e3:.1f} us per convolution and ReLU)")
+    if torch is not None:
+        ratio = statistics.median(times["saliency"]) / statistics.median(times["torch"])
+        print(f"  ratio saliency / torch: {ratio:.2f}")
 
     print("\nbackward through long chains (linear time: us per op should stay flat)")
     for length in (10_000, 50_000, 100_000):
