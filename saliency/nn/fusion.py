@@ -109,7 +109,8 @@ def _conv_bn(conv, bn, x):
         return bn(conv(x))
     params = (conv.weight, conv.bias, bn.weight, bn.bias)
     if is_grad_enabled() and any(p is not None and p.requires_grad for p in params):
-        weight, shift = _fold_recorded(conv, bn)
+        # the same arithmetic on the parameter tensors: autograd ops, so gradients reach them
+        weight, shift = _fold(bn.eps, *params, bn.running_mean, bn.running_var)
     else:  # frozen weights: the fold is data, computed once per version of the six arrays
         weight, shift = (Tensor._make(a, False, None) for a in versions.derived(
             ("conv2d_batch_norm", float(bn.eps)), functools.partial(_fold, bn.eps), *(_array(t) for t in params),
@@ -122,8 +123,9 @@ def _array(t):
 
 
 def _fold(eps, w, b, gamma, beta, mean, var):
-    """(w * s, (b - mean) * s + beta) with s = gamma / sqrt(var + eps): the arithmetic of
-    `_fold_recorded`, operation for operation (the same values to the bit), on arrays."""
+    """(w * s, (b - mean) * s + beta) with s = gamma / sqrt(var + eps), on arrays (computed once
+    per version) or on the parameter tensors (recorded in the graph); the statistics are buffers
+    and take no gradient."""
     dtype = w.dtype
     scale = (1.0 / np.sqrt(np.asarray(var, np.float64) + eps)).astype(dtype)
     if gamma is not None:
@@ -133,19 +135,6 @@ def _fold(eps, w, b, gamma, beta, mean, var):
     if beta is not None:
         shift = shift + beta
     return w * scale.reshape(-1, 1, 1, 1), shift
-
-
-def _fold_recorded(conv, bn):
-    """The folded weight and bias as ops of the graph, so that gradients reach the convolution's
-    and the norm's parameters."""
-    dtype = conv.weight.dtype
-    inv = (1.0 / np.sqrt(np.asarray(bn.running_var, np.float64) + bn.eps)).astype(dtype)  # buffers: no gradient
-    scale = inv if bn.weight is None else bn.weight * inv
-    mean = np.asarray(bn.running_mean, dtype)
-    shift = (conv.bias - mean) * scale if conv.bias is not None else scale * -mean
-    if bn.bias is not None:
-        shift = shift + bn.bias
-    return conv.weight * scale.reshape(-1, 1, 1, 1), shift
 
 
 CONV_BN = PairFusion("conv2d_batch_norm", conv_bn_fusable, _conv_bn)
