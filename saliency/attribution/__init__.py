@@ -17,6 +17,7 @@ from .vargrad import vargrad  # noqa: I100
 from .integrated_gradients import integrated_gradients  # noqa: I100
 from .gradcam import gradcam  # noqa: I100
 from .occlusion import occlusion  # noqa: I100
+from .lrp import lrp  # noqa: I100
 from ._core import InputError, ModelError
 from .evaluation import (
            DeletionInsertion,

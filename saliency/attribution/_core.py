@@ -11,7 +11,7 @@ import time
 import numpy as np
 
 from .. import autograd
-from ..autograd import grad_mode
+from ..autograd import grad_mode, rules
 from ..autograd.errors import LayerInputError
 from ..autograd.grad_mode import enable_grad, no_grad
 from ..autograd.tensor import Tensor
@@ -159,7 +159,7 @@ class Call:
         return self.grad(y, xt, v, batched)
 
     def grad(self, y, xt, v, batched, rule="gradient"):
-        """v^T dy/dxt with Relu's VJP following `rule` ("gradient" or "guided"); K batched seeds
+        """v^T dy/dxt with Relu's VJP following `rule` ("gradient" or "guided"; or a rule set); K batched seeds
         beyond `seeds_per_pass` run in several backward passes through the one graph."""
         if not batched or len(v) <= seeds_per_pass(None, len(v), xt._array.size):
             return self._backward(y, xt, v, batched, rule)
@@ -191,9 +191,10 @@ class Call:
         return out if reduce is None else np.concatenate(parts)
 
     def _backward(self, y, xt, v, batched, rule, retain_graph=False):
+        """`rule`: "gradient" or "guided" (Relu's VJP), or a rule set (saliency.autograd.relevance)."""
         g = None
         if y.requires_grad:
-            with autograd.relu_rule(rule):
+            with autograd.relu_rule(rule) if isinstance(rule, str) else rules.using(rule):
                 g = autograd.grad(y, xt, v, retain_graph=retain_graph, batched=batched, allow_unused=True)[0]
         if g is None:
             raise ModelError("the model output does not depend on x through recorded operations; the model "

@@ -10,6 +10,7 @@ import threading
 import numpy as np
 
 from .patch import Patch, from_seed
+from .rules import rules_var
 from .tensor import AccumulateGrad, Tensor
 
 # The Trace that `saliency.autograd.trace()` sets while it is active, or None; gets one record per
@@ -41,6 +42,7 @@ def execute(roots, *, retain_graph=False, targets=None, capture=False, seed_ndim
     """
     run = _Pass(roots, targets, capture, seed_ndim)
     ready, buffers, deps, needed, trace = run.ready, run.buffers, run.deps, run.needed, run.trace
+    rules = rules_var.get()  # a rule set (guided backprop, LRP, DeepLift) decides each node's step, else its VJP
     heappop, heappush = heapq.heappop, heapq.heappush
     while ready:
         node = heappop(ready)[1]
@@ -51,7 +53,7 @@ def execute(roots, *, retain_graph=False, targets=None, capture=False, seed_ndim
             if is_leaf or node.pre_hooks or node.retain_ref is not None or targets is not None:
                 grad = run.deliver(node, grad, is_leaf)
             if not is_leaf and (needed is None or any(c in needed for c, _ in node.next_functions)):
-                grads = vjp(node, grad, retain_graph)
+                grads = vjp(node, grad, retain_graph) if rules is None else rules.vjp(node, grad, retain_graph, vjp)
             if trace is not None:
                 trace.record(node, grad, grads, capture)
         for i, (child, _) in enumerate(node.next_functions):

@@ -17,11 +17,13 @@ and an input requires grad, leaves the node on the graph.
 import numpy as np
 
 from .grad_mode import enabled_var, frozen_var
+from .rules import record_var
 from .tensor import RemovableHandle, Tensor, next_seq
 
 _NO_EDGE = (None, 0)
 _grad_enabled = enabled_var.get  # the grad mode of the calling thread or task
 _frozen = frozen_var.get          # leaves that record no graph in the calling thread or task
+_recording = record_var.get       # the Recording of a rule-based method's forward pass, or None
 
 # `backward_window = DENSE` declares an op without a cropped VJP: a Patch reaching it is made dense
 # and goes through `backward`. It is None, the engine's one test; an op declares it in its class (or
@@ -97,6 +99,9 @@ class Function:
         node.seq = next_seq()
         node.pre_hooks = None
         node.retain_ref = None
+        record = _recording()
+        if record is not None:
+            record.keep(node, arrays, out)
         return Tensor._make(out, True, node)
 
     def save_for_backward(self, *arrays):

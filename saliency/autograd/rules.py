@@ -1,23 +1,109 @@
-"""Backward rules that change an op's VJP inside a `with` block: `relu_rule("guided")`.
+"""Backward passes whose ops follow rules instead of their VJPs, chosen at backward time from a context.
 
-Read by `Relu.backward` when the backward pass runs (not when the graph is recorded), so the
-rule must be active around `backward()` / `autograd.grad()`. The rule is context-local (a
-`contextvars.ContextVar`): it applies to the backward passes of the thread (or asyncio task)
-that set it, so guided backprop in one thread leaves a plain gradient in another untouched.
-A new thread starts with "gradient". The rule is restored on exit, also when the block raises.
+One mechanism serves guided backprop, layer-wise relevance propagation and DeepLift: the rule set
+active in the calling context (`rules_var`, a `contextvars.ContextVar`) is read by the engine when
+the backward pass runs (not when the graph is recorded). With none active every node runs its VJP.
+A rule set decides, node by node, from the `rule` each op class declares beside its VJP and its
+window rule: what kind of function the op is, for attribution.
+
+    relu_rule("guided")   ReLU's VJP also zeroes negative incoming gradients (guided backprop)
+    using(rule_set)        any rule set (saliency.autograd.relevance: LRP's, DeepLift's)
+
+Rules that need what the forward pass saw (LRP's rules read every op's inputs and output) get it from
+a `Recording`: inside `recording(model)`, every op that leaves a node keeps its input arrays, its
+output and the name of the module that called it (for the rules given by module name, and for
+errors that name where an op came from).
+
+Contexts are context-local: they apply to the thread (or asyncio task) that set them, so guided
+backprop in one thread leaves a plain gradient in another untouched, and are restored on exit,
+also when the block raises.
 """
 import contextvars
 
 from .grad_mode import leave
 
-# The rule Relu's VJP applies: "gradient" (the true VJP, g * [x > 0]) or "guided"
-# (Springenberg et al. guided backprop: also zero the negative incoming gradients, relu(g) * [x > 0]).
-relu_var = contextvars.ContextVar("saliency.relu_rule", default="gradient")
+# The rule set the engine applies (an object with `vjp(node, grad, retain_graph, default)`), or None
+rules_var = contextvars.ContextVar("saliency.rules", default=None)
+# The Recording that Function.apply and Module.__call__ report to, or None
+record_var = contextvars.ContextVar("saliency.recording", default=None)
+
+
+class Kind:
+    """What an op is, for attribution rules: declared by each op class as its `rule` (a Kind, or a
+    property giving one from the node, for ops whose kind depends on which inputs carry data)."""
+
+    __slots__ = ("name", "doc")
+
+    def __init__(self, name, doc):
+        self.name, self.doc = name, doc
+
+    def __repr__(self):
+        return f"rules.{self.name}"
+
+
+PASS = Kind("PASS", "an elementwise function of one data input (activations): LRP passes the relevance "
+                    "unchanged; DeepLift rescales (the multiplier (f(x) - f(x0)) / (x - x0))")
+SPLIT = Kind("SPLIT", "linear in its data inputs (sums, means, average pooling, upsampling, scaling): LRP "
+                      "splits in proportion to each input's contribution (Zennit's Norm); DeepLift: the VJP")
+ROUTE = Kind("ROUTE", "moves values without arithmetic (reshape, permute, cat, pad, slice, pixel shuffle): "
+                      "every rule routes by the VJP")
+WINNER = Kind("WINNER", "selects one input per output (max pooling, max): LRP routes to the winner; DeepLift "
+                        "splits the difference between the winners at x and at the baseline")
+WEIGHTS = Kind("WEIGHTS", "a product of data with weights plus a bias (convolutions, linear layers): LRP's weight "
+                          "rules (Epsilon, ZPlus, Gamma, ...); DeepLift: the VJP")
+BATCHNORM = Kind("BATCHNORM", "batch norm with running statistics: LRP merges it into the WEIGHTS op it follows, or "
+                              "passes through; DeepLift: the VJP (training mode has no rule)")
+NONE = Kind("NONE", "no sound rule (softmax and layer norm inside the network, a product of two data-dependent "
+                    "tensors): a rule-based pass raises RuleError unless a rule is given for it")
+KINDS = (PASS, SPLIT, ROUTE, WINNER, WEIGHTS, BATCHNORM, NONE)
+
+
+class RuleError(RuntimeError):
+    """A rule-based method met an op it has no sound rule for; the message names the op and its module."""
+
+
+def kind_of(node):
+    """The Kind a node declares (NONE for a Function that declares none, such as a user's own)."""
+    kind = getattr(node, "rule", None)
+    return kind if isinstance(kind, Kind) else NONE
+
+
+class _Guided:
+    """The rule set of guided backprop: every node runs its VJP; Relu's reads `guided()`."""
+
+    def vjp(self, node, grad, retain_graph, default):
+        return default(node, grad, retain_graph)
+
+
+GUIDED = _Guided()
+
+
+def guided():
+    """True inside `relu_rule("guided")`: read by Relu's VJP."""
+    return rules_var.get() is GUIDED
+
+
+class using:
+    """Inside the block, the backward passes of this context apply `rule_set` (None: plain VJPs).
+    Blocks nest, and one instance may be entered again while it is active."""
+
+    def __init__(self, rule_set):
+        self.rule_set = rule_set
+        self._tokens = []
+
+    def __enter__(self):
+        self._tokens.append(rules_var.set(self.rule_set))
+        return self
+
+    def __exit__(self, *exc):
+        leave(rules_var, self._tokens)
+        return False
+
 
 _RELU_RULES = ("gradient", "guided")
 
 
-class relu_rule:
+class relu_rule(using):
     """Inside the block, every ReLU VJP (sl.relu, Tensor.relu, nn.ReLU) follows `rule`.
 
     "gradient": the true VJP g * [x > 0]. "guided": relu(g) * [x > 0] (guided backprop).
@@ -29,12 +115,51 @@ class relu_rule:
         if rule not in _RELU_RULES:
             raise ValueError(f"relu_rule must be one of {', '.join(map(repr, _RELU_RULES))}, got {rule!r}")
         self.rule = rule
+        super().__init__(GUIDED if rule == "guided" else None)
+
+
+class Recording:
+    """What the ops of one forward pass saw: for each node, (its input arrays, its output array, the
+    name of the innermost module that was running, "" outside any). `names` maps id(module) to its
+    name (from `model.named_modules()`); a module not in it is named by its class."""
+
+    __slots__ = ("names", "nodes", "stack")
+
+    def __init__(self, names):
+        self.names = names
+        self.nodes = {}
+        self.stack = []
+
+    def keep(self, node, arrays, out):
+        self.nodes[node] = (tuple(arrays), out, self.stack[-1] if self.stack else "")
+
+    def call(self, module, run, *args, **kwargs):
+        """run(*args, **kwargs) with `module` as the running module."""
+        self.stack.append(self.names.get(id(module), type(module).__name__))
+        try:
+            return run(*args, **kwargs)
+        finally:
+            self.stack.pop()
+
+    def module(self, node):
+        """The name of the module a node was recorded in ("" if none, None if not recorded)."""
+        entry = self.nodes.get(node)
+        return None if entry is None else entry[2]
+
+
+class recording:
+    """Inside the block, the ops of this context keep what rules need (a `Recording`, the block's
+    value). `model`'s submodules are named as `model.named_modules()` names them."""
+
+    def __init__(self, model=None):
+        named = getattr(model, "named_modules", None)
+        self.record = Recording({id(m): name for name, m in named()} if callable(named) else {})
         self._tokens = []
 
     def __enter__(self):
-        self._tokens.append(relu_var.set(self.rule))
-        return self
+        self._tokens.append(record_var.set(self.record))
+        return self.record
 
     def __exit__(self, *exc):
-        leave(relu_var, self._tokens)
+        leave(record_var, self._tokens)
         return False

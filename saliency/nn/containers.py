@@ -4,6 +4,7 @@ import collections
 import collections.abc
 import operator
 
+from ..autograd.rules import record_var
 from .module import Module, _addindent
 
 
@@ -102,7 +103,12 @@ class Sequential(_Indexed):
             fusion = plan.get(i) if plan else None
             # the plan is checked again: hooks added since nn.fuse, or a changed module, keep the pair apart
             if fusion is not None and i + 1 < len(modules) and fusion.applies(modules[i], modules[i + 1]):
-                x = fusion.run(modules[i], modules[i + 1], x)
+                record = record_var.get()
+                if record is None:
+                    x = fusion.run(modules[i], modules[i + 1], x)
+                else:  # the pair's ops are named after the module of the two that has weights
+                    owner = modules[i] if any(True for _ in modules[i].parameters()) else modules[i + 1]
+                    x = record.call(owner, fusion.run, modules[i], modules[i + 1], x)
                 i += 2
             else:
                 x = modules[i](x)

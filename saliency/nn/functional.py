@@ -9,6 +9,7 @@ import numpy as np
 from ..autograd.rng import generator as random_generator
 from ..autograd.api import exported
 from ..autograd.errors import LayerInputError, unsupported
+from ..autograd.ops.linalg import Linear
 from ..autograd.tensor import Tensor
 
 # The op functions declared for this surface in saliency/autograd/api.py (F.relu, F.conv2d, ...);
@@ -79,6 +80,8 @@ def linear(input, weight, bias=None):
         lead = input.shape[:-1]
         flat = input.reshape(int(np.prod(lead)), input.shape[-1])
         return linear(flat, weight, bias).reshape(*lead, weight.shape[0])
+    if input.ndim == 2 and weight.ndim == 2 and (bias is None or tuple(np.shape(bias)) == weight.shape[:1]):
+        return Linear.apply(input, weight, bias)
     out = input @ weight.t()
     return out if bias is None else out + bias
 

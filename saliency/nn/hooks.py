@@ -17,6 +17,7 @@ import warnings
 
 import numpy as np
 
+from ..autograd import rules
 from ..autograd.node import Function
 from ..autograd.geometry import whole_window
 from ..autograd.grad_mode import is_grad_enabled
@@ -50,6 +51,7 @@ class _Gate(Function):
     gives its input-side hooks)."""
 
     __slots__ = ("on_grads", "materialize", "stash", "shapes")
+    rule = rules.ROUTE
     window_rule = whole_window  # a hook may return any gradient
 
     def forward(self, first, *rest, on_grads, materialize):
@@ -79,6 +81,7 @@ class _Carry(Function):
     tensor got no gradient (the others send None, which still counts as done)."""
 
     __slots__ = ("gate", "index")
+    rule = rules.ROUTE
     window_rule = whole_window
 
     def forward(self, carrier, *, data, gate, index):

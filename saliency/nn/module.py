@@ -7,6 +7,7 @@ registration order with dotted names ("features.3.weight"), which are also the s
 import numpy as np
 
 from ..autograd.grad_mode import no_grad
+from ..autograd.rules import record_var
 from ..autograd.tensor import Tensor, check_device, to_arguments
 from .hooks import BackwardHook, RemovableHandle
 from .parameter import Parameter
@@ -34,6 +35,12 @@ class Module:
                     or self._backward_pre_hooks)
 
     def __call__(self, *args, **kwargs):
+        record = record_var.get()  # a rule-based method's forward pass names the ops by their module
+        if record is not None:
+            return record.call(self, self._call, *args, **kwargs)
+        return self._call(*args, **kwargs)
+
+    def _call(self, *args, **kwargs):
         if not self._has_hooks():
             return self.forward(*args, **kwargs)
         for hook in list(self._forward_pre_hooks.values()):

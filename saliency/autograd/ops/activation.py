@@ -15,6 +15,7 @@ import math
 
 import numpy as np
 
+from .. import rules
 from ...kernels.activation import INV_SQRT_2PI, gelu, hardswish, hardtanh, normal_cdf, relu_grad, sigmoid, silu
 from ..geometry import elementwise_window, first_input
 from ..node import Function
@@ -34,6 +35,7 @@ class _Pointwise(Function):
     gradient or on the windows of a Patch (the same for every op of the family)."""
 
     __slots__ = ()
+    rule = rules.PASS
     window_rule = elementwise_window
 
     def forward(self, x, **params):
@@ -210,6 +212,7 @@ class Prelu(Function):
     each channel; on a Patch it is summed over the windows. The node is PreluKernelBackward0."""
 
     __slots__ = ("w_shape",)
+    rule = rules.PASS
 
     def forward(self, x, w):
         if w.ndim > 1:

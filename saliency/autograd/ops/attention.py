@@ -2,6 +2,7 @@
 attention weights (the four products of the backward pass, no intermediate node)."""
 import numpy as np
 
+from .. import rules
 from ... import kernels
 from ..geometry import whole_window
 from ..node import Function, unbroadcast
@@ -19,6 +20,7 @@ class ScaledDotProductAttention(Function):
     others multiplied by `factor`."""
 
     __slots__ = ("scale", "keep", "factor", "mask_meta")
+    rule = rules.NONE
     window_rule = whole_window  # every output row reads every key and value
 
     def forward(self, q, k, v, mask=None, *, scale, keep=None, factor=1.0):

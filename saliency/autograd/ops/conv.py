@@ -8,8 +8,10 @@ input-VJP kernel call, and the forward keeps no reference to x.
 import numpy as np
 
 from ... import kernels
+from .. import rules
 from ..errors import LayerInputError
 from ..node import Function
+from ..patch import Patch
 from ..geometry import conv_transpose_window, conv_window, first_input, pair, upsample_conv_window
 
 
@@ -22,6 +24,8 @@ class Convolution(Function):
     """z = conv2d(x, w, b); the node is ConvolutionBackward0, as in PyTorch."""
 
     __slots__ = ("config", "x_shape", "w_shape")
+    rule = rules.WEIGHTS
+    family = "conv"  # which of an LRP composite's weight rules it takes: "conv" or "linear"
 
     def forward(self, x, w, b=None, *, stride=1, padding=0, dilation=1, groups=1):
         if x.ndim != 4:
@@ -65,8 +69,7 @@ class Convolution(Function):
             return None
         dx = dw = db = None
         if needs[0]:
-            dx = kernels.conv2d_grad_input(p.data, w, self.x_shape[:2] + size, s, 0, d, groups)
-            dx = p.moved(dx, origins, self.x_shape[2:])
+            dx = self._input_window(p, w, origins, size)
         if needs[1]:
             xw = kernels.window.gather(x, origins, size)  # (K, N, C, *size)
             dw = np.stack([kernels.conv2d_grad_weight(gk, xk, self.w_shape, s, 0, d, groups)
@@ -75,9 +78,33 @@ class Convolution(Function):
             db = p.data.sum(axis=(1, 3, 4)).reshape(p.seed_shape + self.w_shape[:1])
         return (dx, dw, db)[:len(needs)]
 
+    def _input_window(self, p, w, origins, size):
+        s, _, d, groups = self.config
+        dx = kernels.conv2d_grad_input(p.data, w, self.x_shape[:2] + size, s, 0, d, groups)
+        return p.moved(dx, origins, self.x_shape[2:])
+
     def window_rule(self, box, shapes):
         """Input 0: the rows and columns the kernel taps; weight and bias: their whole maps."""
         return first_input(lambda shape: conv_window(box, shape, self.w_shape[2:], *self.config[:3]), shapes)
+
+    def affine(self, x, w, b):
+        """This convolution (its stride, padding, ...) of x with w and b: what LRP's weight rules run
+        with modified inputs and weights."""
+        return kernels.conv2d_forward(x, w, b, *self.config)
+
+    def affine_vjp(self, g, w):
+        """The input VJP of g (an array, or a Patch kept cropped) with the weight w."""
+        if type(g) is Patch:
+            s, pad, d, _ = self.config
+            origins, size = g.sliding(self.w_shape[2:], s, pad, d)
+            if not g.fills(size, self.x_shape[2:]):
+                return self._input_window(g, w, origins, size)
+            g = g.dense()
+        return kernels.conv2d_grad_input(g, w, self.x_shape, *self.config)
+
+    def merged(self, w, b, scale, shift):
+        """w and b with a per-output-channel scale and shift after the op folded in (a batch norm)."""
+        return w * scale.reshape(-1, 1, 1, 1), shift if b is None else b * scale + shift
 
     def name(self):
         return "ConvolutionBackward0"
@@ -100,6 +127,8 @@ class ConvolutionTranspose(Function):
     node is ConvolutionBackward0, as in PyTorch."""
 
     __slots__ = ("config", "x_shape", "w_shape", "extra")
+    rule = rules.WEIGHTS
+    family = "conv"
 
     def forward(self, x, w, b=None, *, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
         if x.ndim != 4:
@@ -152,15 +181,19 @@ class ConvolutionTranspose(Function):
         widths = [(0, 0)] * (x.ndim - 2) + [(0, self.extra[0]), (0, self.extra[1])]
         return np.pad(x, widths)
 
+    def _input_vjp(self, g, w):
+        nb = self.seed_ndim(g)
+        h, wd = self.x_shape[2:]
+        dx = kernels.conv2d_forward(g.reshape((-1,) + g.shape[nb + 1:]), w, None, *self.config)
+        return np.ascontiguousarray(dx[..., :h, :wd]).reshape(g.shape[:nb] + self.x_shape)
+
     def backward(self, g):
         w, x = self.saved
         needs = self.needs_input_grad
         nb = self.seed_ndim(g)
-        h, wd = self.x_shape[2:]
         dx = dw = db = None
         if needs[0]:
-            dx = kernels.conv2d_forward(g.reshape((-1,) + g.shape[nb + 1:]), w, None, *self.config)
-            dx = np.ascontiguousarray(dx[..., :h, :wd]).reshape(g.shape[:nb] + self.x_shape)
+            dx = self._input_vjp(g, w)
         if needs[1]:
             xp = self._padded(x)
             dw = np.stack([kernels.conv2d_grad_weight(xp, gk, self.w_shape, *self.config)
@@ -176,8 +209,9 @@ class ConvolutionTranspose(Function):
         the rows a * stride - padding .. (a + m - 1) * stride - padding + (k - 1) * dilation, each
         seed's window placed in it; the weight VJP correlates each seed's window of x (zeros outside
         x) with its buffer. Windows that would cover half the input map or more are declined."""
-        w, x = self.saved
-        needs = self.needs_input_grad
+        return self._window_vjp(p, *self.saved, self.needs_input_grad)
+
+    def _window_vjp(self, p, w, x, needs):
         s, pad, d, groups = self.config
         K = len(p.origins)
         starts, m, length = [], [], []
@@ -210,6 +244,30 @@ class ConvolutionTranspose(Function):
         s, p, d, _ = self.config
         return first_input(lambda shape: conv_transpose_window(box, shape, self.w_shape[2:], s, p, d), shapes)
 
+    def affine(self, x, w, b):
+        """This transposed convolution of x with w and b (see Convolution.affine)."""
+        n = x.shape[0]
+        z = kernels.conv2d_grad_input(self._padded(x), w, (n,) + self.out_shape[1:], *self.config)
+        if b is not None:
+            z += b.reshape(-1, 1, 1)
+        return z
+
+    def affine_vjp(self, g, w):
+        """The input VJP of g (an array, or a Patch kept cropped) with the weight w."""
+        if type(g) is Patch:
+            dx = self._window_vjp(g, w, None, (True,))
+            if dx is not None:
+                return dx[0]
+            g = g.dense()
+        return self._input_vjp(g, w)
+
+    def merged(self, w, b, scale, shift):
+        """w (C, O/groups, kh, kw) and b with a per-output-channel scale and shift folded in."""
+        groups = self.config[3]
+        c, o = w.shape[:2]
+        w = (w.reshape(groups, c // groups, o, *w.shape[2:]) * scale.reshape(groups, 1, o, 1, 1)).reshape(w.shape)
+        return w, shift if b is None else b * scale + shift
+
     def name(self):
         return "ConvolutionBackward0"
 
@@ -221,6 +279,8 @@ class UpsampleConvolution(Function):
     such node; `saliency.nn.Sequential` uses it for an Upsample(nearest) followed by such a Conv2d."""
 
     __slots__ = ("scale", "x_shape", "w_shape")
+    rule = rules.WEIGHTS
+    family = "conv"
 
     def forward(self, x, w, b=None, *, scale=2):
         if x.ndim != 4 or w.shape[2:] != (3, 3):
@@ -246,15 +306,32 @@ class UpsampleConvolution(Function):
         needs = self.needs_input_grad
         if not _frozen(needs):
             return None
+        return (self._input_window(p, self.saved[0]),) + (None,) * (len(needs) - 1)
+
+    def _input_window(self, p, weight):
         (h, w), s = p.size, self.scale
         n, c, H, W = self.x_shape
-        du = kernels.conv2d_grad_input(p.data, self.saved[0], (n, c, h + 2, w + 2), 1, 0, 1, 1)
+        du = kernels.conv2d_grad_input(p.data, weight, (n, c, h + 2, w + 2), 1, 0, 1, 1)
         up = p.moved(du, p.origins - 1, (H * s, W * s))
         if type(up) is not type(p):
-            return (kernels.upsample_nearest2d_grad_input(up, self.x_shape, s),) + (None,) * (len(needs) - 1)
+            return kernels.upsample_nearest2d_grad_input(up, self.x_shape, s)
         dx, origins = kernels.window.nearest_grad(up.data, up.origins, s)
-        return (p.like(dx, origins, (H, W)),) + (None,) * (len(needs) - 1)
+        return p.like(dx, origins, (H, W))
 
     def window_rule(self, box, shapes):
         """Input 0: the 3x3 taps on the upsampled map, then the nearest upsampling's sources."""
         return first_input(lambda shape: upsample_conv_window(box, shape, self.scale), shapes)
+
+    def affine(self, x, w, b):
+        """This sub-pixel convolution of x with w and b (see Convolution.affine)."""
+        return kernels.upsample_conv2d_forward(x, w, b, self.scale)
+
+    def affine_vjp(self, g, w):
+        """The input VJP of g (an array, or a Patch kept cropped) with the weight w."""
+        if type(g) is Patch:
+            return self._input_window(g, w)
+        return kernels.upsample_conv2d_grad_input(g, w, self.x_shape, self.scale)
+
+    def merged(self, w, b, scale, shift):
+        """w and b with a per-output-channel scale and shift folded in."""
+        return w * scale.reshape(-1, 1, 1, 1), shift if b is None else b * scale + shift

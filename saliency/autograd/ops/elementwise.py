@@ -117,6 +117,7 @@ class Add(_Binary):
     """z = x + y"""
 
     __slots__ = ()
+    rule = rules.SPLIT
 
     def forward(self, x, y):
         x, y = promote(x, y)
@@ -134,6 +135,7 @@ class Sub(_Binary):
     """z = x - y. The node is RsubBackward1 for number - tensor, as in PyTorch."""
 
     __slots__ = ("number_first",)
+    rule = rules.SPLIT
 
     def forward(self, x, y):
         x, y = promote(x, y)
@@ -155,6 +157,11 @@ class Mul(_Binary):
     """z = x * y"""
 
     __slots__ = ()
+
+    @property
+    def rule(self):
+        """Scaling by a constant is linear (SPLIT); a product of two data-dependent factors has no rule."""
+        return rules.SPLIT if sum(self.needs_input_grad) == 1 else rules.NONE
 
     def forward(self, x, y):
         x, y = promote(x, y)
@@ -182,6 +189,13 @@ class Div(_Binary):
 
     __slots__ = ()
 
+    @property
+    def rule(self):
+        """Data over a constant is linear (SPLIT), a constant over data elementwise (PASS); data over
+        data has no rule."""
+        needs = self.needs_input_grad
+        return rules.NONE if all(needs) else rules.SPLIT if needs[0] else rules.PASS
+
     def forward(self, x, y):
         x, y = promote(x, y)
         if not any(type(a) is np.ndarray and a.dtype.kind == "f" for a in (x, y)):
@@ -201,6 +215,11 @@ class Pow(_Binary):
     tensor ** tensor and PowBackward2 for number ** tensor, as in PyTorch."""
 
     __slots__ = ("variant",)
+
+    @property
+    def rule(self):
+        """An elementwise function of one data input (PASS); data to the power of data has no rule."""
+        return rules.PASS if sum(self.needs_input_grad) == 1 else rules.NONE
 
     def forward(self, x, y):
         x, y = promote(x, y)
@@ -233,6 +252,11 @@ class Maximum(_Binary):
     """z = maximum(x, y); at ties each input gets half the gradient, as in PyTorch."""
 
     __slots__ = ()
+
+    @property
+    def rule(self):
+        """Against a constant, elementwise (PASS); between two data inputs, a selection (WINNER)."""
+        return rules.PASS if sum(self.needs_input_grad) == 1 else rules.WINNER
     pick = staticmethod(np.maximum)
     x_loses = staticmethod(np.less)
 
@@ -262,6 +286,7 @@ class Where(Function):
     """z = where(cond, x, y); `cond` is a boolean constant."""
 
     __slots__ = ("shapes",)
+    rule = rules.ROUTE
     window_rule = elementwise_window
 
     def forward(self, cond, x, y):
@@ -302,6 +327,7 @@ class Neg(Function):
     """z = -x"""
 
     __slots__ = ()
+    rule = rules.PASS
     window_rule = elementwise_window
     backward_window = unary_window
 
@@ -316,6 +342,7 @@ class Exp(Function):
     """z = exp(x)"""
 
     __slots__ = ()
+    rule = rules.PASS
     window_rule = elementwise_window
 
     def forward(self, x):
@@ -334,6 +361,7 @@ class Log(Function):
     """z = log(x)"""
 
     __slots__ = ()
+    rule = rules.PASS
     window_rule = elementwise_window
     backward_window = unary_window
 
@@ -349,6 +377,7 @@ class Sqrt(Function):
     """z = sqrt(x)"""
 
     __slots__ = ()
+    rule = rules.PASS
     window_rule = elementwise_window
     backward_window = unary_window
 
@@ -365,6 +394,7 @@ class Abs(Function):
     """z = |x|; the gradient at 0 is 0."""
 
     __slots__ = ()
+    rule = rules.PASS
     window_rule = elementwise_window
     backward_window = unary_window
 
@@ -380,6 +410,7 @@ class Relu(Function):
     """z = max(x, 0); the gradient at 0 is 0 (and passes through NaN, as PyTorch's)."""
 
     __slots__ = ()
+    rule = rules.PASS
     window_rule = elementwise_window
 
     def forward(self, x):
@@ -392,18 +423,19 @@ class Relu(Function):
     def backward(self, g):
         # a product with the mask (one multiply per element, no selection); a NaN or inf arriving at
         # an inactive unit stays NaN (PyTorch's where() would give 0 there)
-        if rules.relu_var.get() == "guided":  # guided backprop: negative incoming gradients stop here too
+        if rules.guided():  # guided backprop: negative incoming gradients stop here too
             g = np.maximum(g, 0)
         return (relu_grad(g, self.saved[0]),)
 
     def backward_window(self, p):
-        return (p.times(self.saved[0], np.maximum(p.data, 0) if rules.relu_var.get() == "guided" else None),)
+        return (p.times(self.saved[0], np.maximum(p.data, 0) if rules.guided() else None),)
 
 
 class Sigmoid(Function):
     """z = 1 / (1 + exp(-x))"""
 
     __slots__ = ()
+    rule = rules.PASS
     window_rule = elementwise_window
     backward_window = unary_window
 
@@ -421,6 +453,7 @@ class Tanh(Function):
     """z = tanh(x)"""
 
     __slots__ = ()
+    rule = rules.PASS
     window_rule = elementwise_window
     backward_window = unary_window
 
@@ -438,6 +471,7 @@ class Clamp(Function):
     """z = min(max(x, lo), hi); the gradient passes where lo <= x <= hi (bounds included)."""
 
     __slots__ = ()
+    rule = rules.PASS
     window_rule = elementwise_window
     backward_window = unary_window
 
@@ -463,6 +497,7 @@ class Cast(Function):
     """z = x converted to another float dtype; the gradient is converted back."""
 
     __slots__ = ("in_dtype",)
+    rule = rules.PASS
     window_rule = elementwise_window
     backward_window = unary_window
 
@@ -481,6 +516,7 @@ class Clone(Function):
     """z = a copy of x"""
 
     __slots__ = ()
+    rule = rules.PASS
     window_rule = elementwise_window
     backward_window = unary_window
 

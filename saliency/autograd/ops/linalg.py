@@ -2,6 +2,7 @@
 import numpy as np
 
 from ... import kernels
+from .. import rules
 from ..node import Function, unbroadcast
 from ..geometry import whole_window
 
@@ -10,8 +11,27 @@ class Matmul(Function):
     """z = x @ w. The node is MmBackward0 for two matrices, as PyTorch names it (MvBackward0,
     DotBackward0 and BmmBackward0 for vector and batched operands)."""
 
-    __slots__ = ("kind",)
+    __slots__ = ("kind", "x_shape")
     window_rule = whole_window
+    family = "linear"
+
+    @property
+    def rule(self):
+        """WEIGHTS when one operand is data and the other a constant (a weight), both matrices; a
+        product of two data-dependent operands (attention) has no sound rule."""
+        return rules.WEIGHTS if sum(self.needs_input_grad) == 1 and self.kind in ("Mm", "Bmm") else rules.NONE
+
+    def affine(self, x, w, b):
+        """The product with the data operand x and the constant w (LRP's weight rules)."""
+        out = kernels.matmul(x, w) if self.needs_input_grad[0] else kernels.matmul(w, x)
+        return out if b is None else out + b
+
+    def affine_vjp(self, g, w):
+        """The VJP of g for the data operand, with the constant w."""
+        nb = g.ndim - len(self.out_shape)
+        if self.needs_input_grad[0]:
+            return unbroadcast(kernels.matmul(g, np.swapaxes(w, -1, -2)), self.x_shape, nb)
+        return unbroadcast(kernels.matmul(np.swapaxes(w, -1, -2), g), self.x_shape, nb)
 
     def forward(self, x, w):
         if x.ndim == 0 or w.ndim == 0:
@@ -28,6 +48,7 @@ class Matmul(Function):
             raise ValueError(f"matmul: the batch dimensions of shapes {x.shape} and {w.shape} "
                              f"cannot be broadcast together") from None
         self.save_for_backward(x, w)
+        self.x_shape = x.shape if self.needs_input_grad[0] else w.shape  # the data operand's
         self.kind = ("Dot" if w.ndim == 1 else "Mm") if x.ndim == 1 else \
             ("Mv" if w.ndim == 1 else ("Mm" if x.ndim == 2 and w.ndim == 2 else "Bmm"))
         return out
@@ -54,3 +75,46 @@ class Matmul(Function):
 
     def name(self):
         return f"{self.kind}Backward0"
+
+
+class Linear(Function):
+    """z = x @ w.T + b for x (N, in), w (out, in), b (out,) or None: one op, as PyTorch's addmm, so
+    that a rule sees the layer's product and bias together. The node is AddmmBackward0 (MmBackward0
+    without a bias), as PyTorch names the node of F.linear."""
+
+    __slots__ = ("x_shape", "has_bias")
+    window_rule = whole_window
+    rule = rules.WEIGHTS
+    family = "linear"
+
+    def forward(self, x, w, b=None):
+        needs = self.needs_input_grad
+        self.x_shape, self.has_bias = x.shape, b is not None
+        self.save_for_backward(w if needs[0] else None, x if needs[1] else None)
+        return self.affine(x, w, b)
+
+    def backward(self, g):
+        w, x = self.saved
+        needs = self.needs_input_grad
+        gx = kernels.matmul(g, w) if needs[0] else None
+        gw = kernels.matmul(np.swapaxes(g, -1, -2), x) if needs[1] else None
+        gb = g.sum(axis=-2) if len(needs) > 2 and needs[2] else None
+        return gx, gw, gb
+
+    def affine(self, x, w, b):
+        """x @ w.T + b (LRP's weight rules run it with modified inputs and weights)."""
+        out = kernels.matmul(x, w.T)
+        if b is not None:
+            out += b
+        return out
+
+    def affine_vjp(self, g, w):
+        """The input VJP of g with the weight w."""
+        return kernels.matmul(g, w)
+
+    def merged(self, w, b, scale, shift):
+        """w and b with a per-output scale and shift after the op folded in (a batch norm)."""
+        return w * scale[:, None], shift if b is None else b * scale + shift
+
+    def name(self):
+        return "AddmmBackward0" if self.has_bias else "MmBackward0"

@@ -1,6 +1,7 @@
 """Softmax heads and losses: softmax, log_softmax, nll_loss (cross-entropy's second half), mse_loss."""
 import numpy as np
 
+from .. import rules
 from ..node import DENSE, Function
 from ..geometry import along_axes_window, whole_window
 from .reduce import normalize_dims
@@ -17,6 +18,7 @@ class Softmax(Function):
     """z = exp(x) / sum(exp(x), dim)"""
 
     __slots__ = ("axis",)
+    rule = rules.NONE
     # mixes cells along dim: over the map, all of it; over channels the map is kept, and a cropped VJP
     # could run on the windows, but there is none yet
     backward_window = DENSE
@@ -43,6 +45,7 @@ class LogSoftmax(Function):
     """z = x - log(sum(exp(x), dim))"""
 
     __slots__ = ("axis",)
+    rule = rules.NONE
     backward_window = DENSE  # as Softmax's
 
     def forward(self, x, *, dim):
@@ -70,6 +73,7 @@ class NllLoss(Function):
     """z = -logp[n, target[n]] averaged (or summed) over n; logp is (N, C) or (N, C, d1, ...)."""
 
     __slots__ = ("reduction", "in_shape", "count")
+    rule = rules.NONE
     window_rule = whole_window
 
     def forward(self, logp, *, target, reduction="mean"):
@@ -116,6 +120,7 @@ class MseLoss(Function):
     """z = mean((x - t) ** 2) (or the sum, or elementwise with reduction='none')."""
 
     __slots__ = ("reduction",)
+    rule = rules.NONE
     window_rule = whole_window
 
     def forward(self, x, t, *, reduction="mean"):

@@ -5,6 +5,7 @@ import math
 
 import numpy as np
 
+from .. import rules
 from ... import kernels
 from ...kernels import versions
 from ..node import Function
@@ -20,6 +21,19 @@ class BatchNorm(Function):
     """
 
     __slots__ = ("training", "eps", "x_shape")
+
+    @property
+    def rule(self):
+        """With running statistics, a per-channel affine map (BATCHNORM); batch statistics mix the batch's
+        images, which no rule can attribute."""
+        return rules.NONE if self.training else rules.BATCHNORM
+
+    def channel_affine(self, bias):
+        """(scale, shift) per channel in eval mode, in float64: z = x * scale + shift (`bias`: the
+        node's bias input, or None)."""
+        mean = self.saved[1]
+        scale = self._scale(np.float64)
+        return scale, (0.0 if bias is None else np.asarray(bias, np.float64)) - mean * scale
 
     def forward(self, x, weight=None, bias=None, *, running_mean=None, running_var=None, training=False,
                 momentum=0.1, eps=1e-5):
@@ -108,6 +122,7 @@ class _Normalization(Function):
     (`_rows`), weight and bias broadcast as `_affine_shape` says. Subclasses give the view."""
 
     __slots__ = ("x_shape", "eps", "param_shape")
+    rule = rules.NONE
     window_rule = whole_window  # every output cell depends on the whole group (map included)
 
     def _rows(self, shape):

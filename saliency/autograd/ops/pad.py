@@ -9,6 +9,7 @@ does. Window rules and the cropped VJP use the same tables; a roll's map axes ha
 """
 import numpy as np
 
+from .. import rules
 from ...kernels import resize as _resize
 from ..geometry import Box, table_window, whole_window
 from ..node import Function
@@ -52,6 +53,7 @@ class TablePad(Function):
     len(pad) // 2 dimensions (1, 2 or 3)."""
 
     __slots__ = ("mode", "x_shape", "index")  # index: {axis (negative): table}
+    rule = rules.ROUTE
 
     def forward(self, x, *, pad, mode):
         self.mode, self.x_shape = mode, x.shape
@@ -101,6 +103,7 @@ class Roll(Function):
     (a dimension listed twice moves by the sum); dims None rolls the flattened tensor."""
 
     __slots__ = ("shifts", "dims")
+    rule = rules.ROUTE
 
     def forward(self, x, *, shifts, dims):
         self.shifts, self.dims = shifts, dims

@@ -2,6 +2,7 @@
 saliency.kernels)."""
 import numpy as np
 
+from .. import rules
 from ... import kernels
 from ..node import Function
 from ..geometry import adaptive_pool_window, pool_window
@@ -17,6 +18,7 @@ class MaxPool2d(Function):
     goes to the first maximum of the window, as in PyTorch."""
 
     __slots__ = ("x_shape", "config")
+    rule = rules.WINNER
 
     def forward(self, x, *, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
         _check_nchw(x, "max_pool2d")
@@ -54,6 +56,7 @@ class AvgPool2d(Function):
     ceil_mode, count_include_pad and divisor_override say otherwise."""
 
     __slots__ = ("x_shape", "config", "options")
+    rule = rules.SPLIT
 
     def forward(self, x, *, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
                 divisor_override=None):
@@ -112,6 +115,7 @@ class AdaptiveAvgPool2d(Function):
     """z = mean over PyTorch's adaptive bins, giving an output of the requested size."""
 
     __slots__ = ("x_shape", "output_size")
+    rule = rules.SPLIT
 
     def forward(self, x, *, output_size):
         _check_nchw(x, "adaptive_avg_pool2d")
@@ -140,6 +144,7 @@ class AdaptiveMaxPool2d(Function):
     """z = max over PyTorch's adaptive bins; the gradient goes to the first maximum of each bin."""
 
     __slots__ = ("x_shape", "output_size")
+    rule = rules.WINNER
 
     def forward(self, x, *, output_size):
         _check_nchw(x, "adaptive_max_pool2d")

@@ -1,6 +1,7 @@
 """Reductions over one, several or all dimensions: sum, mean, amax/amin, max/min, norm, logsumexp."""
 import numpy as np
 
+from .. import rules
 from ..node import DENSE, Function
 from ..geometry import along_axes_window
 
@@ -64,6 +65,7 @@ class Sum(_Reduction):
     """z = x.sum(dim); SumBackward0 over all elements, SumBackward1 over given dims."""
 
     __slots__ = ()
+    rule = rules.SPLIT
 
     def forward(self, x, *, dim=None, keepdim=False):
         self.setup(x, dim, keepdim)
@@ -80,6 +82,7 @@ class Mean(_Reduction):
     """z = x.mean(dim); MeanBackward0 over all elements, MeanBackward1 over given dims."""
 
     __slots__ = ()
+    rule = rules.SPLIT
 
     def forward(self, x, *, dim=None, keepdim=False):
         self.setup(x, dim, keepdim)
@@ -97,6 +100,7 @@ class Amax(_Reduction):
     """z = x.amax(dim); tied maxima share the gradient equally, as in PyTorch."""
 
     __slots__ = ()
+    rule = rules.WINNER
     reducer = staticmethod(np.amax)
 
     def forward(self, x, *, dim=None, keepdim=False):
@@ -145,6 +149,7 @@ class MaxDim(Function):
     """values of x.max(dim) / x.min(dim), picked at the given indices; the gradient goes to them."""
 
     __slots__ = ("axis", "keepdim", "in_shape", "kind")
+    rule = rules.WINNER
     backward_window = DENSE  # as the reductions'
 
     def forward(self, x, *, index, dim, keepdim=False, kind="Max"):
@@ -178,6 +183,7 @@ class Norm(_Reduction):
     """z = ||x||_p over dim (p = 2 by default; also 1, inf and any p > 0)."""
 
     __slots__ = ("p",)
+    rule = rules.NONE
 
     def forward(self, x, *, p=2, dim=None, keepdim=False):
         self.setup(x, dim, keepdim)
@@ -221,6 +227,7 @@ class LogSumExp(_Reduction):
     """z = log(sum(exp(x), dim)), computed without overflow."""
 
     __slots__ = ()
+    rule = rules.NONE
 
     def forward(self, x, *, dim=None, keepdim=False):
         self.setup(x, dim, keepdim)

@@ -7,6 +7,7 @@ resampling by the tables: output (r, c) = sum of the two row taps times the two 
 """
 import numpy as np
 
+from .. import rules
 from ... import kernels
 from ...kernels import resize as _resize
 from ..node import Function
@@ -21,6 +22,7 @@ class Upsample(Function):
     conventions use in place of in/out."""
 
     __slots__ = ("x_shape", "scale", "mode", "rows", "cols")
+    rule = rules.SPLIT
 
     def forward(self, x, *, size, scales=(None, None), mode="nearest", align_corners=False):
         if mode not in _NAMES:

@@ -2,6 +2,7 @@
 unsqueeze, expand, indexing, cat, stack, pad. Their VJPs move the gradient back."""
 import numpy as np
 
+from .. import rules
 from ..node import Function, unbroadcast
 from ..geometry import Box, elementwise_window, per_axis, shifted, slice_axis, spatial, whole_window
 from .reduce import normalize_dims
@@ -57,6 +58,7 @@ class Reshape(Function):
     """z = x.reshape(shape) (also view and flatten); the node is ViewBackward0, as in PyTorch."""
 
     __slots__ = ("in_shape",)
+    rule = rules.ROUTE
     window_rule = regroup_window
     backward_window = reshaped_window
 
@@ -79,6 +81,7 @@ class Transpose(Function):
     """z = x.transpose(dim0, dim1); `x.t()` leaves TBackward0."""
 
     __slots__ = ("dims", "short")
+    rule = rules.ROUTE
 
     def forward(self, x, *, dim0, dim1, short=False):
         d0, d1 = (normalize_dims(d, x.ndim)[0] if x.ndim else 0 for d in (dim0, dim1))
@@ -113,6 +116,7 @@ class Permute(Function):
     """z = x.permute(dims)"""
 
     __slots__ = ("inverse",)
+    rule = rules.ROUTE
 
     def forward(self, x, *, dims):
         order = [normalize_dims(d, x.ndim)[0] for d in dims]
@@ -139,6 +143,7 @@ class Squeeze(Function):
     """z = x.squeeze(dim): drops size-1 dimensions (all of them when dim is None)."""
 
     __slots__ = ("in_shape", "variant")
+    rule = rules.ROUTE
     window_rule = regroup_window
     backward_window = reshaped_window
 
@@ -160,6 +165,7 @@ class Unsqueeze(Function):
     """z = x.unsqueeze(dim): inserts a size-1 dimension."""
 
     __slots__ = ("in_shape",)
+    rule = rules.ROUTE
     window_rule = regroup_window
     backward_window = reshaped_window
 
@@ -176,6 +182,7 @@ class Expand(Function):
     """z = x.expand(shape) / broadcast_to(x, shape): a broadcast view; -1 keeps a size."""
 
     __slots__ = ("in_shape",)
+    rule = rules.ROUTE
     window_rule = elementwise_window
 
     def forward(self, x, *, shape):
@@ -212,6 +219,7 @@ class GetItem(Function):
     """
 
     __slots__ = ("pre", "post", "in_shape", "moved", "last")
+    rule = rules.ROUTE
 
     def forward(self, x, *, key):
         single_slice = isinstance(key, slice)
@@ -362,6 +370,7 @@ class Cat(Function):
     """z = cat(tensors, dim)"""
 
     __slots__ = ("axis", "bounds")
+    rule = rules.ROUTE
 
     def forward(self, *xs, dim=0):
         if not xs:
@@ -408,6 +417,7 @@ class Stack(Function):
     """z = stack(tensors, dim)"""
 
     __slots__ = ("axis",)
+    rule = rules.ROUTE
 
     def forward(self, *xs, dim=0):
         if not xs:
@@ -441,6 +451,7 @@ class Pad(Function):
     dimension backwards, as PyTorch's F.pad. A negative size crops that side instead."""
 
     __slots__ = ("window", "in_window", "x_shape")
+    rule = rules.ROUTE
 
     def forward(self, x, *, pad, value=0.0):
         pad = tuple(int(p) for p in pad)

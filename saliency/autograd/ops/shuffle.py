@@ -8,6 +8,7 @@ widened to whole r x r blocks, which unshuffle to whole input cells.
 """
 import numpy as np
 
+from .. import rules
 from ...kernels import window as _window
 from ..geometry import Box
 from ..node import Function
@@ -35,6 +36,7 @@ class PixelShuffle(Function):
     """z = pixel_shuffle(x, r)."""
 
     __slots__ = ("r",)
+    rule = rules.ROUTE
 
     def forward(self, x, *, upscale_factor):
         self.r = upscale_factor
@@ -64,6 +66,7 @@ class PixelUnshuffle(Function):
     """z = pixel_unshuffle(x, r)."""
 
     __slots__ = ("r",)
+    rule = rules.ROUTE
 
     def forward(self, x, *, downscale_factor):
         self.r = downscale_factor

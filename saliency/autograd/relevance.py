@@ -1,0 +1,571 @@
+"""Rule-based backward passes on the engine's own ops: layer-wise relevance propagation and DeepLift.
+
+Each op class declares its `rule` (a `rules.Kind`) beside its VJP and window rule; the rule sets here
+read it, node by node, when the backward pass runs (`rules.using(rule_set)`), so functional code,
+residual additions, concatenations, reused modules and upsampling decoders are covered the same way
+as layer modules. Both need what the forward pass saw: run it inside `rules.recording(model)`.
+
+LRP (`Relevance`): the gradient that flows is the relevance itself, and the pass starts from v * y.
+Ops with weights take a rule object (`Epsilon`, `ZPlus`, `AlphaBeta`, `Gamma`, `ZBox`, `Flat`,
+`WSquare`, with Zennit's formulas and stabiliser, z + eps * sign(z) with sign(0) = +1); linear ops
+split in proportion to their inputs' contributions (`Norm`), elementwise activations pass the
+relevance on (`Pass`), routing and max-selection ops route it by their VJP, and a batch norm after a
+weights op is merged into it (as Zennit's canonizer does). Local seeds stay cropped windows.
+
+DeepLift (`Rescale`): the gradient that flows is the multiplier, on a batch holding x and its
+baseline (rows :N and N:); elementwise nonlinearities use (f(x) - f(x0)) / (x - x0) (their own
+derivative where |x - x0| < eps), max-selection ops split f(x) - f(x0) between the winners at x
+and at the baseline, and linear ops keep their VJP.
+"""
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..kernels import versions
+from . import rules
+from .patch import Patch
+from .tensor import AccumulateGrad
+from .rules import BATCHNORM, NONE, PASS, ROUTE, SPLIT, WEIGHTS, WINNER, RuleError, kind_of
+
+
+def stabilize(z, epsilon):
+    """z + epsilon * sign(z), with sign(0) = +1 (Zennit's stabiliser): never zero for epsilon > 0."""
+    return z + np.where(z < 0, -epsilon, epsilon).astype(z.dtype)
+
+
+def _times(g, a):
+    """g (an array with leading seed dimensions, or a Patch) times `a` (an array of g's shape without
+    them)."""
+    return g.times(a) if type(g) is Patch else g * a
+
+
+def _add(a, b):
+    return b if a is None else a if b is None else a + b
+
+
+def _per_image(g, seed_ndim):
+    """The sums of g (dense or Patch) over everything but its seed and batch dimensions: (seeds..., N)."""
+    if type(g) is Patch:
+        d = g.data
+        return d.reshape(d.shape[:2] + (-1,)).sum(axis=-1, dtype=np.float64).reshape(g.seed_shape + d.shape[1:2])
+    return g.reshape(g.shape[:seed_ndim + 1] + (-1,)).sum(axis=-1, dtype=np.float64)
+
+
+def _bias_total(s, b, seed_ndim):
+    """sum(s * b) per seed and image for s of an output (N, O, ...) and b of shape (O,)."""
+    if b is None:
+        return 0.0
+    b = np.asarray(b, np.float64)
+    if type(s) is Patch:
+        d = s.data
+        per = d.reshape(d.shape[:3] + (-1,)).sum(axis=-1, dtype=np.float64) @ b
+        return per.reshape(s.seed_shape + d.shape[1:2])
+    per = s.reshape(s.shape[:seed_ndim + 2] + (-1,)).sum(axis=-1, dtype=np.float64)
+    return per @ b
+
+
+def _data_index(node):
+    needs = node.needs_input_grad
+    data = [i for i, n in enumerate(needs) if n]
+    return data[0] if len(data) == 1 else None
+
+
+def _slots(node, index, value):
+    """One entry per input: `value` at `index`, None elsewhere."""
+    out = [None] * len(node.needs_input_grad)
+    out[index] = value
+    return tuple(out)
+
+
+def _free(node, retain_graph):
+    if not retain_graph and node.saved:
+        node.saved = None
+
+
+# ---------------------------------------------------------------------------------------------------
+# The rules of LRP: public objects, with Zennit's names, parameters and formulas
+
+
+class Rule:
+    """A relevance rule. Weight rules (`weights = True`) apply to ops with weights (convolutions,
+    linear layers); `Norm` and `Pass` to any op."""
+
+    weights = True
+
+    def __call__(self, layer):
+        """`layer` (an `Layer`: the op's input x, weight w, bias b, output z, relevance r) -> (the
+        relevance of x, the relevance the bias absorbed per seed and image)."""
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class Layer:
+    """What a weight rule works on: the data input x, the weight w and bias b (None: none) as the op
+    used them (a following batch norm merged in), the output z, the relevance r arriving at the output
+    (an array with seed dimensions, or a Patch), and the op (its `affine` and `affine_vjp`)."""
+
+    op: object
+    x: np.ndarray
+    w: np.ndarray
+    b: object
+    z: np.ndarray
+    r: object
+    seed_ndim: int
+    cached: bool  # w is the op's own weight array (a parameter): derived weights may be kept across calls
+
+    def forward(self, x, w, b=None):
+        return self.op.affine(x, w, b)
+
+    def vjp(self, s, w):
+        return self.op.affine_vjp(s, w)
+
+    def weight(self, name, fn):
+        """fn(w), computed once per version of the weight when it is the op's own."""
+        if self.cached:
+            return versions.derived("lrp." + name, fn, self.w)
+        return fn(self.w)
+
+    def over(self, z, epsilon, mask=None):
+        """r / stabilize(z, epsilon) (times `mask`), dense or cropped as r is."""
+        scale = 1.0 / stabilize(z, epsilon)
+        if mask is not None:
+            scale = scale * mask
+        return _times(self.r, scale.astype(z.dtype, copy=False))
+
+    def bias(self, s, b):
+        return _bias_total(s, b, self.seed_ndim)
+
+
+def _positive(w):
+    return np.maximum(w, 0)
+
+
+def _negative(w):
+    return np.minimum(w, 0)
+
+
+def _split(x):
+    """(x+, x-) with None for a part that is zero everywhere."""
+    pos = np.maximum(x, 0) if (x > 0).any() else None
+    neg = np.minimum(x, 0) if (x < 0).any() else None
+    return pos, neg
+
+
+def _weighted(layer, s, parts):
+    """sum over (input, weight) pairs of input * vjp(s, weight), skipping absent inputs."""
+    out = None
+    for xm, wm in parts:
+        if xm is not None:
+            out = _add(out, _times(layer.vjp(s, wm), xm))
+    return out
+
+
+def _affine_sum(layer, parts, b):
+    """sum over (input, weight) pairs of forward(input, weight), plus b per output channel (axis 1);
+    absent inputs are skipped."""
+    out = None
+    for xm, wm in parts:
+        if xm is not None:
+            z = layer.forward(xm, wm)
+            out = z if out is None else out + z
+    if out is None:
+        out = np.zeros_like(layer.z)
+    if b is not None:
+        out = out + np.asarray(b, out.dtype).reshape((-1,) + (1,) * (out.ndim - 2))
+    return out
+
+
+@dataclass(frozen=True)
+class Epsilon(Rule):
+    """R_i = x_i sum_k w_ik R_k / stab(z_k), z the layer's output (LRP-epsilon)."""
+
+    epsilon: float = 1e-6
+    zero_bias: bool = False
+
+    def __call__(self, layer):
+        b = None if self.zero_bias else layer.b
+        z = layer.z if b is layer.b or layer.b is None else layer.forward(layer.x, layer.w, None)
+        s = layer.over(z, self.epsilon)
+        return _times(layer.vjp(s, layer.w), layer.x), layer.bias(s, b)
+
+
+@dataclass(frozen=True)
+class ZPlus(Rule):
+    """Positive contributions only: R_i = x+_i (w+ s)_i + x-_i (w- s)_i with s = R / stab(x+ w+ + x- w- +
+    b+) (LRP-z+, Zennit's; the bias's negative part and the x- term's bias are dropped)."""
+
+    stabilizer: float = 1e-6
+    zero_bias: bool = False
+
+    def __call__(self, layer):
+        pos, neg = _split(layer.x)
+        wp, wn = layer.weight("plus", _positive), layer.weight("minus", _negative)
+        b = None if self.zero_bias or layer.b is None else np.maximum(layer.b, 0)
+        parts = ((pos, wp), (neg, wn))
+        s = layer.over(_affine_sum(layer, parts, b), self.stabilizer)
+        return _weighted(layer, s, parts), layer.bias(s, b)
+
+
+@dataclass(frozen=True)
+class AlphaBeta(Rule):
+    """alpha times the positive contributions' share minus beta times the negative ones' (alpha - beta
+    = 1): Zennit's AlphaBeta, its biases b+ and b- on the x+ terms."""
+
+    alpha: float = 2.0
+    beta: float = 1.0
+    stabilizer: float = 1e-6
+    zero_bias: bool = False
+
+    def __post_init__(self):
+        if self.alpha < 0 or self.beta < 0 or self.alpha - self.beta != 1:
+            raise ValueError(f"AlphaBeta needs alpha >= 0, beta >= 0 and alpha - beta = 1, got alpha={self.alpha}, "
+                             f"beta={self.beta}")
+
+    def __call__(self, layer):
+        pos, neg = _split(layer.x)
+        wp, wn = layer.weight("plus", _positive), layer.weight("minus", _negative)
+        bp = bn = None
+        if not self.zero_bias and layer.b is not None:
+            bp, bn = np.maximum(layer.b, 0), np.minimum(layer.b, 0)
+        up, down = ((pos, wp), (neg, wn)), ((pos, wn), (neg, wp))
+        s_up = layer.over(_affine_sum(layer, up, bp), self.stabilizer)
+        s_down = layer.over(_affine_sum(layer, down, bn), self.stabilizer)
+        r = _add(_scaled(_weighted(layer, s_up, up), self.alpha), _scaled(_weighted(layer, s_down, down), -self.beta))
+        return r, self.alpha * layer.bias(s_up, bp) - self.beta * layer.bias(s_down, bn)
+
+
+def _scaled(g, c):
+    if g is None or c == 1:
+        return g
+    return Patch(g.data * c, g.origins, g.map_size, g.seed_shape) if type(g) is Patch else g * c
+
+
+@dataclass(frozen=True)
+class Gamma(Rule):
+    """Positive contributions boosted by gamma: weights w + gamma w+ for outputs z > 0 and w + gamma w-
+    for z < 0 (Zennit's generalised Gamma: inputs split by sign, biases b + gamma b+- on the x+ terms;
+    outputs exactly 0 pass nothing)."""
+
+    gamma: float = 0.25
+    stabilizer: float = 1e-6
+    zero_bias: bool = False
+
+    def __call__(self, layer):
+        g = self.gamma
+        pos, neg = _split(layer.x)
+        w_up = layer.weight(f"gamma+{g!r}", lambda w: w + g * np.maximum(w, 0))
+        w_down = layer.weight(f"gamma-{g!r}", lambda w: w + g * np.minimum(w, 0))
+        b_up = b_down = None
+        if not self.zero_bias and layer.b is not None:
+            b_up, b_down = layer.b + g * np.maximum(layer.b, 0), layer.b + g * np.minimum(layer.b, 0)
+        up, down = ((pos, w_up), (neg, w_down)), ((pos, w_down), (neg, w_up))
+        z = layer.z
+        s_up = layer.over(_affine_sum(layer, up, b_up), self.stabilizer, (z > 0).astype(z.dtype))
+        s_down = layer.over(_affine_sum(layer, down, b_down), self.stabilizer, (z < 0).astype(z.dtype))
+        r = _add(_weighted(layer, s_up, up), _weighted(layer, s_down, down))
+        return r, layer.bias(s_up, b_up) + layer.bias(s_down, b_down)
+
+
+@dataclass(frozen=True)
+class ZBox(Rule):
+    """For an input bounded by [low, high] (an image): R_i = x_i (w s)_i - low_i (w+ s)_i - high_i (w- s)_i,
+    s = R / stab(x w - low w+ - high w-) (LRP-z^B; the biases cancel)."""
+
+    low: object = 0.0
+    high: object = 1.0
+    stabilizer: float = 1e-6
+    zero_bias: bool = False
+
+    def __call__(self, layer):
+        x = layer.x
+        low = np.ascontiguousarray(np.broadcast_to(np.asarray(self.low, x.dtype), x.shape))
+        high = np.ascontiguousarray(np.broadcast_to(np.asarray(self.high, x.dtype), x.shape))
+        wp, wn = layer.weight("plus", _positive), layer.weight("minus", _negative)
+        z = layer.forward(x, layer.w) - layer.forward(low, wp) - layer.forward(high, wn)
+        s = layer.over(z, self.stabilizer)
+        r = _add(_times(layer.vjp(s, layer.w), x), _scaled(_add(_times(layer.vjp(s, wp), low),
+                                                                _times(layer.vjp(s, wn), high)), -1))
+        return r, 0.0
+
+
+@dataclass(frozen=True)
+class Flat(Rule):
+    """Every input of an output's window gets an equal share: R_i = sum_k R_k / stab(n_k), n_k the
+    number of (non-padding) inputs output k reads (the bias is not counted)."""
+
+    stabilizer: float = 1e-6
+    zero_bias: bool = False
+
+    def __call__(self, layer):
+        ones_w = layer.weight("ones", np.ones_like)
+        s = layer.over(layer.forward(np.ones_like(layer.x), ones_w), self.stabilizer)
+        return layer.vjp(s, ones_w), 0.0
+
+
+@dataclass(frozen=True)
+class WSquare(Rule):
+    """Shares by squared weights: R_i = sum_k w_ik^2 R_k / stab(sum_i' w_i'k^2 + b_k^2) (Zennit squares the
+    bias too, unless it is zeroed)."""
+
+    stabilizer: float = 1e-6
+    zero_bias: bool = False
+
+    def __call__(self, layer):
+        w2 = layer.weight("square", np.square)
+        b2 = None if self.zero_bias or layer.b is None else np.square(layer.b)
+        s = layer.over(layer.forward(np.ones_like(layer.x), w2, b2), self.stabilizer)
+        return layer.vjp(s, w2), layer.bias(s, b2)
+
+
+@dataclass(frozen=True)
+class Norm(Rule):
+    """For any op linear in its inputs: R_i = x_i (J^T (R / stab(y)))_i, each input's share of the output
+    (sums, means, average pooling, upsampling; on an op with weights it equals Epsilon)."""
+
+    stabilizer: float = 1e-6
+    weights = False
+
+
+@dataclass(frozen=True)
+class Pass(Rule):
+    """The relevance at the output is the relevance at the input (elementwise ops of one data input)."""
+
+    weights = False
+
+
+# ---------------------------------------------------------------------------------------------------
+# The LRP pass
+
+
+def _walk(root):
+    """Every node reachable from `root` (graph nodes and leaf accumulators), parents before children,
+    and each node's number of consumers."""
+    consumers = {}
+    seen = {root}
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        for child, _ in getattr(node, "next_functions", ()):
+            if child is None:
+                continue
+            consumers[child] = consumers.get(child, 0) + 1
+            if child not in seen:
+                seen.add(child)
+                stack.append(child)
+    order, left, ready = [], dict(consumers), [root]
+    while ready:
+        node = ready.pop()
+        order.append(node)
+        for child, _ in getattr(node, "next_functions", ()):
+            if child is None:
+                continue
+            left[child] -= 1
+            if left[child] == 0:
+                ready.append(child)
+    return order, consumers
+
+
+def describe(node, record):
+    """'Softmax (SoftmaxBackward0) in module classifier.2' for messages."""
+    module = record.module(node) if record is not None else None
+    where = f" in module {module!r}" if module else " (outside any module)" if module == "" else ""
+    return f"{type(node).__name__} ({node.name()}){where}"
+
+
+class Relevance:
+    """The LRP rule set of one backward pass from `root` over a graph recorded in `record`.
+
+    `choose(kind, node, module, first)` gives each node's rule (a Rule, or None for the kind's default:
+    Pass for PASS and BATCHNORM, Norm for SPLIT, the VJP for ROUTE and WINNER; WEIGHTS and NONE need
+    one); `first` is True for the weights ops that see the input (no weights op between them and it).
+    The plan is made, and every op checked, before anything runs: an op without a rule raises
+    RuleError naming it. `bias` sums, per seed and image, the relevance the biases absorbed.
+    """
+
+    def __init__(self, root, record, choose, seed_ndim=0):
+        self.record, self.seed_ndim = record, seed_ndim
+        self.bias = 0.0
+        self.plan, self.merge = {}, {}
+        order, consumers = _walk(root)
+        below = {}  # node -> whether a weights op lies between it and the leaves
+        for node in reversed(order):
+            below[node] = any(c is not None and (kind_of(c) is WEIGHTS or below.get(c, False))
+                              for c, _ in getattr(node, "next_functions", ()))
+        for node in order:
+            if type(node) is AccumulateGrad:
+                continue
+            kind = kind_of(node)
+            module = record.module(node)
+            if module is None:
+                raise RuleError(f"{describe(node, record)} was not recorded: run the forward pass inside "
+                                f"saliency.autograd.rules.recording()")
+            rule = choose(kind, node, module, kind is WEIGHTS and not below[node])
+            self._check(node, kind, rule)
+            self.plan[node] = rule
+            if kind is BATCHNORM and rule is None:
+                child = node.next_functions[0][0]
+                if child is not None and kind_of(child) is WEIGHTS and consumers.get(child) == 1 \
+                        and hasattr(child, "merged") and _data_index(child) is not None:
+                    arrays, out, _ = record.nodes[node]
+                    self.merge[child] = node.channel_affine(arrays[2] if len(arrays) > 2 else None) + (out,)
+
+    def _check(self, node, kind, rule):
+        what = describe(node, self.record)
+        if rule is None:
+            if kind is NONE:
+                why = "it declares no rule" if not isinstance(getattr(node, "rule", None), rules.Kind) else \
+                    "no rule is sound for it (" + NONE.doc.split("(")[1]
+                raise RuleError(f"LRP has no rule for {what}: {why}; give one with rules={{name: rule}} (the "
+                                f"module's name or the op's, e.g. Pass() or Norm()), or attribute an output "
+                                f"before it")
+            if kind is WEIGHTS:
+                raise RuleError(f"the composite gives no rule for {what}")
+            if kind is PASS and _data_index(node) is None:
+                raise RuleError(f"LRP cannot pass relevance through {what}: more than one of its inputs depends "
+                                f"on the input image")
+            return
+        if not isinstance(rule, Rule):
+            raise TypeError(f"the rule for {what} must be a rule object (Epsilon(), ZPlus(), Pass(), ...), got "
+                            f"{rule!r}")
+        if rule.weights and kind is not WEIGHTS:
+            raise RuleError(f"{type(rule).__name__} is a rule for layers with weights; {what} has none (use Norm() "
+                            f"or Pass())")
+        if kind is WEIGHTS and _data_index(node) is None:
+            raise RuleError(f"{what}: its weights record gradients, so they are not constants a rule can use "
+                            f"(freeze them, or run the method, which does)")
+        if isinstance(rule, Pass) and _data_index(node) is None:
+            raise RuleError(f"Pass() needs exactly one input of {what} to depend on the input image")
+
+    def vjp(self, node, r, retain_graph, default):
+        rule = self.plan.get(node)
+        kind = kind_of(node)
+        if isinstance(rule, Pass) or (rule is None and kind in (PASS, BATCHNORM)):
+            d = _data_index(node) if kind is not BATCHNORM else 0
+            if self.record.nodes[node][0][d].shape != node.out_shape:
+                raise RuleError(f"relevance cannot pass through {describe(node, self.record)} unchanged: its input "
+                                f"and output shapes differ; give it Norm()")
+            _free(node, retain_graph)
+            return _slots(node, d, r)
+        if rule is None and kind in (ROUTE, WINNER):
+            return default(node, r, retain_graph)
+        if isinstance(rule, Norm) or rule is None or (isinstance(rule, Epsilon) and kind is not WEIGHTS):
+            eps = rule.stabilizer if isinstance(rule, Norm) else rule.epsilon if rule is not None else 1e-6
+            return self._norm(node, r, retain_graph, default, eps)
+        return self._weights(node, r, rule, retain_graph)
+
+    def _norm(self, node, r, retain_graph, default, epsilon):
+        arrays, y, _ = self.record.nodes[node]
+        s = _times(r, (1.0 / stabilize(y, epsilon)).astype(y.dtype, copy=False))
+        grads = default(node, s, retain_graph)
+        total = _per_image(_times(s, y), self.seed_ndim)
+        out = []
+        for g, a in zip(grads, arrays):
+            if g is None:
+                out.append(None)
+                continue
+            rel = _times(g, a)
+            total = total - _per_image(rel, self.seed_ndim)
+            out.append(rel)
+        self.bias = self.bias + total  # the shares of inputs that are not data (constants, parameters)
+        return tuple(out)
+
+    def _weights(self, node, r, rule, retain_graph):
+        arrays, z, _ = self.record.nodes[node]
+        d = _data_index(node)
+        x, w = arrays[d], arrays[1 - d]
+        b = arrays[2] if len(arrays) > 2 else None
+        cached = True
+        merge = self.merge.get(node)
+        if merge is not None:  # the batch norm after it: (scale, shift, its output)
+            scale, shift, z = merge
+            w, b = node.merged(w, b, scale.astype(w.dtype), shift.astype(w.dtype))
+            cached = False
+        layer = Layer(node, x, w, b, z, r, self.seed_ndim, cached)
+        rel, bias = rule(layer)
+        self.bias = self.bias + bias
+        _free(node, retain_graph)
+        return _slots(node, d, rel)
+
+
+# ---------------------------------------------------------------------------------------------------
+# DeepLift's rescale rule
+
+
+class Rescale:
+    """DeepLift's rule set (the rescale rule) for a graph recorded on the batch [x; x0] (rows :N the
+    inputs, N: their baselines). The seed is zero on the baseline rows, and stays so."""
+
+    def __init__(self, root, record, epsilon=1e-10):
+        self.record, self.epsilon = record, epsilon
+        order, _ = _walk(root)
+        for node in order:
+            if type(node) is AccumulateGrad:
+                continue
+            kind = kind_of(node)
+            if kind is NONE or (kind in (PASS, WINNER) and _data_index(node) is None):
+                why = "it declares no rule" if not isinstance(getattr(node, "rule", None), rules.Kind) else \
+                    "no rule is sound for it (" + NONE.doc.split("(")[1]
+                raise RuleError(f"DeepLift has no rule for {describe(node, record)}: {why}; attribute an output "
+                                f"before it")
+
+    def vjp(self, node, g, retain_graph, default):
+        kind = kind_of(node)
+        if kind is PASS:
+            return self._rescale(node, g, retain_graph, default)
+        if kind is WINNER:
+            return self._winner(node, g, retain_graph, default)
+        return default(node, g, retain_graph)
+
+    def _halves(self, a):
+        n = a.shape[0] // 2
+        return a[:n], a[n:]
+
+    def _rescale(self, node, g, retain_graph, default):
+        arrays, y, _ = self.record.nodes[node]
+        d = _data_index(node)
+        x = arrays[d]
+        if x.shape != y.shape:
+            raise RuleError(f"DeepLift cannot rescale {describe(node, self.record)}: it broadcasts its input "
+                            f"{x.shape} to {y.shape}")
+        xi, x0 = self._halves(x)
+        yi, y0 = self._halves(y)
+        dx, dy = xi - x0, yi - y0
+        near = np.abs(dx) < self.epsilon
+        ones = np.zeros(y.shape, y.dtype)
+        ones[:len(xi)] = 1
+        slope = np.zeros_like(ones)
+        if near.any():  # the op's own derivative where x and x0 (nearly) coincide
+            own = node.backward(ones)[d]
+            slope[:len(xi)] = np.where(near, own[:len(xi)], 0)
+        np.divide(dy, dx, out=slope[:len(xi)], where=~near)
+        _free(node, retain_graph)
+        return _slots(node, d, _times(g, slope))
+
+    def _winner(self, node, g, retain_graph, default):
+        """Captum's max-pooling rule for any selection: at x the winners get (max(y, y0) - y0) g, at the
+        baseline's winners (y - max(y, y0)) g; divided by x - x0 (the op's own VJP where they coincide)."""
+        arrays, y, _ = self.record.nodes[node]
+        d = _data_index(node)
+        g = g.dense() if type(g) is Patch else g
+        nb = g.ndim - y.ndim
+        n = y.shape[0] // 2
+        yi, y0 = y[:n], y[n:]
+        top = np.maximum(yi, y0)
+        gi = g[(slice(None),) * nb + (slice(0, n),)]
+        split = np.concatenate([gi * (top - y0), gi * (yi - top)], axis=nb)
+        spread = node.backward(split)[d]
+        sl_top, sl_bottom = (slice(None),) * nb + (slice(0, n),), (slice(None),) * nb + (slice(n, None),)
+        moved = spread[sl_top] + spread[sl_bottom]
+        plain = node.backward(np.concatenate([gi, np.zeros_like(gi)], axis=nb))[d][sl_top]
+        x = arrays[d]
+        dx = x[:n] - x[n:]
+        near = np.abs(dx) < self.epsilon
+        m = np.where(near, plain, moved / np.where(near, 1, dx))
+        out = np.zeros(g.shape[:nb] + x.shape, m.dtype)
+        out[sl_top] = m
+        _free(node, retain_graph)
+        return _slots(node, d, out)
+
+
+__all__ = ["AlphaBeta", "Epsilon", "Flat", "Gamma", "Norm", "Pass", "Relevance", "Rescale", "Rule", "RuleError",
+           "WSquare", "ZBox", "ZPlus", "stabilize"]
