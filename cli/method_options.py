@@ -34,7 +34,8 @@ def _help(methods, flag):
         record = registry.METHODS[name]
         option = record.option(flag)
         default = record.defaults[option.name]
-        text = option.help + ("" if default is None else f" (default: {default})")
+        text = option.help + (" (required)" if default is inspect.Parameter.empty else
+                               "" if default is None else f" (default: {default})")
         parts.append(text if len(methods) == 1 else f"{name}: {text}")
     return "; ".join(parts) + "."
 

@@ -18,6 +18,8 @@ from .integrated_gradients import integrated_gradients  # noqa: I100
 from .gradcam import gradcam  # noqa: I100
 from .occlusion import occlusion  # noqa: I100
 from .lrp import lrp  # noqa: I100
+from .deeplift import deeplift, deeplift_shap  # noqa: I100
+from .gradient_shap import gradient_shap  # noqa: I100
 from ._core import InputError, ModelError
 from .evaluation import (
            DeletionInsertion,
@@ -29,6 +31,7 @@ from .look import LookDistance, jacobian_rows, look_distance
 from .receptive import receptive_field
 from .result import Attribution
 from .seeds import SeedError
+from ..autograd.rules import RuleError  # noqa: I100
 from .naming import output_names
 from .pipeline import BatchMaps, batch  # noqa: I100 (after the methods)
 from .run import Run
@@ -42,6 +45,7 @@ METHODS = {name: record.function for name, record in registry.METHODS.items()}
 __all__ = ["Attribution", "InputError", "ModelError", "SeedError", "baselines", "gradcam", "gradient",
            "guided_backprop", "input_x_gradient", "integrated_gradients", "occlusion", "registry", "seeds",
            "smoothgrad", "vargrad"]
+__all__ += ["RuleError", "deeplift", "deeplift_shap", "gradient_shap", "lrp"]
 __all__ += ["receptive_field"]
 __all__ += ["LookDistance", "jacobian_rows", "look_distance"]
 __all__ += ["DeletionInsertion", "RandomisationCheck", "deletion_insertion", "randomisation_check"]

@@ -1,4 +1,5 @@
-"""Baselines: what integrated gradients starts its path from and occlusion fills its window with.
+"""Baselines: what integrated gradients starts its path from and occlusion fills its window with, and
+the sets of baselines DeepLiftShap and GradientShap average over.
 
 A baseline is a number (every pixel that value: 0 is black), an array broadcasting to x, or a
 callable of x giving an array of x's shape, such as `Blur()`: the image blurred, which keeps its
@@ -60,3 +61,72 @@ def parse_baseline(text):
     if not np.isfinite(value):
         raise ValueError("a baseline must be finite")
     return value
+
+
+@dataclass(frozen=True)
+class Uniform:
+    """`count` images of uniform noise in [low, high), drawn from a generator seeded with `seed` (the
+    same images at every call): a set of baselines for deeplift_shap and gradient_shap."""
+
+    count: int = 16
+    low: float = 0.0
+    high: float = 1.0
+    seed: int = 0
+
+    def __call__(self, x):
+        x = np.asarray(x)
+        if isinstance(self.count, bool) or not isinstance(self.count, (int, np.integer)) or self.count < 1:
+            raise ValueError(f"Uniform needs a positive count of baselines, got {self.count!r}")
+        rng = np.random.default_rng(self.seed)
+        return rng.uniform(self.low, self.high, (int(self.count),) + x.shape[-3:]).astype(x.dtype)
+
+
+def baselines_like(baselines, xs):
+    """A set of baselines as an array (B, C, H, W) of x's dtype, for images xs (N, C, H, W): an array
+    (B, C, H, W) (or one image (C, H, W)), a callable of xs giving one (`Uniform(16)`), or a list of
+    baselines as integrated gradients takes them (numbers, images, `Blur()` of the first image)."""
+    b = baselines._array if hasattr(baselines, "_array") else baselines
+    if callable(b):
+        b = b(xs)
+    elif isinstance(b, (list, tuple)):
+        b = np.stack([np.broadcast_to(np.asarray(item(xs[:1])[0] if callable(item) else item, xs.dtype),
+                                      xs.shape[1:]) for item in b])
+    arr = np.asarray(b, dtype=xs.dtype)
+    if arr.shape == xs.shape[1:]:
+        arr = arr[None]
+    if arr.ndim != 4 or arr.shape[1:] != xs.shape[1:] or len(arr) == 0:
+        raise ValueError(f"baselines must be images of the input's shape {xs.shape[1:]} stacked as (B, C, H, W), "
+                         f"got shape {arr.shape}")
+    if not np.isfinite(arr).all():
+        raise ValueError("baselines hold NaN or infinite values")
+    return np.ascontiguousarray(arr)
+
+
+def baselines_text(value):
+    """The command-line form of a set of baselines (`parse_baselines` reads it back), or None."""
+    if isinstance(value, Uniform) and (value.low, value.high, value.seed) == (0.0, 1.0, 0):
+        return f"uniform:{value.count}"
+    if isinstance(value, (list, tuple)):
+        texts = [baseline_text(v) for v in value]
+        return None if None in texts else ",".join(texts)
+    return None
+
+
+def parse_baselines(text):
+    """A set of baselines from its command-line form: `uniform:COUNT` (noise images in [0, 1)), or a
+    comma-separated list of baselines (numbers, `blur`, `blur:SIGMA`): `0,1` is a black and a white
+    image."""
+    text = str(text).strip().lower()
+    if text.startswith("uniform:"):
+        try:
+            count = int(text[len("uniform:"):])
+        except ValueError:
+            raise ValueError("uniform:COUNT takes a whole number of images") from None
+        if count < 1:
+            raise ValueError("uniform:COUNT needs at least one image")
+        return Uniform(count)
+    try:
+        return [parse_baseline(item) for item in text.split(",")]
+    except ValueError:
+        raise ValueError("baselines are uniform:COUNT or a comma-separated list of numbers, blur or "
+                         "blur:SIGMA") from None

@@ -85,7 +85,7 @@ class Method:
 
     @property
     def defaults(self):
-        """{option name: the function's default}."""
+        """{option name: the function's default} (inspect.Parameter.empty for a required option)."""
         params = inspect.signature(self.function).parameters
         return {o.name: params[o.name].default for o in self.options}
 
@@ -117,6 +117,9 @@ class Method:
                 self.option(name)  # raises, listing the options
             if any(o.name == name for o in self.options):
                 self.option(name).check(value)
+        for o in self.options:
+            if o.name not in options and params[o.name].default is inspect.Parameter.empty:
+                raise OptionError(f"{self.name} needs {o.cli_flag}: {o.help}")
         return dict(options)
 
     def record(self, options):
