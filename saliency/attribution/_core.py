@@ -125,10 +125,13 @@ class Call:
             per = max(1, int(batch) // self.n)
         return min(per, copies)
 
-    def forward(self, x, grad=False):
+    def forward(self, x, grad=False, record=None):
         """The model output at x (an ndarray): its array (no graph recorded), or with grad=True the pair
-        (x as a fresh leaf requiring grad, output Tensor)."""
+        (x as a fresh leaf requiring grad, output Tensor). `record`: a rule-based method's Recording
+        (saliency.autograd.rules), whose source becomes the leaf x."""
         xt = Tensor(x, requires_grad=grad)
+        if record is not None:
+            record.source = xt
         try:
             with (enable_grad() if grad else no_grad()), frozen(self.model):
                 y = self.model(xt)

@@ -26,7 +26,7 @@ class _Pass:
     def __init__(self, call, xs, bs):
         self.call, self.m = call, len(xs)
         with recording(call.model) as record:
-            self.xt, y = call.forward(np.concatenate([xs, bs]), grad=True)
+            self.xt, y = call.forward(np.concatenate([xs, bs]), grad=True, record=record)
         self.y = y
         if not y.requires_grad:
             call.grad(y, self.xt, np.zeros_like(y._array), False)  # the model's error: its output ignores x

@@ -9,7 +9,7 @@ from .registry import Option, method
 
 @method(options=(Option("baselines", parse_baselines, "the reference inputs drawn from: uniform:COUNT (noise "
                         "images) or a comma-separated list of numbers and blur", text=baselines_text),
-                 Option("samples", int, "random draws per image", minimum=1),
+                 Option("samples", int, "random draws per image", flag="--draws", minimum=1),
                  Option("stdev", float, "the standard deviation of Gaussian noise added to the image at each draw",
                         minimum=0.0)),
         map_channels="input")

@@ -68,7 +68,7 @@ def _chooser(comp, split, overrides, zero_bias):
             if (module == key or module.startswith(key + ".")) and fits(rule, kind):
                 return finish(rule)
         rule = overrides.get(type(node).__name__)
-        if rule is not None and fits(rule, kind):
+        if rule is not None:  # named for this op: a rule that cannot apply to it is an error
             return finish(rule)
         if first and "first" in overrides:
             return finish(overrides["first"])
@@ -105,11 +105,13 @@ def _check_rules(given):
                         minimum=0.0),
                  Option("low", float, "the lowest input value, for the first layer's ZBox rule (epsilon_gamma_box)"),
                  Option("high", float, "the highest input value, for ZBox (epsilon_gamma_box)"),
+                 Option("stabilizer", float, "the other rules' stabiliser (ZPlus, Gamma, Flat, Norm, ...)",
+                        minimum=0.0),
                  Option("zero_bias", bool, "leave the biases out of every weight rule (relevance is then conserved "
                         "up to the stabilisers)")),
         map_channels="input")
 def lrp(model, x, seed=None, *, composite="epsilon_plus_flat", epsilon=1e-6, gamma=0.25, low=0.0, high=1.0,
-        zero_bias=False, rules=None, chunk=None):
+        stabilizer=1e-6, zero_bias=False, rules=None, chunk=None):
     """Layer-wise relevance propagation: v * y passed down to the input by each op's rule.
 
     Args:
@@ -120,6 +122,7 @@ def lrp(model, x, seed=None, *, composite="epsilon_plus_flat", epsilon=1e-6, gam
         "epsilon" (Epsilon on every layer, additions and pooling too: Captum's default LRP).
       epsilon, gamma, low, high: the parameters of the composite's Epsilon, Gamma and ZBox rules
         (low and high: numbers, or arrays broadcasting to x such as per-channel bounds (1, C, 1, 1)).
+      stabilizer: the stabiliser of the composite's other rules (Zennit's `stabilizer`).
       zero_bias: every weight rule leaves the biases out (Zennit's zero_params="bias").
       rules: {name: rule} overriding the composite: a module's name (as model.named_modules() names
         it: a weight rule there applies to the layers with weights inside it, Norm() and Pass() to
@@ -136,12 +139,12 @@ def lrp(model, x, seed=None, *, composite="epsilon_plus_flat", epsilon=1e-6, gam
     two data-dependent tensors) raises RuleError naming it and its module, before anything runs.
     """
     overrides = _check_rules(rules)
-    comp = composite_rules(composite, epsilon=epsilon, gamma=gamma, low=low, high=high)
-    split = Norm(epsilon) if composite == "epsilon" else Norm()
+    comp = composite_rules(composite, epsilon=epsilon, gamma=gamma, low=low, high=high, stabilizer=stabilizer)
+    split = Norm(epsilon) if composite == "epsilon" else Norm(stabilizer)
     choose = _chooser(comp, split, overrides, bool(zero_bias))
     call = Call(model, x)
     with recording(model) as record:
-        xt, y = call.forward(call.x, grad=True)
+        xt, y = call.forward(call.x, grad=True, record=record)
     ya = y._array
     seed, v = resolve(seed, ya, model)
     batched = seed.count is not None

@@ -67,7 +67,11 @@ class Function:
                     if fn is None:
                         if frozen is None:
                             frozen = _frozen()
-                        if frozen and id(t) in frozen:
+                            kept = _recording()
+                            source = None if kept is None else kept.source
+                        # a frozen leaf, or inside a rule-based method's recording any leaf but its input:
+                        # a constant (a function model's parameters are weights, not data)
+                        if (frozen and id(t) in frozen) or (source is not None and t is not source):
                             edges.append(_NO_EDGE)
                             needs.append(False)
                             continue

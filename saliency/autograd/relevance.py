@@ -25,7 +25,7 @@ from ..kernels import versions
 from . import rules
 from .patch import Patch
 from .tensor import AccumulateGrad
-from .rules import BATCHNORM, NONE, PASS, ROUTE, SPLIT, WEIGHTS, WINNER, RuleError, kind_of
+from .rules import BATCHNORM, NONE, PASS, ROUTE, WEIGHTS, WINNER, RuleError, kind_of
 
 
 def stabilize(z, epsilon):

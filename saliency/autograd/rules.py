@@ -121,14 +121,17 @@ class relu_rule(using):
 class Recording:
     """What the ops of one forward pass saw: for each node, (its input arrays, its output array, the
     name of the innermost module that was running, "" outside any). `names` maps id(module) to its
-    name (from `model.named_modules()`); a module not in it is named by its class."""
+    name (from `model.named_modules()`); a module not in it is named by its class. When `source` is
+    set (the input Tensor), every other leaf is a constant to the recorded ops, as a frozen
+    parameter is: the ops' inputs that take gradients are then exactly those that depend on it."""
 
-    __slots__ = ("names", "nodes", "stack")
+    __slots__ = ("names", "nodes", "stack", "source")
 
     def __init__(self, names):
         self.names = names
         self.nodes = {}
         self.stack = []
+        self.source = None
 
     def keep(self, node, arrays, out):
         self.nodes[node] = (tuple(arrays), out, self.stack[-1] if self.stack else "")

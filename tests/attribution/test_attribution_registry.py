@@ -8,8 +8,9 @@ import pytest
 from saliency import attribution
 from saliency.attribution import registry
 
-# keywords of a method function that are tuning or plumbing, passed by the caller, not options
-PLUMBING = {"batch", "progress", "rng", "chunk"}
+# keywords of a method function that are tuning or plumbing, passed by the caller, not options; and
+# LRP's `rules`, a mapping of names to rule objects that only the Python API can give
+PLUMBING = {"batch", "progress", "rng", "chunk", "rules"}
 
 
 def _public_methods():
@@ -42,7 +43,10 @@ def test_each_method_declares_every_keyword_it_takes(name):
     assert m.summary and not m.summary.startswith(name)
     for o in m.options:
         default = m.defaults[o.name]
-        assert default is not inspect.Parameter.empty, f"{name}.{o.name} needs a default"
+        if default is inspect.Parameter.empty:  # a required option: leaving it out is one clear error
+            with pytest.raises(registry.OptionError, match=f"{name} needs {o.cli_flag}"):
+                m.check({})
+            continue
         assert o.help and o.cli_flag.startswith("--")
         if isinstance(default, (int, float)) and not isinstance(default, bool):
             assert o.parse(str(default)) == default   # the command line can give back the default

@@ -64,6 +64,31 @@ def test_every_op_declares_a_window_rule():
                          + ", ".join(missing))
 
 
+def test_every_op_declares_its_attribution_rule():
+    """Each op says what it is to the rule-based methods (saliency.autograd.rules: PASS, SPLIT,
+    ROUTE, WINNER, WEIGHTS, BATCHNORM, or NONE: no sound rule), in its class or its family's, as a
+    Kind or as a property giving one; and an op of kind WEIGHTS offers what the weight rules run."""
+    from saliency.autograd import rules
+
+    missing, weights = [], []
+    for cls in OPS:
+        if cls.__name__.startswith("_") and cls.__subclasses__():
+            continue  # a family's base class (_Binary, _Reduction): its members declare theirs
+        lineage = cls.__mro__[:cls.__mro__.index(Function)]
+        declared = next((k.__dict__["rule"] for k in lineage if "rule" in k.__dict__), None)
+        if not isinstance(declared, (rules.Kind, property)):
+            missing.append(f"{cls.__module__}.{cls.__qualname__}")
+        if declared is rules.WEIGHTS or isinstance(declared, property) and hasattr(cls, "affine"):
+            weights.append(cls)
+    assert not missing, ("these ops declare no attribution rule (rule = rules.PASS, SPLIT, ROUTE, WINNER, "
+                         "WEIGHTS, BATCHNORM or NONE): " + ", ".join(missing))
+    assert {c.__name__ for c in weights} >= {"Convolution", "ConvolutionTranspose", "UpsampleConvolution", "Linear",
+                                             "Matmul"}
+    for cls in weights:
+        assert callable(getattr(cls, "affine", None)) and callable(getattr(cls, "affine_vjp", None)), cls
+        assert getattr(cls, "family", None) in ("conv", "linear"), cls
+
+
 def declared_in(cls):
     """The class of `cls`'s lineage (itself, or a family base between it and Function) that declares its
     `backward_window`, or None when it is Function's default."""

@@ -255,7 +255,7 @@ class ConvolutionTranspose(Function):
     def affine_vjp(self, g, w):
         """The input VJP of g (an array, or a Patch kept cropped) with the weight w."""
         if type(g) is Patch:
-            dx = self._window_vjp(g, w, None, (True,))
+            dx = self._window_vjp(g, w, None, (True, False))
             if dx is not None:
                 return dx[0]
             g = g.dense()
