@@ -131,10 +131,13 @@ def lrp(model, x, seed=None, *, composite="epsilon_plus_flat", epsilon=1e-6, gam
         saliency.attribution.lrp: Epsilon, ZPlus, AlphaBeta, Gamma, ZBox, Flat, WSquare, Norm, Pass.
       chunk: batched seeds per backward pass (default from a memory budget).
 
-    The map sums to the seeded score sum(v * y) up to what the biases absorb and the stabilisers
-    lose; `extras["conservation"]` gives the four per image (and seed): "score", "input" (the map's
-    sum), "biases" and "stabilisers" (the rest: the stabilisers, and relevance a rule does not
-    pass on, such as Flat's on padding or Gamma's on outputs exactly 0).
+    The map sums to the seeded score sum(v * y) up to what the biases absorb and the rules cannot
+    pass on; `extras["conservation"]` gives, per image (and seed), "score", "input" (the map's sum),
+    "biases" (absorbed by the biases, and by constants added inside the network), "dropped" (what
+    reached outputs a rule gives no share to: ZPlus's outputs without a positive contribution,
+    which a branch added before its ReLU or a sigmoid output can send relevance to; AlphaBeta's
+    without a positive or negative one, Gamma's and Norm's outputs exactly 0) and "stabilisers"
+    (the rest: what the stabilisers' epsilon takes), which add up to the score.
     An op with no sound rule in the graph (softmax or layer norm inside the network, a product of
     two data-dependent tensors) raises RuleError naming it and its module, before anything runs.
     """
@@ -154,20 +157,21 @@ def lrp(model, x, seed=None, *, composite="epsilon_plus_flat", epsilon=1e-6, gam
     r = v * ya
     if not batched:
         amap = call.grad(y, xt, r, False, rule=plan)
-        bias = plan.bias
+        bias, dropped = plan.bias, plan.dropped
     else:
         per = seeds_per_pass(chunk, len(r), xt._array.size)
         amap, parts = np.empty(r.shape[:1] + call.x.shape, ya.dtype), []
         for start in range(0, len(r), per):
             stop = min(start + per, len(r))
-            plan.bias = 0.0
+            plan.bias = plan.dropped = 0.0
             amap[start:stop] = call._backward(y, xt, r[start:stop], True, plan, retain_graph=stop < len(r))
-            parts.append(np.broadcast_to(plan.bias, (stop - start, call.n)))
-        bias = np.concatenate(parts)
+            parts.append([np.broadcast_to(a, (stop - start, call.n)) for a in (plan.bias, plan.dropped)])
+        bias, dropped = (np.concatenate(p) for p in zip(*parts))
     score = weighted(ya, v, batched)
     total = amap.reshape(amap.shape[:1 + batched] + (-1,)).sum(axis=-1, dtype=np.float64)
-    bias = np.broadcast_to(np.asarray(bias, np.float64), score.shape)
-    conservation = {"score": score, "input": total, "biases": bias, "stabilisers": score - total - bias}
+    bias, dropped = (np.broadcast_to(np.asarray(a, np.float64), score.shape) for a in (bias, dropped))
+    conservation = {"score": score, "input": total, "biases": bias, "dropped": dropped,
+                    "stabilisers": score - total - bias - dropped}
     extras = {"conservation": {k: call.unbatch(np.array(a), seed) for k, a in conservation.items()},
               "composite": composite}
     return call.finish("lrp", amap, seed, ya, extras)

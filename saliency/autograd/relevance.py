@@ -112,6 +112,7 @@ class Layer:
     r: object
     seed_ndim: int
     cached: bool  # w is the op's own weight array (a parameter): derived weights may be kept across calls
+    dropped: list  # per seed and image, the relevance at outputs the rule gives no share to (see `over`)
 
     def forward(self, x, w, b=None):
         return self.op.affine(x, w, b)
@@ -125,11 +126,17 @@ class Layer:
             return versions.derived("lrp." + name, fn, self.w)
         return fn(self.w)
 
-    def over(self, z, epsilon, mask=None):
-        """r / stabilize(z, epsilon) (times `mask`), dense or cropped as r is."""
+    def over(self, z, epsilon, mask=None, share=1.0):
+        """r / stabilize(z, epsilon) (times `mask`), dense or cropped as r is. Where z is exactly 0 the
+        stabiliser makes the quotient finite but no input has a share of it: `share` times that
+        relevance is counted in `dropped`."""
         scale = 1.0 / stabilize(z, epsilon)
+        zero = z == 0
         if mask is not None:
             scale = scale * mask
+            zero = zero & (mask != 0)
+        if zero.any():
+            self.dropped.append(share * _per_image(_times(self.r, zero.astype(z.dtype)), self.seed_ndim))
         return _times(self.r, scale.astype(z.dtype, copy=False))
 
     def bias(self, s, b):
@@ -228,8 +235,8 @@ class AlphaBeta(Rule):
         if not self.zero_bias and layer.b is not None:
             bp, bn = np.maximum(layer.b, 0), np.minimum(layer.b, 0)
         up, down = ((pos, wp), (neg, wn)), ((pos, wn), (neg, wp))
-        s_up = layer.over(_affine_sum(layer, up, bp), self.stabilizer)
-        s_down = layer.over(_affine_sum(layer, down, bn), self.stabilizer)
+        s_up = layer.over(_affine_sum(layer, up, bp), self.stabilizer, share=self.alpha)
+        s_down = layer.over(_affine_sum(layer, down, bn), self.stabilizer, share=-self.beta)
         r = _add(_scaled(_weighted(layer, s_up, up), self.alpha), _scaled(_weighted(layer, s_down, down), -self.beta))
         return r, self.alpha * layer.bias(s_up, bp) - self.beta * layer.bias(s_down, bn)
 
@@ -260,6 +267,8 @@ class Gamma(Rule):
             b_up, b_down = layer.b + g * np.maximum(layer.b, 0), layer.b + g * np.minimum(layer.b, 0)
         up, down = ((pos, w_up), (neg, w_down)), ((pos, w_down), (neg, w_up))
         z = layer.z
+        if (z == 0).any():  # outputs exactly 0 pass nothing on
+            layer.dropped.append(_per_image(_times(layer.r, (z == 0).astype(z.dtype)), layer.seed_ndim))
         s_up = layer.over(_affine_sum(layer, up, b_up), self.stabilizer, (z > 0).astype(z.dtype))
         s_down = layer.over(_affine_sum(layer, down, b_down), self.stabilizer, (z < 0).astype(z.dtype))
         r = _add(_weighted(layer, s_up, up), _weighted(layer, s_down, down))
@@ -379,12 +388,14 @@ class Relevance:
     Pass for PASS and BATCHNORM, Norm for SPLIT, the VJP for ROUTE and WINNER; WEIGHTS and NONE need
     one); `first` is True for the weights ops that see the input (no weights op between them and it).
     The plan is made, and every op checked, before anything runs: an op without a rule raises
-    RuleError naming it. `bias` sums, per seed and image, the relevance the biases absorbed.
+    RuleError naming it. `bias` sums, per seed and image, the relevance the biases (and constant
+    inputs) absorbed; `dropped` the relevance that reached outputs a rule gives no share to (ZPlus's
+    outputs without positive contributions, Gamma's outputs exactly 0, ...).
     """
 
     def __init__(self, root, record, choose, seed_ndim=0):
         self.record, self.seed_ndim = record, seed_ndim
-        self.bias = 0.0
+        self.bias = self.dropped = 0.0
         self.plan, self.merge = {}, {}
         order, consumers = _walk(root)
         below = {}  # node -> whether a weights op lies between it and the leaves
@@ -455,6 +466,8 @@ class Relevance:
 
     def _norm(self, node, r, retain_graph, default, epsilon):
         arrays, y, _ = self.record.nodes[node]
+        if (y == 0).any():
+            self.dropped = self.dropped + _per_image(_times(r, (y == 0).astype(y.dtype)), self.seed_ndim)
         s = _times(r, (1.0 / stabilize(y, epsilon)).astype(y.dtype, copy=False))
         grads = default(node, s, retain_graph)
         total = _per_image(_times(s, y), self.seed_ndim)
@@ -480,9 +493,11 @@ class Relevance:
             scale, shift, z = merge
             w, b = node.merged(w, b, scale.astype(w.dtype), shift.astype(w.dtype))
             cached = False
-        layer = Layer(node, x, w, b, z, r, self.seed_ndim, cached)
+        layer = Layer(node, x, w, b, z, r, self.seed_ndim, cached, [])
         rel, bias = rule(layer)
         self.bias = self.bias + bias
+        for part in layer.dropped:
+            self.dropped = self.dropped + part
         _free(node, retain_graph)
         return _slots(node, d, rel)
 

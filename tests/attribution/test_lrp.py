@@ -167,8 +167,8 @@ def test_conservation_accounts_for_biases_and_stabilisers():
     x = np.random.default_rng(6).uniform(0, 1, (2, 3, 16, 16))
     attr = lrp(model, x, composite="epsilon_plus")
     c = attr.extras["conservation"]
-    assert set(c) == {"score", "input", "biases", "stabilisers"} and c["score"].shape == (2,)
-    np.testing.assert_allclose(c["input"] + c["biases"] + c["stabilisers"], c["score"], rtol=1e-12)
+    assert set(c) == {"score", "input", "biases", "dropped", "stabilisers"} and c["score"].shape == (2,)
+    np.testing.assert_allclose(c["input"] + c["biases"] + c["dropped"] + c["stabilisers"], c["score"], rtol=1e-12)
     assert np.all(np.abs(c["biases"]) > 1e-3)                 # the biases took a visible share
     assert np.all(np.abs(c["stabilisers"]) < 1e-3 * np.abs(c["score"]))
     zeroed = lrp(model, x, composite="epsilon_plus", zero_bias=True).extras["conservation"]
@@ -304,7 +304,7 @@ def test_pixel_seeds_give_the_map_of_the_dense_pass(composite):
     support = np.argwhere(np.abs(cropped.map[0]).sum(axis=(0, 1)) > 0)
     assert support.max(axis=0).tolist() <= [5 + 8, 7 + 8] and support.min() >= 0  # within its receptive field
     c = cropped.extras["conservation"]
-    np.testing.assert_allclose(c["input"] + c["biases"] + c["stabilisers"], c["score"], rtol=1e-12)
+    np.testing.assert_allclose(c["input"] + c["biases"] + c["dropped"] + c["stabilisers"], c["score"], rtol=1e-12)
 
 
 # --- ops without a sound rule --------------------------------------------------------------------------
