@@ -18,7 +18,9 @@ run, a pause and an untimed call before each timed call):
 * ours / Zennit: the same LRP map over Zennit 0.5.1's on the PyTorch model built from the same
   source with the same weights, on 2 torch threads: `Gradient(model, EpsilonPlusFlat(canonizers=
   [...]))(x, lambda y: y * onehot)`, onehot the predicted class (all ones for a dense output), the
-  composite registered and removed in each call as that form does. Goal: at most 0.5. The
+  composite registered and removed in each call as that form does ("Z. reg ms": the median time of
+  that registration and removal alone, mostly the canonizer's merged copies of the weights, which
+  a composite registered once for many maps would not pay per map). Goal: at most 0.5. The
   canonizer merges every batch norm that reads a convolution's output straight into it:
   SequentialMergeBatchNorm where all such pairs are neighbours in a Sequential (the zoo's two
   models, vgg_bn, mobilenet_v2, unet_bilinear), else NamedMergeBatchNorm with the pairs found by
@@ -52,7 +54,7 @@ import porting  # noqa: E402  (tests/realmodels/porting.py)
 import saliency.models as zoo  # noqa: E402
 from models import build as build_real, cases as real_cases, gemm_rate  # noqa: E402  (benchmarks/models.py)
 from saliency.models import data  # noqa: E402
-from timing import alternate  # noqa: E402
+from timing import alternate, settled_median_ms  # noqa: E402
 
 from saliency import attribution as A  # noqa: E402
 from saliency.attribution import seeds  # noqa: E402
@@ -177,7 +179,8 @@ def batch_norm_pairs(torch, model, x):
 
 
 def zennit_runner(zennit, torch, model, x):
-    """(one Zennit EpsilonPlusFlat map of x, seeded y * onehot; the canonizer's name)."""
+    """(one Zennit EpsilonPlusFlat map of x seeded y * onehot, registering the composite and removing it
+    as that call does; the registration and removal alone; the canonizer's name)."""
     pairs, sequential = batch_norm_pairs(torch, model, x)
     if sequential:
         canonizer, label = zennit.canonizers.SequentialMergeBatchNorm(), "SequentialMergeBatchNorm"
@@ -196,7 +199,11 @@ def zennit_runner(zennit, torch, model, x):
     def run():
         return zennit.attribution.Gradient(model, composite)(xt, lambda out: out * onehot)[1].numpy()
 
-    return run, label
+    def register():
+        composite.register(model)
+        composite.remove()
+
+    return run, register, label
 
 
 def corr(a, b):
@@ -246,7 +253,8 @@ def main():
         names = [n for n in args.models.split(",") if n]
     t_start = time.perf_counter()
     print(machine_line(torch, args.repeats))
-    print(f"{'model':<24} {'LRP / gradient (ms)':>22} {'ours / Zennit (ms)':>22} {'corr':>6}  canonizer")
+    print(f"{'model':<24} {'LRP / gradient (ms)':>22} {'ours / Zennit (ms)':>22} {'Z. reg ms':>9} {'corr':>6}  "
+          f"canonizer")
     by_gradient, by_zennit = [], []
     for label, ours, theirs, x in rows(names, torch):
         if ours is None:
@@ -260,7 +268,7 @@ def main():
         lrp_s, grad_s = alternate(lambda: A.lrp(ours, x), lambda: A.gradient(ours, x), args.repeats)
         by_gradient.append(lrp_s / grad_s)
         try:
-            zennit_map, canonizer = zennit_runner(zennit, torch, theirs, x)
+            zennit_map, zennit_register, canonizer = zennit_runner(zennit, torch, theirs, x)
             theirs_map = zennit_map()
         except Exception as exc:  # noqa: BLE001: the row reports it
             print(f"{label:<24} {ratio_text(lrp_s, grad_s):>22}  Zennit failed: {type(exc).__name__}: {exc}",
@@ -268,7 +276,8 @@ def main():
             continue
         lrp2_s, zennit_s = alternate(lambda: A.lrp(ours, x), zennit_map, args.repeats)
         by_zennit.append(lrp2_s / zennit_s)
-        print(f"{label:<24} {ratio_text(lrp_s, grad_s):>22} {ratio_text(lrp2_s, zennit_s):>22} "
+        register_ms = settled_median_ms(zennit_register, args.repeats)
+        print(f"{label:<24} {ratio_text(lrp_s, grad_s):>22} {ratio_text(lrp2_s, zennit_s):>22} {register_ms:>9.1f} "
               f"{corr(ours_map, theirs_map):6.3f}  {canonizer}", flush=True)
     if by_gradient:
         print(f"LRP / gradient: worst {max(by_gradient):.2f} (goal <= {GOAL_GRADIENT}); "
@@ -277,7 +286,7 @@ def main():
     if "depth" in names:
         model = zoo.load("depth").eval().requires_grad_(False)
         x = data.scenes(1, seed=5)[0][:1].astype(np.float32)
-        print(f"\nzoo depth 128x128, pixel seeds{'':<4} {'LRP / gradient (ms)':>22}")
+        print(f"\n{'zoo depth 128x128, pixel seeds':<30} {'LRP / gradient (ms)':>22}")
         for label, seed in ((f"one pixel {PIXEL}", seeds.pixel(*PIXEL)), ("64 pixels batched", seeds.pixels(GRID))):
             try:
                 A.lrp(model, x, seed)
