@@ -17,7 +17,7 @@ from .vargrad import vargrad  # noqa: I100
 from .integrated_gradients import integrated_gradients  # noqa: I100
 from .gradcam import gradcam  # noqa: I100
 from .occlusion import occlusion  # noqa: I100
-from .lrp import lrp  # noqa: I100
+from .lrp import AlphaBeta, Epsilon, Flat, Gamma, Norm, Pass, WSquare, ZBox, ZPlus, lrp  # noqa: I100
 from .deeplift import deeplift, deeplift_shap  # noqa: I100
 from .gradient_shap import gradient_shap  # noqa: I100
 from ._core import InputError, ModelError
@@ -46,6 +46,7 @@ __all__ = ["Attribution", "InputError", "ModelError", "SeedError", "baselines", 
            "guided_backprop", "input_x_gradient", "integrated_gradients", "occlusion", "registry", "seeds",
            "smoothgrad", "vargrad"]
 __all__ += ["RuleError", "deeplift", "deeplift_shap", "gradient_shap", "lrp"]
+__all__ += ["AlphaBeta", "Epsilon", "Flat", "Gamma", "Norm", "Pass", "WSquare", "ZBox", "ZPlus"]  # LRP's rules
 __all__ += ["receptive_field"]
 __all__ += ["LookDistance", "jacobian_rows", "look_distance"]
 __all__ += ["DeletionInsertion", "RandomisationCheck", "deletion_insertion", "randomisation_check"]

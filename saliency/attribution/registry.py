@@ -183,7 +183,7 @@ def get(method):
 def method_of(method):
     """`get(method)`, or for a method function of your own (not registered) a Method that says
     no more than can be assumed of it: no options declared (its keyword-only arguments are passed
-    as given), a map of the input's shape, and calls that may share state (never two at once)."""
+    as given) and a map of the input's shape."""
     if callable(method) and not isinstance(method, Method) and not isinstance(getattr(method, "method", None), Method):
-        return Method(getattr(method, "__name__", "method"), method, (), "input", False)
+        return Method(getattr(method, "__name__", "method"), method, (), "input")
     return get(method)

@@ -93,3 +93,12 @@ def test_a_method_called_through_its_record_checks_its_options():
     np.testing.assert_array_equal(m(model, x, steps=2).map, attribution.integrated_gradients(model, x, steps=2).map)
     with pytest.raises(registry.OptionError, match="--steps must be a finite number >= 1, got 0"):
         m(model, x, steps=0)
+
+
+def test_a_method_function_of_your_own_gets_a_plain_record():
+    def mine(model, x, seed=None, *, scale=1.0):
+        return None
+
+    record = registry.method_of(mine)
+    assert record.name == "mine" and record.options == () and record.map_shape((3, 4, 5)) == (3, 4, 5)
+    assert record.check({"scale": 2.0}) == {"scale": 2.0}
