@@ -112,6 +112,10 @@ class Patch:
         data = self.data if data is None else data
         return Patch(_window.times_window(data, a, self.origins), self.origins, self.map_size, self.seed_shape)
 
+    def like_data(self, data):
+        """The same windows holding `data` (K, *lead, h, w) instead: a new Patch."""
+        return Patch(data, self.origins, self.map_size, self.seed_shape)
+
     def astype(self, dtype):
         return Patch(self.data.astype(dtype), self.origins, self.map_size, self.seed_shape)
 

@@ -30,7 +30,7 @@ from .rules import BATCHNORM, NONE, PASS, ROUTE, WEIGHTS, WINNER, RuleError, kin
 
 def stabilize(z, epsilon):
     """z + epsilon * sign(z), with sign(0) = +1 (Zennit's stabiliser): never zero for epsilon > 0."""
-    return z + np.where(z < 0, -epsilon, epsilon).astype(z.dtype)
+    return np.where(z < 0, z - epsilon, z + epsilon).astype(z.dtype, copy=False)
 
 
 def _times(g, a):
@@ -115,7 +115,18 @@ class Layer:
     dropped: list  # per seed and image, the relevance at outputs the rule gives no share to (see `over`)
 
     def forward(self, x, w, b=None):
+        """The op on x, w (and b): its output where the relevance may be non-zero (the windows of a
+        Patch, when the op computes windows: one more dimension than z), else the whole output."""
+        r = self.r
+        if type(r) is Patch and hasattr(self.op, "affine_window"):
+            z = self.op.affine_window(r, x, w)
+            if z is not None:
+                return z if b is None else z + self.channels(b)
         return self.op.affine(x, w, b)
+
+    def channels(self, b):
+        """b (one value per output channel) shaped to broadcast over z (or its windows)."""
+        return np.asarray(b, self.z.dtype).reshape((-1,) + (1,) * (self.z.ndim - 2))
 
     def vjp(self, s, w):
         return self.op.affine_vjp(s, w)
@@ -130,14 +141,24 @@ class Layer:
         """r / stabilize(z, epsilon) (times `mask`), dense or cropped as r is. Where z is exactly 0 the
         stabiliser makes the quotient finite but no input has a share of it: `share` times that
         relevance is counted in `dropped`."""
+        r = self.r
+        windows = type(r) is Patch
+        if windows and z.ndim != r.data.ndim:  # a whole output: only r's windows of it are read
+            z = r.window(z)
         scale = 1.0 / stabilize(z, epsilon)
         zero = z == 0
         if mask is not None:
+            if windows:
+                mask = r.window(mask)
             scale = scale * mask
             zero = zero & (mask != 0)
+        if windows:
+            if zero.any():
+                self.dropped.append(share * _per_image(r.like_data(r.data * zero), self.seed_ndim))
+            return r.like_data(r.data * scale.astype(z.dtype, copy=False))
         if zero.any():
-            self.dropped.append(share * _per_image(_times(self.r, zero.astype(z.dtype)), self.seed_ndim))
-        return _times(self.r, scale.astype(z.dtype, copy=False))
+            self.dropped.append(share * _per_image(_times(r, zero.astype(z.dtype)), self.seed_ndim))
+        return _times(r, scale.astype(z.dtype, copy=False))
 
     def bias(self, s, b):
         return _bias_total(s, b, self.seed_ndim)
@@ -152,9 +173,11 @@ def _negative(w):
 
 
 def _split(x):
-    """(x+, x-) with None for a part that is zero everywhere."""
-    pos = np.maximum(x, 0) if (x > 0).any() else None
-    neg = np.minimum(x, 0) if (x < 0).any() else None
+    """(x+, x-) with None for a part that is zero everywhere (x itself where it has one sign: the
+    input of a layer after a ReLU is its own positive part)."""
+    lo, hi = x.min(), x.max()
+    pos = None if hi <= 0 else x if lo >= 0 else np.maximum(x, 0)
+    neg = None if lo >= 0 else x if hi <= 0 else np.minimum(x, 0)
     return pos, neg
 
 
@@ -177,9 +200,7 @@ def _affine_sum(layer, parts, b):
             out = z if out is None else out + z
     if out is None:
         out = np.zeros_like(layer.z)
-    if b is not None:
-        out = out + np.asarray(b, out.dtype).reshape((-1,) + (1,) * (out.ndim - 2))
-    return out
+    return out if b is None else out + layer.channels(b)
 
 
 @dataclass(frozen=True)
@@ -466,11 +487,19 @@ class Relevance:
 
     def _norm(self, node, r, retain_graph, default, epsilon):
         arrays, y, _ = self.record.nodes[node]
-        if (y == 0).any():
-            self.dropped = self.dropped + _per_image(_times(r, (y == 0).astype(y.dtype)), self.seed_ndim)
-        s = _times(r, (1.0 / stabilize(y, epsilon)).astype(y.dtype, copy=False))
+        if type(r) is Patch:  # only the windows of y are read
+            yw = r.window(y)
+            zero = yw == 0
+            if zero.any():
+                self.dropped = self.dropped + _per_image(r.like_data(r.data * zero), self.seed_ndim)
+            s = r.like_data(r.data / stabilize(yw, epsilon))
+            total = _per_image(s.like_data(s.data * yw), self.seed_ndim)
+        else:
+            if (y == 0).any():
+                self.dropped = self.dropped + _per_image(r * (y == 0), self.seed_ndim)
+            s = r / stabilize(y, epsilon)
+            total = _per_image(s * y, self.seed_ndim)
         grads = default(node, s, retain_graph)
-        total = _per_image(_times(s, y), self.seed_ndim)
         out = []
         for g, a in zip(grads, arrays):
             if g is None:

@@ -106,6 +106,18 @@ class Convolution(Function):
         """w and b with a per-output-channel scale and shift after the op folded in (a batch norm)."""
         return w * scale.reshape(-1, 1, 1, 1), shift if b is None else b * scale + shift
 
+    def affine_window(self, p, x, w):
+        """This convolution of x with w (no bias) on the output windows of the Patch p only: (K, N, O,
+        h, w), or None when the windows' inputs would cover half of x's map or more (then the dense
+        `affine` costs no more). A pixel seed's weight rules then never convolve the whole map."""
+        s, pad, d, groups = self.config
+        origins, size = p.sliding(self.w_shape[2:], s, pad, d)
+        if p.fills(size, self.x_shape[2:]):
+            return None
+        xw = kernels.window.gather(x, origins, size)  # (K, N, C, *size), zeros outside x (the padding)
+        z = kernels.conv2d_forward(xw.reshape((-1,) + xw.shape[2:]), w, None, s, 0, d, groups)
+        return z.reshape(xw.shape[:2] + z.shape[1:])
+
     def name(self):
         return "ConvolutionBackward0"
 
