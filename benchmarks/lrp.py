@@ -25,16 +25,19 @@ run, a pause and an untimed call before each timed call):
   SequentialMergeBatchNorm where all such pairs are neighbours in a Sequential (the zoo's two
   models, vgg_bn, mobilenet_v2, unet_bilinear), else NamedMergeBatchNorm with the pairs found by
   tracing one forward pass (resnet18: conv1/bn1, conv2/bn2 of every block and the shortcuts'
-  convolution/batch norm; ResNetCanonizer only knows torchvision's block classes). The "canonizer"
-  column names it per row. Zennit gives the residual additions written as `a + b` (resnet18) and
-  the functional ops (F.relu, cat, exp, interpolate) plain gradients, no rule of its own: its
-  maps differ from ours there; "corr" is the correlation of the two maps.
+  convolution/batch norm, ResNetCanonizer only knowing torchvision's block classes; densenet: each
+  convolution and the batch norm right after it). The "canonizer" column names it per row. Zennit
+  gives the residual additions written as `a + b` (resnet18), the batch norms that read a
+  concatenation (densenet's pre-activations, not merged) and the functional ops (F.relu, cat, exp,
+  interpolate) plain gradients, no rule of its own: its maps differ from ours there; "corr" is the
+  correlation of the two maps.
 
 Then the zoo's depth model with pixel seeds: one LRP pixel seed (`seeds.pixel(64, 64)`) over a
 gradient pixel seed of the same pixel, and 64 pixel seeds on an 8x8 grid batched
 (`seeds.pixels`) LRP over gradient, each goal at most 2.
 
-A model whose LRP raises (RuleError: an op with no sound rule) prints the error in its row.
+A model whose LRP raises (RuleError: an op with no sound rule) prints the error in its row. The
+default rows take about 2 minutes on 2 idle cores.
 """
 import argparse
 import os

@@ -105,7 +105,7 @@ class Function:
         node.retain_ref = None
         record = _recording()
         if record is not None:
-            record.keep(node, arrays, out)
+            record.keep(node, arrays, out, params)
         return Tensor._make(out, True, node)
 
     def save_for_backward(self, *arrays):

@@ -22,15 +22,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..kernels import versions
+from ..kernels.relevance import stabilized_reciprocal, value_range
 from . import rules
 from .patch import Patch
 from .tensor import AccumulateGrad
 from .rules import BATCHNORM, NONE, PASS, ROUTE, WEIGHTS, WINNER, RuleError, kind_of
-
-
-def stabilize(z, epsilon):
-    """z + epsilon * sign(z), with sign(0) = +1 (Zennit's stabiliser): never zero for epsilon > 0."""
-    return np.where(z < 0, z - epsilon, z + epsilon).astype(z.dtype, copy=False)
 
 
 def _times(g, a):
@@ -111,7 +107,6 @@ class Layer:
     z: np.ndarray
     r: object
     seed_ndim: int
-    cached: bool  # w is the op's own weight array (a parameter): derived weights may be kept across calls
     dropped: list  # per seed and image, the relevance at outputs the rule gives no share to (see `over`)
 
     def forward(self, x, w, b=None):
@@ -131,34 +126,36 @@ class Layer:
     def vjp(self, s, w):
         return self.op.affine_vjp(s, w)
 
+    def parts(self, *items):
+        """[(input, modified weight)] of (input, name, fn) items whose input is not None (absent: a part
+        of x that is zero everywhere), each weight `weight(name, fn)`: only the weights used are made."""
+        return [(xm, self.weight(name, fn)) for xm, name, fn in items if xm is not None]
+
     def weight(self, name, fn):
-        """fn(w), computed once per version of the weight when it is the op's own."""
-        if self.cached:
-            return versions.derived("lrp." + name, fn, self.w)
-        return fn(self.w)
+        """fn(w), computed once per version of the weight (a parameter's, or its batch-norm merge,
+        itself kept while the arrays it is made of are unchanged): Winograd's weight tiles of the
+        result are then kept too."""
+        return versions.derived("lrp." + name, fn, self.w)
 
     def over(self, z, epsilon, mask=None, share=1.0):
-        """r / stabilize(z, epsilon) (times `mask`), dense or cropped as r is. Where z is exactly 0 the
+        """r / (z + epsilon * sign(z)) (sign(0) = +1; times `mask`), dense or cropped as r is. Where z is exactly 0 the
         stabiliser makes the quotient finite but no input has a share of it: `share` times that
         relevance is counted in `dropped`."""
         r = self.r
         windows = type(r) is Patch
         if windows and z.ndim != r.data.ndim:  # a whole output: only r's windows of it are read
             z = r.window(z)
-        scale = 1.0 / stabilize(z, epsilon)
-        zero = z == 0
+        scale, some_zero = stabilized_reciprocal(z, epsilon)
         if mask is not None:
             if windows:
                 mask = r.window(mask)
-            scale = scale * mask
-            zero = zero & (mask != 0)
-        if windows:
+            scale *= mask
+        if some_zero:  # some output exactly 0
+            zero = (z == 0) if mask is None else (z == 0) & (mask != 0)
             if zero.any():
-                self.dropped.append(share * _per_image(r.like_data(r.data * zero), self.seed_ndim))
-            return r.like_data(r.data * scale.astype(z.dtype, copy=False))
-        if zero.any():
-            self.dropped.append(share * _per_image(_times(r, zero.astype(z.dtype)), self.seed_ndim))
-        return _times(r, scale.astype(z.dtype, copy=False))
+                part = r.like_data(r.data * zero) if windows else _times(r, zero.astype(z.dtype))
+                self.dropped.append(share * _per_image(part, self.seed_ndim))
+        return r.like_data(r.data * scale) if windows else _times(r, scale)
 
     def bias(self, s, b):
         return _bias_total(s, b, self.seed_ndim)
@@ -175,29 +172,26 @@ def _negative(w):
 def _split(x):
     """(x+, x-) with None for a part that is zero everywhere (x itself where it has one sign: the
     input of a layer after a ReLU is its own positive part)."""
-    lo, hi = x.min(), x.max()
+    lo, hi = value_range(x)
     pos = None if hi <= 0 else x if lo >= 0 else np.maximum(x, 0)
     neg = None if lo >= 0 else x if hi <= 0 else np.minimum(x, 0)
     return pos, neg
 
 
 def _weighted(layer, s, parts):
-    """sum over (input, weight) pairs of input * vjp(s, weight), skipping absent inputs."""
+    """sum over (input, weight) pairs of input * vjp(s, weight)."""
     out = None
     for xm, wm in parts:
-        if xm is not None:
-            out = _add(out, _times(layer.vjp(s, wm), xm))
+        out = _add(out, _times(layer.vjp(s, wm), xm))
     return out
 
 
 def _affine_sum(layer, parts, b):
-    """sum over (input, weight) pairs of forward(input, weight), plus b per output channel (axis 1);
-    absent inputs are skipped."""
+    """sum over (input, weight) pairs of forward(input, weight), plus b per output channel."""
     out = None
     for xm, wm in parts:
-        if xm is not None:
-            z = layer.forward(xm, wm)
-            out = z if out is None else out + z
+        z = layer.forward(xm, wm)
+        out = z if out is None else out + z
     if out is None:
         out = np.zeros_like(layer.z)
     return out if b is None else out + layer.channels(b)
@@ -227,9 +221,8 @@ class ZPlus(Rule):
 
     def __call__(self, layer):
         pos, neg = _split(layer.x)
-        wp, wn = layer.weight("plus", _positive), layer.weight("minus", _negative)
         b = None if self.zero_bias or layer.b is None else np.maximum(layer.b, 0)
-        parts = ((pos, wp), (neg, wn))
+        parts = layer.parts((pos, "plus", _positive), (neg, "minus", _negative))
         s = layer.over(_affine_sum(layer, parts, b), self.stabilizer)
         return _weighted(layer, s, parts), layer.bias(s, b)
 
@@ -251,11 +244,11 @@ class AlphaBeta(Rule):
 
     def __call__(self, layer):
         pos, neg = _split(layer.x)
-        wp, wn = layer.weight("plus", _positive), layer.weight("minus", _negative)
         bp = bn = None
         if not self.zero_bias and layer.b is not None:
             bp, bn = np.maximum(layer.b, 0), np.minimum(layer.b, 0)
-        up, down = ((pos, wp), (neg, wn)), ((pos, wn), (neg, wp))
+        up = layer.parts((pos, "plus", _positive), (neg, "minus", _negative))
+        down = layer.parts((pos, "minus", _negative), (neg, "plus", _positive))
         s_up = layer.over(_affine_sum(layer, up, bp), self.stabilizer, share=self.alpha)
         s_down = layer.over(_affine_sum(layer, down, bn), self.stabilizer, share=-self.beta)
         r = _add(_scaled(_weighted(layer, s_up, up), self.alpha), _scaled(_weighted(layer, s_down, down), -self.beta))
@@ -281,12 +274,13 @@ class Gamma(Rule):
     def __call__(self, layer):
         g = self.gamma
         pos, neg = _split(layer.x)
-        w_up = layer.weight(f"gamma+{g!r}", lambda w: w + g * np.maximum(w, 0))
-        w_down = layer.weight(f"gamma-{g!r}", lambda w: w + g * np.minimum(w, 0))
         b_up = b_down = None
         if not self.zero_bias and layer.b is not None:
             b_up, b_down = layer.b + g * np.maximum(layer.b, 0), layer.b + g * np.minimum(layer.b, 0)
-        up, down = ((pos, w_up), (neg, w_down)), ((pos, w_down), (neg, w_up))
+        boost = (f"gamma+{g!r}", lambda w: w + g * np.maximum(w, 0))
+        damp = (f"gamma-{g!r}", lambda w: w + g * np.minimum(w, 0))
+        up = layer.parts((pos,) + boost, (neg,) + damp)
+        down = layer.parts((pos,) + damp, (neg,) + boost)
         z = layer.z
         if (z == 0).any():  # outputs exactly 0 pass nothing on
             layer.dropped.append(_per_image(_times(layer.r, (z == 0).astype(z.dtype)), layer.seed_ndim))
@@ -438,8 +432,7 @@ class Relevance:
                 child = node.next_functions[0][0]
                 if child is not None and kind_of(child) is WEIGHTS and consumers.get(child) == 1 \
                         and hasattr(child, "merged") and _data_index(child) is not None:
-                    arrays, out, _ = record.nodes[node]
-                    self.merge[child] = node.channel_affine(arrays[2] if len(arrays) > 2 else None) + (out,)
+                    self.merge[child] = node
 
     def _check(self, node, kind, rule):
         what = describe(node, self.record)
@@ -486,18 +479,19 @@ class Relevance:
         return self._weights(node, r, rule, retain_graph)
 
     def _norm(self, node, r, retain_graph, default, epsilon):
-        arrays, y, _ = self.record.nodes[node]
+        arrays, y = self.record.nodes[node][:2]
         if type(r) is Patch:  # only the windows of y are read
             yw = r.window(y)
-            zero = yw == 0
-            if zero.any():
-                self.dropped = self.dropped + _per_image(r.like_data(r.data * zero), self.seed_ndim)
-            s = r.like_data(r.data / stabilize(yw, epsilon))
+            inv, some_zero = stabilized_reciprocal(yw, epsilon)
+            if some_zero:
+                self.dropped = self.dropped + _per_image(r.like_data(r.data * (yw == 0)), self.seed_ndim)
+            s = r.like_data(r.data * inv)
             total = _per_image(s.like_data(s.data * yw), self.seed_ndim)
         else:
-            if (y == 0).any():
+            inv, some_zero = stabilized_reciprocal(y, epsilon)
+            if some_zero:
                 self.dropped = self.dropped + _per_image(r * (y == 0), self.seed_ndim)
-            s = r / stabilize(y, epsilon)
+            s = r * inv
             total = _per_image(s * y, self.seed_ndim)
         grads = default(node, s, retain_graph)
         out = []
@@ -512,23 +506,30 @@ class Relevance:
         return tuple(out)
 
     def _weights(self, node, r, rule, retain_graph):
-        arrays, z, _ = self.record.nodes[node]
+        arrays, z = self.record.nodes[node][:2]
         d = _data_index(node)
         x, w = arrays[d], arrays[1 - d]
         b = arrays[2] if len(arrays) > 2 else None
-        cached = True
-        merge = self.merge.get(node)
-        if merge is not None:  # the batch norm after it: (scale, shift, its output)
-            scale, shift, z = merge
-            w, b = node.merged(w, b, scale.astype(w.dtype), shift.astype(w.dtype))
-            cached = False
-        layer = Layer(node, x, w, b, z, r, self.seed_ndim, cached, [])
+        bn = self.merge.get(node)
+        if bn is not None:  # the batch norm after it, folded into w and b (once per version of them all)
+            bn_arrays, z, _, params = self.record.nodes[bn]
+            stats = (params["running_mean"], params["running_var"]) + tuple(bn_arrays[1:3])
+            w, b = versions.derived(f"lrp.merge:{bn.eps!r}", lambda w, b, *stats: _merged(node, bn, w, b, *stats),
+                                    w, b, *stats)
+        layer = Layer(node, x, w, b, z, r, self.seed_ndim, [])
         rel, bias = rule(layer)
         self.bias = self.bias + bias
         for part in layer.dropped:
             self.dropped = self.dropped + part
         _free(node, retain_graph)
         return _slots(node, d, rel)
+
+
+def _merged(op, bn, w, b, mean, var, gamma=None, beta=None):
+    """(w, b) of `op` with the batch norm `bn` after it folded in (Zennit's canonizer's merge)."""
+    scale, shift = bn.channel_affine(mean, var, gamma, beta)
+    w, b = op.merged(w, b, scale.astype(w.dtype), shift.astype(w.dtype))
+    return np.ascontiguousarray(w), np.ascontiguousarray(b)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -565,7 +566,7 @@ class Rescale:
         return a[:n], a[n:]
 
     def _rescale(self, node, g, retain_graph, default):
-        arrays, y, _ = self.record.nodes[node]
+        arrays, y = self.record.nodes[node][:2]
         d = _data_index(node)
         x = arrays[d]
         if x.shape != y.shape:
@@ -588,7 +589,7 @@ class Rescale:
     def _winner(self, node, g, retain_graph, default):
         """Captum's max-pooling rule for any selection: at x the winners get (max(y, y0) - y0) g, at the
         baseline's winners (y - max(y, y0)) g; divided by x - x0 (the op's own VJP where they coincide)."""
-        arrays, y, _ = self.record.nodes[node]
+        arrays, y = self.record.nodes[node][:2]
         d = _data_index(node)
         g = g.dense() if type(g) is Patch else g
         nb = g.ndim - y.ndim
@@ -612,4 +613,4 @@ class Rescale:
 
 
 __all__ = ["AlphaBeta", "Epsilon", "Flat", "Gamma", "Norm", "Pass", "Relevance", "Rescale", "Rule", "RuleError",
-           "WSquare", "ZBox", "ZPlus", "stabilize"]
+           "WSquare", "ZBox", "ZPlus"]

@@ -120,7 +120,7 @@ class relu_rule(using):
 
 class Recording:
     """What the ops of one forward pass saw: for each node, (its input arrays, its output array, the
-    name of the innermost module that was running, "" outside any). `names` maps id(module) to its
+    name of the innermost module that was running ("" outside any), its keyword parameters). `names` maps id(module) to its
     name (from `model.named_modules()`); a module not in it is named by its class. When `source` is
     set (the input Tensor), every other leaf is a constant to the recorded ops, as a frozen
     parameter is: the ops' inputs that take gradients are then exactly those that depend on it."""
@@ -133,8 +133,8 @@ class Recording:
         self.stack = []
         self.source = None
 
-    def keep(self, node, arrays, out):
-        self.nodes[node] = (tuple(arrays), out, self.stack[-1] if self.stack else "")
+    def keep(self, node, arrays, out, params):
+        self.nodes[node] = (tuple(arrays), out, self.stack[-1] if self.stack else "", params)
 
     def call(self, module, run, *args, **kwargs):
         """run(*args, **kwargs) with `module` as the running module."""

@@ -28,12 +28,14 @@ class BatchNorm(Function):
         images, which no rule can attribute."""
         return rules.NONE if self.training else rules.BATCHNORM
 
-    def channel_affine(self, bias):
-        """(scale, shift) per channel in eval mode, in float64: z = x * scale + shift (`bias`: the
-        node's bias input, or None)."""
-        mean = self.saved[1]
-        scale = self._scale(np.float64)
-        return scale, (0.0 if bias is None else np.asarray(bias, np.float64)) - mean * scale
+    def channel_affine(self, mean, var, weight=None, bias=None):
+        """(scale, shift) per channel in eval mode, in float64, for the running statistics and the
+        affine parameters the node was called with: z = x * scale + shift."""
+        scale = 1.0 / np.sqrt(np.asarray(var, np.float64) + self.eps)
+        if weight is not None:
+            scale = scale * np.asarray(weight, np.float64)
+        shift = -np.asarray(mean, np.float64) * scale
+        return scale, shift if bias is None else shift + np.asarray(bias, np.float64)
 
     def forward(self, x, weight=None, bias=None, *, running_mean=None, running_var=None, training=False,
                 momentum=0.1, eps=1e-5):
