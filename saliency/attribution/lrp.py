@@ -52,7 +52,8 @@ COMPOSITES = ("epsilon_plus_flat", "epsilon_plus", "epsilon_alpha2_beta1", "epsi
 
 
 def _chooser(comp, split, overrides, zero_bias):
-    """choose(kind, node, module, first) for saliency.autograd.relevance.Relevance: a module's rule
+    """choose(kind, node, module, first) for saliency.autograd.relevance.Relevance (`module()` the
+    node's module's name): a module's rule
     (the longest name that is the module or contains it; a weight rule there applies to its weights
     ops only), else the op's class name, else "first", else the composite."""
     by_module = sorted(((k, r) for k, r in overrides.items() if k not in ("first",)), key=lambda kr: -len(kr[0]))
@@ -64,8 +65,9 @@ def _chooser(comp, split, overrides, zero_bias):
         return replace(rule, zero_bias=True) if zero_bias and rule.weights and not rule.zero_bias else rule
 
     def choose(kind, node, module, first):
+        name = module() if by_module else ""
         for key, rule in by_module:
-            if (module == key or module.startswith(key + ".")) and fits(rule, kind):
+            if (name == key or name.startswith(key + ".")) and fits(rule, kind):
                 return finish(rule)
         rule = overrides.get(type(node).__name__)
         if rule is not None:  # named for this op: a rule that cannot apply to it is an error

@@ -26,7 +26,7 @@ from ..kernels.relevance import stabilized_reciprocal, value_range
 from . import rules
 from .patch import Patch
 from .tensor import AccumulateGrad
-from .rules import BATCHNORM, NONE, PASS, ROUTE, WEIGHTS, WINNER, RuleError, kind_of
+from .rules import BATCHNORM, NONE, PASS, ROUTE, SPLIT, WEIGHTS, WINNER, RuleError, kind_of
 
 
 def _times(g, a):
@@ -43,8 +43,14 @@ def _per_image(g, seed_ndim):
     """The sums of g (dense or Patch) over everything but its seed and batch dimensions: (seeds..., N)."""
     if type(g) is Patch:
         d = g.data
-        return d.reshape(d.shape[:2] + (-1,)).sum(axis=-1, dtype=np.float64).reshape(g.seed_shape + d.shape[1:2])
-    return g.reshape(g.shape[:seed_ndim + 1] + (-1,)).sum(axis=-1, dtype=np.float64)
+        return _sums(d.reshape(d.shape[:2] + (-1,))).reshape(g.seed_shape + d.shape[1:2])
+    return _sums(g.reshape(g.shape[:seed_ndim + 1] + (-1,)))
+
+
+def _sums(a):
+    """a summed over its last axis, in float64 (NumPy's pairwise sum in a's dtype, then widened: a
+    float32 sum with dtype=float64 goes through a slow casting loop)."""
+    return a.sum(axis=-1).astype(np.float64) if a.dtype == np.float32 else a.sum(axis=-1)
 
 
 def _bias_total(s, b, seed_ndim):
@@ -54,10 +60,9 @@ def _bias_total(s, b, seed_ndim):
     b = np.asarray(b, np.float64)
     if type(s) is Patch:
         d = s.data
-        per = d.reshape(d.shape[:3] + (-1,)).sum(axis=-1, dtype=np.float64) @ b
+        per = _sums(d.reshape(d.shape[:3] + (-1,))) @ b
         return per.reshape(s.seed_shape + d.shape[1:2])
-    per = s.reshape(s.shape[:seed_ndim + 2] + (-1,)).sum(axis=-1, dtype=np.float64)
-    return per @ b
+    return _sums(s.reshape(s.shape[:seed_ndim + 2] + (-1,))) @ b
 
 
 def _data_index(node):
@@ -190,11 +195,16 @@ def _affine_sum(layer, parts, b):
     """sum over (input, weight) pairs of forward(input, weight), plus b per output channel."""
     out = None
     for xm, wm in parts:
-        z = layer.forward(xm, wm)
-        out = z if out is None else out + z
+        z = layer.forward(xm, wm)  # a new array: summed into in place
+        if out is None:
+            out = z
+        else:
+            out += z
     if out is None:
         out = np.zeros_like(layer.z)
-    return out if b is None else out + layer.channels(b)
+    if b is not None:
+        out += layer.channels(b)
+    return out
 
 
 @dataclass(frozen=True)
@@ -396,10 +406,26 @@ def describe(node, record):
     return f"{type(node).__name__} ({node.name()}){where}"
 
 
+def _why_none(node):
+    """Why an op of kind NONE has no rule, for messages."""
+    if not isinstance(getattr(node, "rule", None), rules.Kind):
+        return f"{type(node).__name__} declares no attribution rule"
+    return "no rule is sound for it (its output is not a sum of contributions of its inputs)"
+
+
+def _give_one(node, record):
+    """How to give an op a rule, naming its module and its class."""
+    module = record.module(node) if record is not None else None
+    by = f"rules={{{module!r}: Pass()}} for this one, or " if module else ""
+    return (f"give it one with {by}rules={{{type(node).__name__!r}: ...}} for every {type(node).__name__} (Pass() "
+            f"or Norm()), or attribute an output before it")
+
+
 class Relevance:
     """The LRP rule set of one backward pass from `root` over a graph recorded in `record`.
 
     `choose(kind, node, module, first)` gives each node's rule (a Rule, or None for the kind's default:
+    `module()` gives the name of the module the node came from;
     Pass for PASS and BATCHNORM, Norm for SPLIT, the VJP for ROUTE and WINNER; WEIGHTS and NONE need
     one); `first` is True for the weights ops that see the input (no weights op between them and it).
     The plan is made, and every op checked, before anything runs: an op without a rule raises
@@ -421,11 +447,10 @@ class Relevance:
             if type(node) is AccumulateGrad:
                 continue
             kind = kind_of(node)
-            module = record.module(node)
-            if module is None:
+            if node not in record.nodes:
                 raise RuleError(f"{describe(node, record)} was not recorded: run the forward pass inside "
                                 f"saliency.autograd.rules.recording()")
-            rule = choose(kind, node, module, kind is WEIGHTS and not below[node])
+            rule = choose(kind, node, lambda node=node: record.module(node), kind is WEIGHTS and not below[node])
             self._check(node, kind, rule)
             self.plan[node] = rule
             if kind is BATCHNORM and rule is None:
@@ -435,31 +460,27 @@ class Relevance:
                     self.merge[child] = node
 
     def _check(self, node, kind, rule):
-        what = describe(node, self.record)
+        """RuleError (or TypeError) when `rule` (None: the kind's default) cannot apply to the node."""
+        one_data = _data_index(node) is not None
         if rule is None:
-            if kind is NONE:
-                why = "it declares no rule" if not isinstance(getattr(node, "rule", None), rules.Kind) else \
-                    "no rule is sound for it (" + NONE.doc.split("(")[1]
-                raise RuleError(f"LRP has no rule for {what}: {why}; give one with rules={{name: rule}} (the "
-                                f"module's name or the op's, e.g. Pass() or Norm()), or attribute an output "
-                                f"before it")
+            if kind in (ROUTE, WINNER, BATCHNORM, SPLIT) or (kind is PASS and one_data):
+                return
+            what = describe(node, self.record)
+            if kind is PASS:
+                raise RuleError(f"LRP cannot pass relevance through {what}: more than one of its inputs depends "
+                                f"on the input image; give it a rule with rules={{...}} (Norm() splits it)")
             if kind is WEIGHTS:
                 raise RuleError(f"the composite gives no rule for {what}")
-            if kind is PASS and _data_index(node) is None:
-                raise RuleError(f"LRP cannot pass relevance through {what}: more than one of its inputs depends "
-                                f"on the input image")
-            return
+            raise RuleError(f"LRP has no rule for {what}: {_why_none(node)}; {_give_one(node, self.record)}")
         if not isinstance(rule, Rule):
-            raise TypeError(f"the rule for {what} must be a rule object (Epsilon(), ZPlus(), Pass(), ...), got "
-                            f"{rule!r}")
+            raise TypeError(f"the rule for {describe(node, self.record)} must be a rule object (Epsilon(), ZPlus(), "
+                            f"Pass(), ...), got {rule!r}")
         if rule.weights and kind is not WEIGHTS:
-            raise RuleError(f"{type(rule).__name__} is a rule for layers with weights; {what} has none (use Norm() "
-                            f"or Pass())")
-        if kind is WEIGHTS and _data_index(node) is None:
-            raise RuleError(f"{what}: its weights record gradients, so they are not constants a rule can use "
-                            f"(freeze them, or run the method, which does)")
-        if isinstance(rule, Pass) and _data_index(node) is None:
-            raise RuleError(f"Pass() needs exactly one input of {what} to depend on the input image")
+            raise RuleError(f"{type(rule).__name__} is a rule for layers with weights; {describe(node, self.record)} "
+                            f"has none (use Norm() or Pass())")
+        if not one_data and (kind is WEIGHTS or isinstance(rule, Pass)):
+            raise RuleError(f"{type(rule).__name__}() needs exactly one input of {describe(node, self.record)} to "
+                            f"depend on the input image (and its weights to be constants)")
 
     def vjp(self, node, r, retain_graph, default):
         rule = self.plan.get(node)
@@ -548,10 +569,8 @@ class Rescale:
                 continue
             kind = kind_of(node)
             if kind is NONE or (kind in (PASS, WINNER) and _data_index(node) is None):
-                why = "it declares no rule" if not isinstance(getattr(node, "rule", None), rules.Kind) else \
-                    "no rule is sound for it (" + NONE.doc.split("(")[1]
-                raise RuleError(f"DeepLift has no rule for {describe(node, record)}: {why}; attribute an output "
-                                f"before it")
+                raise RuleError(f"DeepLift has no rule for {describe(node, record)}: {_why_none(node)}; attribute "
+                                f"an output before it")
 
     def vjp(self, node, g, retain_graph, default):
         kind = kind_of(node)

@@ -120,25 +120,27 @@ class relu_rule(using):
 
 class Recording:
     """What the ops of one forward pass saw: for each node, (its input arrays, its output array, the
-    name of the innermost module that was running ("" outside any), its keyword parameters). `names` maps id(module) to its
-    name (from `model.named_modules()`); a module not in it is named by its class. When `source` is
-    set (the input Tensor), every other leaf is a constant to the recorded ops, as a frozen
-    parameter is: the ops' inputs that take gradients are then exactly those that depend on it."""
+    innermost module that was running (None outside any), its keyword parameters). `module(node)`
+    names that module as `model.named_modules()` does (a module that is not one of the model's is
+    named by its class). When `source` is set (the input Tensor), every other leaf is a constant to
+    the recorded ops, as a frozen parameter is: the ops' inputs that take gradients are then
+    exactly those that depend on it."""
 
-    __slots__ = ("names", "nodes", "stack", "source")
+    __slots__ = ("model", "nodes", "stack", "source", "_names")
 
-    def __init__(self, names):
-        self.names = names
+    def __init__(self, model=None):
+        self.model = model
         self.nodes = {}
         self.stack = []
         self.source = None
+        self._names = None
 
     def keep(self, node, arrays, out, params):
-        self.nodes[node] = (tuple(arrays), out, self.stack[-1] if self.stack else "", params)
+        self.nodes[node] = (tuple(arrays), out, self.stack[-1] if self.stack else None, params)
 
     def call(self, module, run, *args, **kwargs):
         """run(*args, **kwargs) with `module` as the running module."""
-        self.stack.append(self.names.get(id(module), type(module).__name__))
+        self.stack.append(module)
         try:
             return run(*args, **kwargs)
         finally:
@@ -147,7 +149,15 @@ class Recording:
     def module(self, node):
         """The name of the module a node was recorded in ("" if none, None if not recorded)."""
         entry = self.nodes.get(node)
-        return None if entry is None else entry[2]
+        if entry is None:
+            return None
+        module = entry[2]
+        if module is None:
+            return ""
+        if self._names is None:  # made once, when a name is first asked for
+            named = getattr(self.model, "named_modules", None)
+            self._names = {id(m): name for name, m in named()} if callable(named) else {}
+        return self._names.get(id(module), type(module).__name__)
 
 
 class recording:
@@ -155,8 +165,7 @@ class recording:
     value). `model`'s submodules are named as `model.named_modules()` names them."""
 
     def __init__(self, model=None):
-        named = getattr(model, "named_modules", None)
-        self.record = Recording({id(m): name for name, m in named()} if callable(named) else {})
+        self.record = Recording(model)
         self._tokens = []
 
     def __enter__(self):

@@ -15,22 +15,24 @@ from . import threads
 
 
 @njit(cache=True, nogil=True)
-def _reciprocal(z, eps, out, zero, lo, hi):
-    found = False
-    for i in range(lo, hi):
+def _reciprocal(z, eps, one, out, lo, hi):
+    """out = one / (z + eps * sign(z)) on [lo, hi); returns how many z there are exactly 0. Branch-free,
+    in z's dtype (one, eps), over slices indexed from 0 (an index that might be negative wraps around,
+    which keeps LLVM from vectorising): so that the loop is vectorised."""
+    z, out = z[lo:hi], out[lo:hi]
+    zeros = 0
+    for i in range(z.shape[0]):
         v = z[i]
-        if v == 0:
-            found = True
-        out[i] = 1 / (v - eps if v < 0 else v + eps)
-    if found:
-        zero[0] = 1
+        zeros += v == 0
+        out[i] = one / (v + (eps if v >= 0 else -eps))
+    return zeros
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _reciprocal_parallel(z, eps, out, zero, n, k):
+def _reciprocal_parallel(z, eps, one, out, zeros, n, k):
     for t in prange(k):
         lo, hi = threads.part(n, t, k)
-        _reciprocal(z, eps, out, zero[t:t + 1], lo, hi)
+        zeros[t] = _reciprocal(z, eps, one, out, lo, hi)
 
 
 def stabilized_reciprocal(z, eps):
@@ -38,14 +40,14 @@ def stabilized_reciprocal(z, eps):
     if type(z) is np.ndarray and z.flags.c_contiguous and z.dtype in (np.float32, np.float64) and z.size:
         out = np.empty_like(z)
         flat, of = z.reshape(-1), out.reshape(-1)
-        k = threads.parts(flat.size, flat.size)
-        zero = np.zeros(k, np.uint8)
-        e = z.dtype.type(eps)
-        if k > 1:
-            threads.run(_reciprocal, _reciprocal_parallel, flat.size, flat.size, flat, e, of, zero)
-        else:
-            _reciprocal(flat, e, of, zero, 0, flat.size)
-        return out, bool(zero.any())
+        e, one = z.dtype.type(eps), z.dtype.type(1)
+        k = threads.parts(flat.size, flat.size // 8)  # memory-bound: parts only for the largest maps
+        if k == 1:
+            return out, _reciprocal(flat, e, one, of, 0, flat.size) > 0
+        zeros = np.zeros(k, np.int64)
+        with threads.region(k):
+            _reciprocal_parallel(flat, e, one, of, zeros, flat.size, k)
+        return out, bool(zeros.any())
     z = np.asarray(z)
     out = np.where(z < 0, z - eps, z + eps).astype(z.dtype, copy=False)
     np.reciprocal(out, out=out)
@@ -53,14 +55,12 @@ def stabilized_reciprocal(z, eps):
 
 
 @njit(cache=True, nogil=True)
-def _range(x, lo, hi):
-    a = b = x[lo]
-    for i in range(lo + 1, hi):
+def _range(x):
+    a = b = x[0]
+    for i in range(x.shape[0]):
         v = x[i]
-        if v < a:
-            a = v
-        elif v > b:
-            b = v
+        a = min(a, v)
+        b = max(b, v)
     return a, b
 
 
@@ -68,5 +68,5 @@ def value_range(x):
     """(x.min(), x.max()) of a non-empty array without NaN, in one pass."""
     if type(x) is np.ndarray and x.flags.c_contiguous and x.dtype in (np.float32, np.float64) and x.size:
         flat = x.reshape(-1)
-        return _range(flat, 0, flat.size)
+        return _range(flat)
     return x.min(), x.max()
