@@ -132,9 +132,16 @@ class Layer:
         return self.op.affine_vjp(s, w)
 
     def parts(self, *items):
-        """[(input, modified weight)] of (input, name, fn) items whose input is not None (absent: a part
-        of x that is zero everywhere), each weight `weight(name, fn)`: only the weights used are made."""
-        return [(xm, self.weight(name, fn)) for xm, name, fn in items if xm is not None]
+        """[(input, modified weight, channels)] of (input, name, fn) items whose input is not None (absent:
+        a part of x that is zero everywhere), each weight `weight(name, fn)`: only the weights used are
+        made. Two items on an op that `stacks` become one, inputs and weights with their channels side
+        by side (one product instead of two; `channels` is then x's, where the halves are summed)."""
+        items = [item for item in items if item[0] is not None]
+        if len(items) == 2 and getattr(self.op, "stacks", False):
+            (x1, n1, f1), (x2, n2, f2) = items
+            w = self.weight(f"{n1}|{n2}", lambda w: np.concatenate([f1(w), f2(w)], axis=1))
+            return [(np.concatenate([x1, x2], axis=1), w, x1.shape[1])]
+        return [(xm, self.weight(name, fn), None) for xm, name, fn in items]
 
     def weight(self, name, fn):
         """fn(w), computed once per version of the weight (a parameter's, or its batch-norm merge,
@@ -184,17 +191,26 @@ def _split(x):
 
 
 def _weighted(layer, s, parts):
-    """sum over (input, weight) pairs of input * vjp(s, weight)."""
+    """sum over the parts (Layer.parts) of input * vjp(s, weight), stacked halves summed."""
     out = None
-    for xm, wm in parts:
-        out = _add(out, _times(layer.vjp(s, wm), xm))
+    for xm, wm, channels in parts:
+        r = _times(layer.vjp(s, wm), xm)
+        out = _add(out, r if channels is None else _halves(r, channels, layer.seed_ndim))
     return out
 
 
+def _halves(r, c, seed_ndim):
+    """The two halves of r's channels (c each) summed: r of stacked inputs back to x's channels."""
+    if type(r) is Patch:
+        return r.like_data(r.data[:, :, :c] + r.data[:, :, c:])
+    lead = (slice(None),) * (seed_ndim + 1)
+    return r[lead + (slice(0, c),)] + r[lead + (slice(c, None),)]
+
+
 def _affine_sum(layer, parts, b):
-    """sum over (input, weight) pairs of forward(input, weight), plus b per output channel."""
+    """sum over the parts (Layer.parts) of forward(input, weight), plus b per output channel."""
     out = None
-    for xm, wm in parts:
+    for xm, wm, _ in parts:
         z = layer.forward(xm, wm)  # a new array: summed into in place
         if out is None:
             out = z

@@ -371,3 +371,20 @@ def test_epsilon_gamma_box_takes_per_channel_bounds():
     a = lrp(model, x, composite="epsilon_gamma_box", low=low, high=high)
     b = lrp(model, x, composite="epsilon_gamma_box", low=-1.0, high=1.0)
     np.testing.assert_allclose(a.map, b.map, rtol=1e-12)
+
+
+@pytest.mark.parametrize("composite", ["epsilon_plus", "epsilon_alpha2_beta1", "epsilon_gamma_box"])
+def test_inputs_of_both_signs_run_as_one_stacked_product_with_the_same_map(composite, monkeypatch):
+    """x+ w+ + x- w- as one convolution over [x+ x-] and [w+ w-] gives the map of the two products, for
+    the whole map and for pixel seeds (no ReLU between the convolutions: their inputs have both signs)."""
+    from saliency.autograd.ops.conv import Convolution
+
+    model = randomize(nn.Sequential(nn.Conv2d(3, 6, 3, padding=1), nn.Conv2d(6, 5, 3, padding=1),
+                                    nn.Conv2d(5, 2, 1)), seed=22).eval()
+    x = np.random.default_rng(23).uniform(-1, 1, (2, 3, 24, 24))
+    seed = seeds.pixels([(3, 4), (20, 11)], channel=1)
+    stacked = [lrp(model, x, s, composite=composite).map for s in (seeds.ones(), seed)]
+    monkeypatch.setattr(Convolution, "stacks", property(lambda self: False))
+    apart = [lrp(model, x, s, composite=composite).map for s in (seeds.ones(), seed)]
+    for a, b in zip(stacked, apart):
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-14)

@@ -80,7 +80,7 @@ class Convolution(Function):
 
     def _input_window(self, p, w, origins, size):
         s, _, d, groups = self.config
-        dx = kernels.conv2d_grad_input(p.data, w, self.x_shape[:2] + size, s, 0, d, groups)
+        dx = kernels.conv2d_grad_input(p.data, w, (self.x_shape[0], w.shape[1] * groups) + size, s, 0, d, groups)
         return p.moved(dx, origins, self.x_shape[2:])
 
     def window_rule(self, box, shapes):
@@ -93,14 +93,22 @@ class Convolution(Function):
         return kernels.conv2d_forward(x, w, b, *self.config)
 
     def affine_vjp(self, g, w):
-        """The input VJP of g (an array, or a Patch kept cropped) with the weight w."""
+        """The input VJP of g (an array, or a Patch kept cropped) with the weight w (its input channels
+        may differ from the op's own: see `stacks`)."""
         if type(g) is Patch:
             s, pad, d, _ = self.config
             origins, size = g.sliding(self.w_shape[2:], s, pad, d)
             if not g.fills(size, self.x_shape[2:]):
                 return self._input_window(g, w, origins, size)
             g = g.dense()
-        return kernels.conv2d_grad_input(g, w, self.x_shape, *self.config)
+        x_shape = (self.x_shape[0], w.shape[1] * self.config[3]) + self.x_shape[2:]
+        return kernels.conv2d_grad_input(g, w, x_shape, *self.config)
+
+    @property
+    def stacks(self):
+        """Whether two (input, weight) pairs may run as one convolution with their channels side by side
+        (x1 w1 + x2 w2 = [x1 x2] [w1 w2]): without groups."""
+        return self.config[3] == 1
 
     def merged(self, w, b, scale, shift):
         """w and b with a per-output-channel scale and shift after the op folded in (a batch norm)."""

@@ -112,6 +112,9 @@ class Linear(Function):
         """The input VJP of g with the weight w."""
         return kernels.matmul(g, w)
 
+    # two (input, weight) pairs may run as one product with their features side by side
+    stacks = True
+
     def merged(self, w, b, scale, shift):
         """w and b with a per-output scale and shift after the op folded in (a batch norm)."""
         return w * scale[:, None], shift if b is None else b * scale + shift
