@@ -65,6 +65,16 @@ def _bias_total(s, b, seed_ndim):
     return _sums(s.reshape(s.shape[:seed_ndim + 2] + (-1,))) @ b
 
 
+def _passes_to(node, record):
+    """The input of `node` that Pass gives the relevance to: its one data input, or among several, the one
+    of the output's shape (None if that is not one input)."""
+    shapes = [a.shape if hasattr(a, "shape") else () for a in record.nodes[node][0]]
+    data = [i for i, n in enumerate(node.needs_input_grad) if n]
+    if len(data) > 1:
+        data = [i for i in data if shapes[i] == node.out_shape]
+    return data[0] if len(data) == 1 and shapes[data[0]] == node.out_shape else None
+
+
 def _data_index(node):
     needs = node.needs_input_grad
     data = [i for i, n in enumerate(needs) if n]
@@ -378,7 +388,10 @@ class Norm(Rule):
 
 @dataclass(frozen=True)
 class Pass(Rule):
-    """The relevance at the output is the relevance at the input (elementwise ops of one data input)."""
+    """The relevance at the output is the relevance at the input: of an elementwise op's one data input,
+    or, where two data inputs meet (a gate x * sigmoid(g(x)), a squeeze-and-excitation block's scaling),
+    of the one with the output's shape, the other taken as a constant weight (LRP's usual rule for
+    gates: the relevance follows the signal)."""
 
     weights = False
 
@@ -494,18 +507,21 @@ class Relevance:
         if rule.weights and kind is not WEIGHTS:
             raise RuleError(f"{type(rule).__name__} is a rule for layers with weights; {describe(node, self.record)} "
                             f"has none (use Norm() or Pass())")
-        if not one_data and (kind is WEIGHTS or isinstance(rule, Pass)):
+        if not one_data and kind is WEIGHTS:
             raise RuleError(f"{type(rule).__name__}() needs exactly one input of {describe(node, self.record)} to "
-                            f"depend on the input image (and its weights to be constants)")
+                            f"depend on the input image (its weights constants)")
+        if isinstance(rule, Pass) and _passes_to(node, self.record) is None:
+            raise RuleError(f"Pass() cannot choose the input of {describe(node, self.record)} that takes the "
+                            f"relevance: it needs one input that depends on the image with the output's shape")
 
     def vjp(self, node, r, retain_graph, default):
         rule = self.plan.get(node)
         kind = kind_of(node)
         if isinstance(rule, Pass) or (rule is None and kind in (PASS, BATCHNORM)):
-            d = _data_index(node) if kind is not BATCHNORM else 0
-            if self.record.nodes[node][0][d].shape != node.out_shape:
-                raise RuleError(f"relevance cannot pass through {describe(node, self.record)} unchanged: its input "
-                                f"and output shapes differ; give it Norm()")
+            d = 0 if kind is BATCHNORM else _passes_to(node, self.record)
+            if d is None:
+                raise RuleError(f"relevance cannot pass through {describe(node, self.record)} unchanged: no one of "
+                                f"its inputs that depend on the image has its output's shape; give it Norm()")
             _free(node, retain_graph)
             return _slots(node, d, r)
         if rule is None and kind in (ROUTE, WINNER):

@@ -388,3 +388,31 @@ def test_inputs_of_both_signs_run_as_one_stacked_product_with_the_same_map(compo
     apart = [lrp(model, x, s, composite=composite).map for s in (seeds.ones(), seed)]
     for a, b in zip(stacked, apart):
         np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-14)
+
+
+class Gated(nn.Module):
+    """A squeeze-and-excitation block: the features scaled by a gate computed from them."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3, padding=1)
+        self.squeeze = nn.Linear(4, 4)
+        self.fc = nn.Linear(4, 3)
+
+    def forward(self, x):
+        h = F.relu(self.conv(x))
+        gate = sl.sigmoid(self.squeeze(h.mean(dim=(2, 3))))
+        h = h * gate[:, :, None, None]
+        return self.fc(h.mean(dim=(2, 3)))
+
+
+def test_pass_on_a_gate_gives_the_relevance_to_the_signal():
+    model = randomize(Gated(), seed=24).eval()
+    x = np.random.default_rng(25).uniform(0, 1, (2, 3, 6, 6))
+    with pytest.raises(RuleError, match=r"no rule for Mul \(MulBackward0\)"):
+        lrp(model, x)
+    attr = lrp(model, x, rules={"Mul": Pass()}, zero_bias=True, epsilon=1e-12, stabilizer=1e-12)
+    c = attr.extras["conservation"]
+    np.testing.assert_allclose(c["input"], c["score"], rtol=1e-9)  # none went down the gate's path
+    with pytest.raises(RuleError, match="Pass\\(\\) cannot choose the input"):
+        lrp(lambda t: (t * t).mean(dim=(2, 3)), x, rules={"Mul": Pass()})
