@@ -104,7 +104,7 @@ class Rule:
     weights = True
 
     def __call__(self, layer):
-        """`layer` (an `Layer`: the op's input x, weight w, bias b, output z, relevance r) -> (the
+        """`layer` (a `Layer`: the op's input x, weight w, bias b, output z, relevance r) -> (the
         relevance of x, the relevance the bias absorbed per seed and image)."""
         raise NotImplementedError
 
@@ -517,6 +517,8 @@ class Relevance:
     def vjp(self, node, r, retain_graph, default):
         rule = self.plan.get(node)
         kind = kind_of(node)
+        if rule is None and kind is PASS and _passes_to(node, self.record) is None:
+            return self._norm(node, r, retain_graph, default, 1e-6)  # its data input is broadcast: split
         if isinstance(rule, Pass) or (rule is None and kind in (PASS, BATCHNORM)):
             d = 0 if kind is BATCHNORM else _passes_to(node, self.record)
             if d is None:

@@ -41,10 +41,12 @@ class Kind:
         return f"rules.{self.name}"
 
 
-PASS = Kind("PASS", "an elementwise function of one data input (activations): LRP passes the relevance "
-                    "unchanged; DeepLift rescales (the multiplier (f(x) - f(x0)) / (x - x0))")
-SPLIT = Kind("SPLIT", "linear in its data inputs (sums, means, average pooling, upsampling, scaling): LRP "
-                      "splits in proportion to each input's contribution (Zennit's Norm); DeepLift: the VJP")
+PASS = Kind("PASS", "an elementwise function of one data input (activations, and adding or scaling by a "
+                    "constant): LRP passes the relevance unchanged; DeepLift rescales (the multiplier "
+                    "(f(x) - f(x0)) / (x - x0))")
+SPLIT = Kind("SPLIT", "linear in its data inputs, which it sums (additions of two of them, sums, means, average "
+                      "pooling, upsampling): LRP splits in proportion to each input's contribution (Zennit's "
+                      "Norm); DeepLift: the VJP")
 ROUTE = Kind("ROUTE", "moves values without arithmetic (reshape, permute, cat, pad, slice, pixel shuffle): "
                       "every rule routes by the VJP")
 WINNER = Kind("WINNER", "selects one input per output (max pooling, max): LRP routes to the winner; DeepLift "

@@ -416,3 +416,19 @@ def test_pass_on_a_gate_gives_the_relevance_to_the_signal():
     np.testing.assert_allclose(c["input"], c["score"], rtol=1e-9)  # none went down the gate's path
     with pytest.raises(RuleError, match="Pass\\(\\) cannot choose the input"):
         lrp(lambda t: (t * t).mean(dim=(2, 3)), x, rules={"Mul": Pass()})
+
+
+def test_a_normalisation_inside_the_network_passes_the_relevance_on():
+    """(x - mean) / std written in the model gives the map of the model fed the normalised image: adding
+    or scaling by a constant is an elementwise function of the data, whose relevance passes unchanged
+    (a proportional split would hand the mean a share, and divide by x - mean where x is near it)."""
+    net = _mixed()
+    mean, std = np.array([0.5, 0.4, 0.45]).reshape(1, 3, 1, 1), np.array([0.2, 0.25, 0.3]).reshape(1, 3, 1, 1)
+
+    def inside(x):
+        return net((x - sl.tensor(mean)) / sl.tensor(std))
+
+    x = np.random.default_rng(26).uniform(0, 1, (2, 3, 16, 16))
+    for composite in ("epsilon_plus_flat", "epsilon"):
+        np.testing.assert_allclose(lrp(inside, x, composite=composite).map,
+                                   lrp(net, (x - mean) / std, composite=composite).map, rtol=1e-10, atol=1e-14)

@@ -117,7 +117,12 @@ class Add(_Binary):
     """z = x + y"""
 
     __slots__ = ()
-    rule = rules.SPLIT
+
+    @property
+    def rule(self):
+        """Two data inputs: split in proportion (SPLIT); data and a constant (x - mean): an elementwise
+        function of the data (PASS), so that a normalisation inside a network passes relevance on."""
+        return rules.SPLIT if all(self.needs_input_grad) else rules.PASS
 
     def forward(self, x, y):
         x, y = promote(x, y)
@@ -135,7 +140,12 @@ class Sub(_Binary):
     """z = x - y. The node is RsubBackward1 for number - tensor, as in PyTorch."""
 
     __slots__ = ("number_first",)
-    rule = rules.SPLIT
+
+    @property
+    def rule(self):
+        """Two data inputs: split in proportion (SPLIT); data and a constant (x - mean): an elementwise
+        function of the data (PASS), so that a normalisation inside a network passes relevance on."""
+        return rules.SPLIT if all(self.needs_input_grad) else rules.PASS
 
     def forward(self, x, y):
         x, y = promote(x, y)
@@ -160,8 +170,9 @@ class Mul(_Binary):
 
     @property
     def rule(self):
-        """Scaling by a constant is linear (SPLIT); a product of two data-dependent factors has no rule."""
-        return rules.SPLIT if sum(self.needs_input_grad) == 1 else rules.NONE
+        """Scaling by a constant is an elementwise function of the data (PASS); a product of two data-dependent
+        factors has no rule."""
+        return rules.PASS if sum(self.needs_input_grad) == 1 else rules.NONE
 
     def forward(self, x, y):
         x, y = promote(x, y)
@@ -191,10 +202,9 @@ class Div(_Binary):
 
     @property
     def rule(self):
-        """Data over a constant is linear (SPLIT), a constant over data elementwise (PASS); data over
-        data has no rule."""
-        needs = self.needs_input_grad
-        return rules.NONE if all(needs) else rules.SPLIT if needs[0] else rules.PASS
+        """Data over a constant, or a constant over data: an elementwise function of the data (PASS); data
+        over data has no rule."""
+        return rules.PASS if sum(self.needs_input_grad) == 1 else rules.NONE
 
     def forward(self, x, y):
         x, y = promote(x, y)
