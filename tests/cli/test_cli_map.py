@@ -44,11 +44,14 @@ def test_default_map_names_the_shape_and_writes_a_png(star, tmp_path):
 
 
 @pytest.mark.parametrize("method", ["input_x_gradient", "smoothgrad", "integrated_gradients", "guided_backprop",
-                                    "gradcam", "occlusion"])
+                                    "gradcam", "occlusion", "lrp", "deeplift",
+                                    "deeplift_shap --baselines uniform:3", "gradient_shap --baselines 0,1 --draws 4",
+                                    "lrp --composite epsilon_gamma_box --low 0 --high 1 --zero-bias true"])
 def test_every_method_runs_from_the_command_line(star, tmp_path, method):
+    method, *options = method.split()
     out = tmp_path / f"{method}.png"
-    result = runner.invoke(app, ["map", str(star), "--method", method, "--seed", "class:0", "--sign", "all",
-                                 "--out", str(out)])
+    result = runner.invoke(app, ["map", str(star), "--method", method, *options, "--seed", "class:0", "--sign",
+                                 "all", "--out", str(out)])
     assert result.exit_code == 0, result.output
     assert f"method: {method}" in result.output and "class 0 (circle)" in result.output
     assert out.is_file()
@@ -101,6 +104,10 @@ def test_any_image_is_resized_with_a_note(tmp_path):
     (["map", "{star}", "--seed", "pixel:3,4"], "needs a dense output"),
     (["map", "{scene}", "--model", "depth", "--seed", "pixel:300,4"], "outside"),
     (["map", "{star}", "--method", "lime"], "unknown method 'lime'"),
+    (["map", "{star}", "--method", "deeplift_shap"], "deeplift_shap needs --baselines"),
+    (["map", "{star}", "--method", "lrp", "--composite", "zplus"], "--composite must be one of epsilon_plus_flat"),
+    (["map", "{star}", "--method", "deeplift", "--composite", "epsilon"], "--composite is an option of lrp, not of "
+                                                                           "deeplift"),
     (["map", "{star}", "--sign", "both"], "unknown sign 'both'"),
     (["map", "{star}", "--weights", "{weights}"], "does not fit the 'shapes' model"),
     (["map", "{star}", "--out", "{tmp}/x.jpg"], "ending in .png"),
