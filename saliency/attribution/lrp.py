@@ -22,8 +22,8 @@ from .registry import Option, method
 class Composite:
     """Which rule each op with weights takes: `conv` for convolutions (transposed and sub-pixel too),
     `linear` for linear layers and products with a constant matrix, `first` (if any) for the layers
-    that see the input, among the families `first_of`. Linear ops (additions, means, pooling,
-    upsampling) take Norm with the stabiliser `split`."""
+    that see the input, among the families `first_of`. (The ops that sum data inputs, additions,
+    means, pooling and upsampling, take Norm: `lrp` gives it the stabiliser.)"""
 
     conv: Rule
     linear: Rule
@@ -52,10 +52,11 @@ COMPOSITES = ("epsilon_plus_flat", "epsilon_plus", "epsilon_alpha2_beta1", "epsi
 
 
 def _chooser(comp, split, overrides, zero_bias):
-    """choose(kind, node, module, first) for saliency.autograd.relevance.Relevance (`module()` the
-    node's module's name): a module's rule
-    (the longest name that is the module or contains it; a weight rule there applies to its weights
-    ops only), else the op's class name, else "first", else the composite."""
+    """choose(kind, node, module, first) for saliency.autograd.relevance.Relevance (`module()` gives the
+    name of the node's module): the rule of the longest module name in `overrides` that is the
+    node's module or contains it (a weight rule there applies to the ops with weights only), else
+    the rule of the op's class name, else of "first" for a first layer, else the composite's; with
+    `zero_bias`, weight rules leave the biases out."""
     by_module = sorted(((k, r) for k, r in overrides.items() if k not in ("first",)), key=lambda kr: -len(kr[0]))
 
     def fits(rule, kind):
