@@ -303,6 +303,11 @@ def test_pixel_seeds_give_the_map_of_the_dense_pass(composite):
     np.testing.assert_allclose(cropped.map, dense.map, rtol=1e-10, atol=1e-15)
     support = np.argwhere(np.abs(cropped.map[0]).sum(axis=(0, 1)) > 0)
     assert support.max(axis=0).tolist() <= [5 + 8, 7 + 8] and support.min() >= 0  # within its receptive field
+    region = seeds.region((10, 12, 16, 20))
+    cropped = lrp(model, x, region, composite=composite)
+    with trace():
+        dense = lrp(model, x, region, composite=composite)
+    np.testing.assert_allclose(cropped.map, dense.map, rtol=1e-10, atol=1e-15)
     c = cropped.extras["conservation"]
     np.testing.assert_allclose(c["input"] + c["biases"] + c["dropped"] + c["stabilisers"], c["score"], rtol=1e-12)
 
