@@ -106,8 +106,8 @@ def test_any_image_is_resized_with_a_note(tmp_path):
     (["map", "{star}", "--method", "lime"], "unknown method 'lime'"),
     (["map", "{star}", "--method", "deeplift_shap"], "deeplift_shap needs --baselines"),
     (["map", "{star}", "--method", "lrp", "--composite", "zplus"], "--composite must be one of epsilon_plus_flat"),
-    (["map", "{star}", "--method", "deeplift", "--composite", "epsilon"], "--composite is an option of lrp, not of "
-                                                                           "deeplift"),
+    (["map", "{star}", "--method", "deeplift", "--composite", "epsilon"],
+     "--composite is an option of lrp, not of deeplift"),
     (["map", "{star}", "--sign", "both"], "unknown sign 'both'"),
     (["map", "{star}", "--weights", "{weights}"], "does not fit the 'shapes' model"),
     (["map", "{star}", "--out", "{tmp}/x.jpg"], "ending in .png"),
