@@ -359,3 +359,35 @@ def test_deeplift_stays_complete_where_a_relu_feeds_a_max_pool_and_captums_does_
     got = deeplift(ours, x.numpy(), baseline=b.numpy()[0])
     assert np.all(np.abs(got.extras["completeness_error"]) < 1e-9)
     assert np.all(np.abs(delta.detach().numpy()) > 1e-6)
+
+
+def unflattened(lib):
+    """relu_into_max_pool's layers with a reshape instead of nn.Flatten (Captum's LRP raises on a module
+    type it has no rule for), as a `lib.nn.Module`."""
+    layers = relu_into_max_pool(lib)
+
+    class Net(lib.Module):
+        def __init__(self):
+            super().__init__()
+            self.features = lib.Sequential(*list(layers)[:6])
+            self.fc = layers[7]
+
+        def forward(self, x):
+            h = self.features(x)
+            return self.fc(h.reshape(h.shape[0], -1))
+
+    return Net()
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_the_epsilon_composite_is_captums_lrp(captum):
+    """Captum's default LRP is Epsilon on every layer (1e-9), max pooling included, where it divides by the
+    winner's value plus 1e-9 instead of routing: the maps agree to about 1e-6 of the largest relevance."""
+    with torch.random.fork_rng():
+        torch.manual_seed(3)
+        theirs = unflattened(torch.nn).double().eval()
+        x = torch.rand(3, 3, 16, 16, dtype=torch.float64)
+    ours = ported(theirs, unflattened(nn))
+    expected = captum.LRP(theirs).attribute(x, target=top_class(theirs, x)).detach().numpy()
+    got = lrp(ours, x.numpy(), composite="epsilon", epsilon=1e-9).map
+    assert np.abs(got - expected).max() <= 1e-5 * np.abs(expected).max()
