@@ -27,6 +27,7 @@ from .evaluation import (
            deletion_insertion,
            randomisation_check,
 )
+from .live import Live
 from .look import LookDistance, jacobian_rows, look_distance
 from .receptive import receptive_field
 from .result import Attribution
@@ -48,7 +49,7 @@ __all__ = ["Attribution", "InputError", "ModelError", "SeedError", "baselines", 
 __all__ += ["RuleError", "deeplift", "deeplift_shap", "gradient_shap", "lrp"]
 __all__ += ["AlphaBeta", "Epsilon", "Flat", "Gamma", "Norm", "Pass", "WSquare", "ZBox", "ZPlus"]  # LRP's rules
 __all__ += ["receptive_field"]
-__all__ += ["LookDistance", "jacobian_rows", "look_distance"]
+__all__ += ["Live", "LookDistance", "jacobian_rows", "look_distance"]
 __all__ += ["DeletionInsertion", "RandomisationCheck", "deletion_insertion", "randomisation_check"]
 __all__ += ["METHODS", "BatchMaps", "MapStore", "Run", "StoreError", "StoreEvaluation", "batch", "evaluate_store",
             "open_store", "output_names"]

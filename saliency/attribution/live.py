@@ -1,0 +1,64 @@
+"""One model's forward pass on one image, kept, and the gradient map of any seed from it.
+
+    live = Live(model, x)                 # the forward pass, its graph kept
+    live.gradient(seeds.pixel(100, 40))   # one backward pass through the kept graph (cropped for a pixel)
+    live.gradient(seeds.classes(range(5)))  # K seeds, one batched pass
+
+Each map costs one backward pass: for a pixel or region seed of a dense output, the cropped one,
+milliseconds where a whole map costs the forward pass again. The graph is kept until the Live
+is dropped. Several threads may ask at once: their backward passes run one at a time on the
+shared graph, and `latest` lets a caller skip a request that a newer one has superseded.
+"""
+import threading
+import time
+
+import numpy as np
+
+from ._core import Call, resolve, seeds_per_pass
+
+
+class Live:
+    """`model` (as the methods take it) run once on `x` ((C, H, W) or (1, C, H, W)); `output` is its
+    output (an ndarray with the batch dimension)."""
+
+    def __init__(self, model, x):
+        self.model = model
+        self._call = Call(model, x)
+        if self._call.n != 1:
+            raise ValueError(f"Live keeps the forward pass of one image; x holds {self._call.n}")
+        self._xt, self._y = self._call.forward(self._call.x, grad=True)
+        self.output = self._y._array
+        self._lock = threading.Lock()
+        self._tickets = {}
+        self._count = 0
+
+    def ticket(self, stream="default"):
+        """A number for a request of `stream` (one client's clicks): `latest(stream, n)` tells whether
+        a newer one has been issued since."""
+        with self._lock:
+            self._count += 1
+            self._tickets[stream] = self._count
+            return self._count
+
+    def latest(self, stream, number):
+        """Whether `number` is still the newest ticket of `stream`."""
+        return self._tickets.get(stream) == number
+
+    def gradient(self, seed=None, *, stream=None, number=None):
+        """The gradient map of `seed` (default as the methods' default) from the kept graph: an
+        Attribution (a leading K for K batched seeds), or None when `number`, a ticket of `stream`,
+        was superseded while the request waited for the graph."""
+        seed, v = resolve(seed, self.output, self.model)
+        call, y, xt = self._call, self._y, self._xt
+        with self._lock:
+            if stream is not None and self._tickets.get(stream) != number:
+                return None
+            started = time.perf_counter()
+            if seed.count is None:
+                g = call._backward(y, xt, v, False, "gradient", retain_graph=True)
+            else:
+                per = seeds_per_pass(None, len(v), xt._array.size)
+                g = np.concatenate([call._backward(y, xt, v[start:start + per], True, "gradient", retain_graph=True)
+                                    for start in range(0, len(v), per)])
+            call.t0 = started  # the map's time is its backward pass
+            return call.finish("gradient", g, seed, self.output)
