@@ -1,6 +1,6 @@
 """The package's import structure: no module imports, directly or through others, a module that
 imports it back (not even from inside a function), and an import only ever points down the
-layers of the design: kernels < autograd < nn < attribution, viz (< models < cli)."""
+layers of the design: kernels < autograd < nn < attribution, viz < explore (< models < cli)."""
 import ast
 import pathlib
 
@@ -8,7 +8,7 @@ import saliency
 
 ROOT = pathlib.Path(saliency.__file__).parent
 LEVEL = {"saliency._write": 0, "saliency.kernels": 0, "saliency.autograd": 1, "saliency.nn": 2, "saliency.optim": 2,
-         "saliency.attribution": 3, "saliency.viz": 3}
+         "saliency.attribution": 3, "saliency.viz": 3, "saliency.explore": 4}
 
 
 def _modules():

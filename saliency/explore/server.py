@@ -1,0 +1,207 @@
+"""The local server of `saliency explore`: a JSON and binary API over one model and one image.
+
+The standard library's threading HTTP server: the API is a handful of small requests at a time from
+one user's tabs, which threads serve well, and it adds no dependency. Each request is answered
+from a `Live` session (the forward pass kept): a gradient map costs one backward pass through the
+kept graph, a pixel seed's the cropped one.
+
+Security, as Jupyter's server does it: it listens on 127.0.0.1 unless told otherwise; every
+request must carry the random token (`?token=`, an `Authorization: token ...` header, or the
+cookie the first request sets); the Host header must name this server (a page of another site
+that rebinds its DNS name to 127.0.0.1 sends its own name); and no part of a request reaches the
+file system: the image is the one given when the server started.
+
+    GET /api/info                      the model's task, input and output shapes, top classes
+    GET /api/image.png                 the input image
+    GET /api/map?seed=pixel:R,C&method=gradient&format=npy|png&sign=abs&reduce=sum&stream=ID
+                                       a map: NPY (the raw map, float32) or PNG (its heatmap); a
+                                       method's options as further parameters (steps=32, ...)
+
+An error is HTTP 400 with {"error": "one line"}; a request superseded by a newer one of the same
+`stream` (a tab's clicks) while it waited is HTTP 409 with {"superseded": true}.
+"""
+import hmac
+import http.server
+import io
+import json
+import secrets
+import threading
+import urllib.parse
+
+import numpy as np
+from PIL import Image
+
+from ..attribution import InputError, Live, ModelError, RuleError, SeedError, registry
+from ..attribution import seeds as seeds_module
+from ..viz.heatmap import heatmap, to_rgb
+from ..viz.style import SIGNS
+
+COOKIE = "saliency_token"
+
+
+class RequestError(ValueError):
+    """A request the server cannot answer: the one line it sends back."""
+
+
+class Explorer:
+    """What the server serves: `model` on the image `x` (C, H, W), with `classes`, `task`."""
+
+    def __init__(self, model, x):
+        self.model = model
+        self.x = np.asarray(x)
+        self.live = Live(model, self.x)
+
+    def info(self):
+        y = self.live.output[0]
+        out = {"task": getattr(self.model, "task", None) or ("classification" if y.ndim == 1 else "dense"),
+               "input_shape": list(self.x.shape), "output_shape": list(y.shape), "methods": list(registry.METHODS)}
+        names = list(getattr(self.model, "classes", None) or [])
+        if y.ndim == 1:
+            p = np.exp(y - y.max())
+            p /= p.sum()
+            top = np.argsort(-p)[:10]
+            out["top"] = [{"class": int(k), "name": names[k] if k < len(names) else str(k), "p": float(p[k])}
+                          for k in top]
+        return out
+
+    def image_png(self):
+        return _png(to_rgb(self.x))
+
+    def map_of(self, query, stream=None, number=None):
+        """The Attribution a /api/map query ({parameter: text}, without format, sign and reduce) asks
+        for, or None when `number`, a ticket of `stream`, has been superseded. The gradient without
+        options comes from the kept graph; any other method runs on the image."""
+        query = dict(query)
+        spec = query.pop("seed", None)
+        name = query.pop("method", "gradient")
+        try:
+            seed = seeds_module.parse(spec) if spec else None
+            method = registry.get(name)
+            options = {method.option(k).name: method.option(k).parse(v) for k, v in query.items()}
+            if method.name == "gradient" and not options:
+                return self.live.gradient(seed, stream=stream, number=number)
+            if stream is not None and not self.live.latest(stream, number):
+                return None
+            return method(self.model, self.x, seed, **options)
+        except (InputError, SeedError, RuleError, ModelError, registry.OptionError, ValueError, TypeError) as exc:
+            raise RequestError(" ".join(str(exc).split())) from None
+
+
+def _png(rgb):
+    buf = io.BytesIO()
+    Image.fromarray(np.ascontiguousarray(rgb)).save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def _npy(a):
+    buf = io.BytesIO()
+    np.save(buf, np.asarray(a, np.float32), allow_pickle=False)
+    return buf.getvalue()
+
+
+class Server(http.server.ThreadingHTTPServer):
+    """The explore server on (host, port) (port 0: a free one), for `explorer`, with `token`."""
+
+    daemon_threads = True
+
+    def __init__(self, explorer, host="127.0.0.1", port=0, token=None):
+        super().__init__((host, port), _Handler)
+        self.explorer = explorer
+        self.token = token or secrets.token_urlsafe(24)
+        port = self.server_address[1]
+        names = {"127.0.0.1", "localhost", "[::1]", host if ":" not in host else f"[{host}]"}
+        self.hosts = {f"{n}:{port}" for n in names}
+        self.thread = None
+
+    @property
+    def url(self):
+        host, port = self.server_address[:2]
+        shown = "127.0.0.1" if host in ("0.0.0.0", "") else host
+        return f"http://{shown}:{port}/?token={self.token}"
+
+    def start(self):
+        """Serve in a daemon thread; returns self."""
+        self.thread = threading.Thread(target=self.serve_forever, name="saliency-explore", daemon=True)
+        self.thread.start()
+        return self
+
+    def stop(self):
+        self.shutdown()
+        self.server_close()
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    server_version = "saliency-explore"
+
+    def log_message(self, *args):  # no line per request on the terminal
+        pass
+
+    def _send(self, status, body, kind, extra=()):
+        self.send_response(status)
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Cache-Control", "no-store")
+        self.send_header("X-Content-Type-Options", "nosniff")
+        for key, value in extra:
+            self.send_header(key, value)
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _json(self, status, value):
+        self._send(status, json.dumps(value).encode(), "application/json")
+
+    def _allowed(self, query):
+        server = self.server
+        if self.headers.get("Host", "") not in server.hosts:
+            self._json(403, {"error": "this server answers only requests addressed to it (Host header refused)"})
+            return False
+        given = query.get("token") or ""
+        auth = self.headers.get("Authorization", "")
+        if auth.startswith("token "):
+            given = given or auth[len("token "):]
+        for part in self.headers.get("Cookie", "").split(";"):
+            key, _, value = part.strip().partition("=")
+            if key == COOKIE:
+                given = given or value
+        if not hmac.compare_digest(given.encode(), server.token.encode()):
+            self._json(403, {"error": "a valid token is required (the URL the server printed has it)"})
+            return False
+        return True
+
+    def do_GET(self):
+        url = urllib.parse.urlsplit(self.path)
+        query = dict(urllib.parse.parse_qsl(url.query))
+        if not self._allowed(query):
+            return
+        query.pop("token", None)
+        explorer = self.server.explorer
+        try:
+            if url.path == "/api/info":
+                return self._json(200, explorer.info())
+            if url.path == "/api/image.png":
+                return self._send(200, explorer.image_png(), "image/png")
+            if url.path == "/api/map":
+                return self._map(explorer, query)
+            return self._json(404, {"error": f"no such page: {url.path}"})
+        except RequestError as exc:
+            return self._json(400, {"error": str(exc)})
+
+    def _map(self, explorer, query):
+        fmt = query.pop("format", "npy")
+        sign, reduce = query.pop("sign", "abs"), query.pop("reduce", "sum")
+        stream = query.pop("stream", None)
+        if fmt not in ("npy", "png"):
+            raise RequestError(f"format must be npy or png, got {fmt!r}")
+        if sign not in SIGNS or reduce not in ("sum", "max_abs"):
+            raise RequestError(f"sign must be one of {', '.join(SIGNS)} and reduce sum or max_abs")
+        number = explorer.live.ticket(stream) if stream else None
+        attr = explorer.map_of(query, stream, number)
+        if attr is None:
+            return self._json(409, {"superseded": True})
+        extra = (("X-Map-Milliseconds", f"{attr.seconds * 1e3:.3f}"),)
+        if fmt == "npy":
+            return self._send(200, _npy(attr.map), "application/octet-stream", extra)
+        picture = np.asarray(attr.map)
+        if picture.ndim == 4:
+            picture = picture[0]
+        return self._send(200, _png(heatmap(picture, sign=sign, reduce=reduce)), "image/png", extra)
