@@ -140,6 +140,51 @@ def receptive_field(image: str = typer.Argument(..., help="Image file."),
     typer.echo("\n".join(lines))
 
 
+@app.command()
+@add_preprocess_options
+def explore(image: str = typer.Argument(..., help="Image file."),
+            model: str = typer.Option("shapes", "--model", "-m", help=MODEL_HELP),
+            weights: str = typer.Option(None, "--weights", "-w", help=WEIGHTS_HELP),
+            model_args: str = typer.Option(None, "--model-args", help="JSON arguments for Name of a model file, "
+                                           "as for saliency map."),
+            random_seed: int = typer.Option(None, "--random-seed", help=RANDOM_SEED_HELP),
+            host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on (another than 127.0.0.1 "
+                                     "lets other machines in; the token is still required)."),
+            port: int = typer.Option(0, "--port", help="Port to listen on (0: a free one)."),
+            no_browser: bool = typer.Option(False, "--no-browser", help="Print the page's URL only."),
+            **preprocess_options):
+    """A local page for IMAGE: click an output pixel (or point at a class) and see its map at once."""
+    import webbrowser
+
+    from saliency import explore as serving
+
+    from .mapping import model_and_input
+    from .preprocessing import take
+
+    try:
+        request = take(preprocess_options)
+        net, x, _, notes = model_and_input(image, _source(model, weights, model_args, random_seed), request)
+        server = serving.Server(serving.Explorer(net, x), host=host, port=port)
+    except _input_errors() as exc:
+        raise UserError(str(exc)) from None
+    except OSError as exc:
+        raise UserError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    for line in notes:
+        typer.echo(line)
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        typer.echo(f"warning: listening on {host}: other machines can reach the page (with its token)", err=True)
+    typer.echo(f"serving {image} at {server.url}\n(Ctrl-C stops it)")
+    if not no_browser:
+        webbrowser.open(server.url)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+    typer.echo("stopped")
+
+
 @app.command("look-distance")
 @add_preprocess_options
 def look_distance(image: str = typer.Argument(..., help="Image file."),

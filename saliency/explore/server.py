@@ -11,8 +11,11 @@ cookie the first request sets); the Host header must name this server (a page of
 that rebinds its DNS name to 127.0.0.1 sends its own name); and no part of a request reaches the
 file system: the image is the one given when the server started.
 
+    GET /                              the page (static/index.html; sets the token's cookie)
+    GET /static/NAME                   the page's script and style (files of the package only)
     GET /api/info                      the model's task, input and output shapes, top classes
     GET /api/image.png                 the input image
+    GET /api/output.png                a dense output's picture (its class for several channels)
     GET /api/map?seed=pixel:R,C&method=gradient&format=npy|png&sign=abs&reduce=sum&stream=ID
                                        a map: NPY (the raw map, float32) or PNG (its heatmap); a
                                        method's options as further parameters (steps=32, ...)
@@ -22,6 +25,7 @@ An error is HTTP 400 with {"error": "one line"}; a request superseded by a newer
 """
 import hmac
 import http.server
+import importlib.resources
 import io
 import json
 import secrets
@@ -33,10 +37,13 @@ from PIL import Image
 
 from ..attribution import InputError, Live, ModelError, RuleError, SeedError, registry
 from ..attribution import seeds as seeds_module
-from ..viz.heatmap import heatmap, to_rgb
+from ..viz.heatmap import colorize, heatmap, to_rgb
 from ..viz.style import SIGNS
 
 COOKIE = "saliency_token"
+# The files the page is made of: the only files a request can read (its path picks one by name)
+STATIC = {"index.html": "text/html; charset=utf-8", "app.js": "text/javascript; charset=utf-8",
+          "style.css": "text/css; charset=utf-8"}
 
 
 class RequestError(ValueError):
@@ -67,6 +74,15 @@ class Explorer:
     def image_png(self):
         return _png(to_rgb(self.x))
 
+    def output_png(self):
+        """A dense output's picture: its one channel's values, or each pixel's top channel, coloured."""
+        y = np.asarray(self.live.output[0], np.float64)
+        if y.ndim != 3:
+            raise RequestError("the model's output is not a map (it has no pixels to show)")
+        values = y[0] if len(y) == 1 else y.argmax(axis=0) / max(1, len(y) - 1)
+        lo, hi = np.nanmin(values), np.nanmax(values)
+        return _png(colorize((values - lo) / (hi - lo) if hi > lo else np.zeros_like(values), cmap="viridis"))
+
     def map_of(self, query, stream=None, number=None):
         """The Attribution a /api/map query ({parameter: text}, without format, sign and reduce) asks
         for, or None when `number`, a ticket of `stream`, has been superseded. The gradient without
@@ -85,6 +101,11 @@ class Explorer:
             return method(self.model, self.x, seed, **options)
         except (InputError, SeedError, RuleError, ModelError, registry.OptionError, ValueError, TypeError) as exc:
             raise RequestError(" ".join(str(exc).split())) from None
+
+
+def _static(name):
+    """The bytes of one of the page's files (a name of STATIC), from the package."""
+    return (importlib.resources.files(__package__) / "static" / name).read_bytes()
 
 
 def _png(rgb):
@@ -176,10 +197,18 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         query.pop("token", None)
         explorer = self.server.explorer
         try:
+            if url.path in ("/", "/index.html"):
+                cookie = f"{COOKIE}={self.server.token}; HttpOnly; SameSite=Strict; Path=/"
+                return self._send(200, _static("index.html"), STATIC["index.html"], (("Set-Cookie", cookie),))
+            if url.path.startswith("/static/") and url.path[len("/static/"):] in STATIC:
+                name = url.path[len("/static/"):]
+                return self._send(200, _static(name), STATIC[name])
             if url.path == "/api/info":
                 return self._json(200, explorer.info())
             if url.path == "/api/image.png":
                 return self._send(200, explorer.image_png(), "image/png")
+            if url.path == "/api/output.png":
+                return self._send(200, explorer.output_png(), "image/png")
             if url.path == "/api/map":
                 return self._map(explorer, query)
             return self._json(404, {"error": f"no such page: {url.path}"})

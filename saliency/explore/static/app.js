@@ -1,0 +1,126 @@
+// The explore page: asks the server's API for maps and shows them. No library, no network but the server.
+"use strict";
+const token = new URLSearchParams(location.search).get("token") || "";
+const $ = (id) => document.getElementById(id);
+let info = null;
+let seed = null;          // the seed shown, in its command-line form
+let stream = Math.random().toString(36).slice(2);   // this tab's requests: a newer one supersedes an older
+
+function api(path, params) {
+  const q = new URLSearchParams(params || {});
+  q.set("token", token);
+  return path + "?" + q.toString();
+}
+
+function showError(text) {
+  const box = $("error");
+  box.textContent = text || "";
+  box.hidden = !text;
+}
+
+function mapParams(format) {
+  return {seed: seed, method: $("method").value, sign: $("sign").value, reduce: $("reduce").value,
+          format: format, stream: stream};
+}
+
+async function showMap() {
+  if (seed === null) return;
+  const started = performance.now();
+  const response = await fetch(api("api/map", mapParams("png")));
+  if (response.status === 409) return;            // superseded by a newer request of this tab
+  if (!response.ok) {
+    showError((await response.json()).error);
+    return;
+  }
+  showError("");
+  const blob = await response.blob();
+  const img = $("map");
+  const old = img.src;
+  img.onload = () => {
+    const ms = performance.now() - started;
+    img.dataset.seed = seed;
+    img.dataset.ms = ms.toFixed(1);
+    document.body.dataset.painted = String(Number(document.body.dataset.painted || 0) + 1);
+    if (old.startsWith("blob:")) URL.revokeObjectURL(old);
+  };
+  img.src = URL.createObjectURL(blob);
+  $("map-caption").textContent = `${$("method").value}, seed ${seed} (${response.headers.get("X-Map-Milliseconds")} ms on the server)`;
+  $("download-npy").href = api("api/map", mapParams("npy"));
+  $("download-png").href = api("api/map", mapParams("png"));
+}
+
+function channelSuffix() {
+  const box = $("channel");
+  return box.options.length > 1 ? "@" + box.value : "";
+}
+
+function setupDense(shape) {
+  const [channels, rows, cols] = shape;
+  const canvas = $("output");
+  canvas.width = cols;
+  canvas.height = rows;
+  $("output-figure").hidden = false;
+  if (channels > 1) {
+    $("channel-box").hidden = false;
+    for (let k = 0; k < channels; k++) $("channel").add(new Option(String(k), String(k)));
+  }
+  const out = new Image();
+  out.onload = () => canvas.getContext("2d").drawImage(out, 0, 0, cols, rows);
+  out.src = api("api/output.png");
+  let start = null;
+  const cell = (event) => {
+    const box = canvas.getBoundingClientRect();
+    return [Math.min(rows - 1, Math.max(0, Math.floor((event.clientY - box.top) / box.height * rows))),
+            Math.min(cols - 1, Math.max(0, Math.floor((event.clientX - box.left) / box.width * cols)))];
+  };
+  canvas.addEventListener("mousedown", (event) => { start = cell(event); });
+  canvas.addEventListener("mouseup", (event) => {
+    if (start === null) return;
+    const end = cell(event);
+    if (event.shiftKey && (end[0] !== start[0] || end[1] !== start[1])) {
+      const r0 = Math.min(start[0], end[0]), c0 = Math.min(start[1], end[1]);
+      const r1 = Math.max(start[0], end[0]) + 1, c1 = Math.max(start[1], end[1]) + 1;
+      seed = `region:${r0},${c0},${r1},${c1}` + channelSuffix();
+    } else {
+      seed = `pixel:${end[0]},${end[1]}` + channelSuffix();
+    }
+    start = null;
+    showMap();
+  });
+}
+
+function setupClasses(top) {
+  $("classes-figure").hidden = false;
+  const list = $("classes");
+  for (const entry of top) {
+    const item = document.createElement("li");
+    item.textContent = `${entry.name} ${(100 * entry.p).toFixed(1)}%`;
+    item.dataset.class = entry.class;
+    item.addEventListener("mouseenter", () => {
+      for (const other of list.children) other.classList.remove("on");
+      item.classList.add("on");
+      seed = `class:${entry.class}`;
+      showMap();
+    });
+    list.appendChild(item);
+  }
+  seed = `class:${top[0].class}`;
+}
+
+async function start() {
+  const response = await fetch(api("api/info"));
+  if (!response.ok) {
+    showError((await response.json()).error);
+    return;
+  }
+  info = await response.json();
+  $("what").textContent = `${info.task}: input ${info.input_shape.join("x")}, output ${info.output_shape.join("x")}`;
+  for (const name of info.methods) $("method").add(new Option(name, name));
+  $("image").src = api("api/image.png");
+  if (info.top) setupClasses(info.top); else setupDense(info.output_shape);
+  for (const id of ["method", "sign", "reduce", "channel"]) $(id).addEventListener("change", showMap);
+  document.body.dataset.ready = "1";
+  showMap();
+}
+
+start();

@@ -1,0 +1,121 @@
+"""The explore page in a real headless browser (Playwright driving the system's Chromium): clicking an
+output pixel, pointing at a class and switching the method show the maps the methods compute; an
+error is one line on the page. Skipped where Playwright or Chromium is missing."""
+import io
+import shutil
+import urllib.request
+
+import numpy as np
+import pytest
+
+from saliency import explore, nn
+from saliency.attribution import gradient, lrp, seeds
+
+sync_api = pytest.importorskip("playwright.sync_api", reason="Playwright is not installed (pip install playwright)")
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no Chromium found (Debian: apt install chromium)")
+
+# Chromium as root in a container, without the background connections a closed network refuses
+FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync"]
+SHOWN = 320  # the CSS size of the page's pictures, in pixels
+
+
+def _random(model, seed):
+    rng = np.random.default_rng(seed)
+    for p in model.parameters():
+        p.data = (0.5 * rng.standard_normal(p.shape)).astype(np.float32)
+    return model.eval()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture(scope="module")
+def dense():
+    model = _random(nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.ReLU(), nn.Conv2d(4, 2, 3, padding=1)), 0)
+    x = np.random.default_rng(1).uniform(0, 1, (3, 32, 32)).astype(np.float32)
+    server = explore.serve(model, x)
+    yield server, model, x
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def classifier():
+    model = _random(nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(2), nn.Flatten(),
+                                  nn.Linear(16, 6)), 2)
+    x = np.random.default_rng(3).uniform(0, 1, (3, 16, 16)).astype(np.float32)
+    server = explore.serve(model, x)
+    yield server, model, x
+    server.stop()
+
+
+def _npy(page):
+    """The map the page shows, downloaded from its NPY link."""
+    href = page.get_attribute("#download-npy", "href")
+    with urllib.request.urlopen(page.url.split("?")[0] + href) as response:
+        return np.load(io.BytesIO(response.read()))
+
+
+def _shown(page, count):
+    page.wait_for_function(f"Number(document.body.dataset.painted || 0) >= {count}", timeout=30000)
+
+
+def test_clicking_an_output_pixel_shows_its_map(browser, dense):
+    server, model, x = dense
+    page = browser.new_page()
+    page.goto(server.url)
+    page.wait_for_selector("body[data-ready='1']", timeout=30000)
+    page.select_option("#channel", "1")
+    box = page.locator("#output").bounding_box()
+    for n, (r, c) in enumerate([(5, 7), (20, 30)], start=1):
+        page.mouse.click(box["x"] + (c + 0.5) * box["width"] / 32, box["y"] + (r + 0.5) * box["height"] / 32)
+        page.wait_for_function(f"document.getElementById('map').dataset.seed === 'pixel:{r},{c}@1'", timeout=30000)
+        np.testing.assert_allclose(_npy(page), gradient(model, x, seeds.pixel(r, c, channel=1)).map, rtol=1e-6,
+                                   atol=1e-7)
+    page.keyboard.down("Shift")
+    page.mouse.move(box["x"] + 2.5 * box["width"] / 32, box["y"] + 3.5 * box["height"] / 32)
+    page.mouse.down()
+    page.mouse.move(box["x"] + 6.5 * box["width"] / 32, box["y"] + 8.5 * box["height"] / 32)
+    page.mouse.up()
+    page.keyboard.up("Shift")
+    page.wait_for_function("document.getElementById('map').dataset.seed === 'region:3,2,9,7@1'", timeout=30000)
+    np.testing.assert_allclose(_npy(page), gradient(model, x, seeds.region((3, 2, 9, 7), channel=1)).map, rtol=1e-6,
+                               atol=1e-7)
+    page.close()
+
+
+def test_pointing_at_a_class_and_switching_the_method(browser, classifier):
+    server, model, x = classifier
+    page = browser.new_page()
+    page.goto(server.url)
+    page.wait_for_selector("body[data-ready='1']", timeout=30000)
+    second = page.locator("#classes li").nth(1)
+    k = int(second.get_attribute("data-class"))
+    second.hover()
+    page.wait_for_function(f"document.getElementById('map').dataset.seed === 'class:{k}'", timeout=30000)
+    np.testing.assert_allclose(_npy(page), gradient(model, x, seeds.one_hot(k)).map, rtol=1e-6, atol=1e-7)
+    painted = int(page.evaluate("document.body.dataset.painted"))
+    page.select_option("#method", "lrp")
+    _shown(page, painted + 1)
+    assert "lrp" in page.text_content("#map-caption")
+    np.testing.assert_allclose(_npy(page), lrp(model, x, seeds.one_hot(k)).map, rtol=1e-5, atol=1e-7)
+    page.select_option("#method", "deeplift_shap")  # needs its baselines: an error line, and the page goes on
+    page.wait_for_selector("#error:not([hidden])", timeout=30000)
+    assert "deeplift_shap needs --baselines" in page.text_content("#error")
+    page.select_option("#method", "gradient")
+    page.wait_for_function("document.getElementById('error').hidden", timeout=30000)
+    page.close()
+
+
+def test_without_the_token_the_page_says_so(browser, dense):
+    server, _, _ = dense
+    page = browser.new_page()
+    response = page.goto(server.url.split("?")[0] + "/api/info")
+    assert response.status == 403 and "token" in page.content()
+    page.close()
