@@ -9,7 +9,6 @@ import sys
 import urllib.request
 from pathlib import Path
 
-import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 SCENE = REPO / "samples" / "images" / "scene.png"
