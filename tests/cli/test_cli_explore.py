@@ -20,7 +20,8 @@ def _command(*args):
 
 def test_the_server_prints_its_url_answers_and_stops_on_ctrl_c(tmp_path):
     proc = subprocess.Popen(_command(str(SCENE), "--model", "depth", "--no-browser"), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, cwd=tmp_path, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                            stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
     try:
         url = None
         for _ in range(20):
