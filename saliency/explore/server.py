@@ -37,6 +37,7 @@ from PIL import Image
 
 from ..attribution import InputError, Live, ModelError, RuleError, SeedError, registry
 from ..attribution import seeds as seeds_module
+from ..attribution.receptive import mass_radius
 from ..viz.heatmap import colorize, heatmap, to_rgb
 from ..viz.style import SIGNS
 
@@ -57,6 +58,23 @@ class Explorer:
         self.model = model
         self.x = np.asarray(x)
         self.live = Live(model, self.x)
+        self._class_maps = None  # {class: gradient Attribution} of the top classes, from one batched pass
+        self._class_lock = threading.Lock()
+
+    def top_classes(self, count=10):
+        """The `count` classes of highest score (a classifier's output), best first."""
+        return [int(k) for k in np.argsort(-self.live.output[0])[:count]]
+
+    def class_map(self, k):
+        """The gradient map of class k's score, for the top classes from one batched backward pass made
+        the first time one is asked for (None for another class)."""
+        with self._class_lock:
+            if self._class_maps is None:
+                top = self.top_classes()
+                both = self.live.gradient(seeds_module.classes(top))
+                self._class_maps = {c: both.map[i] for i, c in enumerate(top)}
+        found = self._class_maps.get(k)
+        return None if found is None else found
 
     def info(self):
         y = self.live.output[0]
@@ -95,12 +113,40 @@ class Explorer:
             method = registry.get(name)
             options = {method.option(k).name: method.option(k).parse(v) for k, v in query.items()}
             if method.name == "gradient" and not options:
+                k = _class_of(spec) if self.live.output.ndim == 2 else None
+                if k is not None and self.class_map(k) is not None:
+                    return _Shown(self.class_map(k), 0.0)
                 return self.live.gradient(seed, stream=stream, number=number)
             if stream is not None and not self.live.latest(stream, number):
                 return None
             return method(self.model, self.x, seed, **options)
         except (InputError, SeedError, RuleError, ModelError, registry.OptionError, ValueError, TypeError) as exc:
             raise RequestError(" ".join(str(exc).split())) from None
+
+
+class _Shown:
+    """A map already computed (the batched class maps): what the handler reads of an Attribution."""
+
+    def __init__(self, amap, seconds):
+        self.map, self.seconds = amap, seconds
+
+
+def _class_of(spec):
+    """K of a seed spec "class:K", else None."""
+    if spec and spec.startswith("class:") and spec[len("class:"):].isdigit():
+        return int(spec[len("class:"):])
+    return None
+
+
+def _radii(amap, spec, output_shape):
+    """(centre (row, col), radius50, radius90) in input pixels of a pixel seed's map, for drawing."""
+    row, col = (int(v) for v in spec[len("pixel:"):].split("@")[0].split(","))
+    h_out, w_out = output_shape[-2:]
+    h_in, w_in = amap.shape[-2:]
+    centre = ((row + 0.5) * h_in / h_out - 0.5, (col + 0.5) * w_in / w_out - 0.5)
+    mass = np.abs(np.asarray(amap, np.float64)).reshape((-1,) + amap.shape[-2:]).sum(axis=0)[None]
+    r50, r90 = (float(mass_radius(mass, centre, f)[0]) for f in (0.5, 0.9))
+    return centre, (r50 if np.isfinite(r50) else None), (r90 if np.isfinite(r90) else None)
 
 
 def _static(name):
@@ -227,7 +273,11 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         attr = explorer.map_of(query, stream, number)
         if attr is None:
             return self._json(409, {"superseded": True})
-        extra = (("X-Map-Milliseconds", f"{attr.seconds * 1e3:.3f}"),)
+        extra = [("X-Map-Milliseconds", f"{attr.seconds * 1e3:.3f}")]
+        spec = query.get("seed") or ""
+        if spec.startswith("pixel:") and np.ndim(attr.map) == 3:
+            (cy, cx), r50, r90 = _radii(attr.map, spec, explorer.live.output.shape)
+            extra.append(("X-Receptive-Field", json.dumps({"centre": [cy, cx], "radius50": r50, "radius90": r90})))
         if fmt == "npy":
             return self._send(200, _npy(attr.map), "application/octet-stream", extra)
         picture = np.asarray(attr.map)

@@ -119,3 +119,23 @@ def test_without_the_token_the_page_says_so(browser, dense):
     response = page.goto(server.url.split("?")[0] + "/api/info")
     assert response.status == 403 and "token" in page.content()
     page.close()
+
+
+def test_a_pixel_shows_its_receptive_field_and_the_map_can_lie_over_the_image(browser, dense):
+    server, model, x = dense
+    from saliency.attribution import receptive_field
+
+    page = browser.new_page()
+    page.goto(server.url)
+    page.wait_for_selector("body[data-ready='1']", timeout=30000)
+    box = page.locator("#output").bounding_box()
+    page.mouse.click(box["x"] + 16.5 * box["width"] / 32, box["y"] + 10.5 * box["height"] / 32)
+    page.wait_for_function("document.getElementById('rings').dataset.radii !== undefined", timeout=30000)
+    drawn = page.evaluate("JSON.parse(document.getElementById('rings').dataset.radii)")
+    rf = receptive_field(model, x, (10, 16), channel=0)  # the page shows output channel 0 first
+    np.testing.assert_allclose(drawn, [rf.extras["radius50"], rf.extras["radius90"]], rtol=1e-6)
+    assert page.locator("#rings circle").count() == 2
+    page.fill("#opacity", "0.4")
+    page.dispatch_event("#opacity", "input")
+    assert page.evaluate("document.getElementById('map').style.opacity") == "0.4"
+    page.close()

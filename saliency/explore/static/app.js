@@ -44,9 +44,30 @@ async function showMap() {
     if (old.startsWith("blob:")) URL.revokeObjectURL(old);
   };
   img.src = URL.createObjectURL(blob);
+  drawRings(response.headers.get("X-Receptive-Field"));
   $("map-caption").textContent = `${$("method").value}, seed ${seed} (${response.headers.get("X-Map-Milliseconds")} ms on the server)`;
   $("download-npy").href = api("api/map", mapParams("npy"));
   $("download-png").href = api("api/map", mapParams("png"));
+}
+
+function drawRings(header) {
+  // the clicked pixel's centre and the radii holding 50% and 90% of its map's mass, in input pixels
+  const svg = $("rings");
+  svg.innerHTML = "";
+  if (!header || !info) return;
+  const field = JSON.parse(header);
+  const scale = 322 / info.input_shape[2];
+  const ns = "http://www.w3.org/2000/svg";
+  for (const [radius, kind] of [[field.radius50, "inner"], [field.radius90, "outer"]]) {
+    if (radius === null) continue;
+    const circle = document.createElementNS(ns, "circle");
+    circle.setAttribute("cx", (field.centre[1] + 0.5) * scale);
+    circle.setAttribute("cy", (field.centre[0] + 0.5) * scale);
+    circle.setAttribute("r", Math.max(radius, 0.5) * scale);
+    circle.setAttribute("class", kind);
+    svg.appendChild(circle);
+  }
+  svg.dataset.radii = JSON.stringify([field.radius50, field.radius90]);
 }
 
 function channelSuffix() {
@@ -117,6 +138,8 @@ async function start() {
   $("what").textContent = `${info.task}: input ${info.input_shape.join("x")}, output ${info.output_shape.join("x")}`;
   for (const name of info.methods) $("method").add(new Option(name, name));
   $("image").src = api("api/image.png");
+  $("under").src = $("image").src;
+  $("opacity").addEventListener("input", () => { $("map").style.opacity = $("opacity").value; });
   if (info.top) setupClasses(info.top); else setupDense(info.output_shape);
   for (const id of ["method", "sign", "reduce", "channel"]) $(id).addEventListener("change", showMap);
   document.body.dataset.ready = "1";
