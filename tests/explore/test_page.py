@@ -8,6 +8,7 @@ import urllib.request
 import numpy as np
 import pytest
 
+import saliency as sl
 from saliency import explore, nn
 from saliency.attribution import gradient, lrp, seeds
 
@@ -139,3 +140,40 @@ def test_a_pixel_shows_its_receptive_field_and_the_map_can_lie_over_the_image(br
     page.dispatch_event("#opacity", "input")
     assert page.evaluate("document.getElementById('map').style.opacity") == "0.4"
     page.close()
+
+
+def test_a_kept_map_stays_beside_the_next(browser, dense):
+    server, _, _ = dense
+    page = browser.new_page()
+    page.goto(server.url)
+    page.wait_for_selector("body[data-ready='1']", timeout=30000)
+    box = page.locator("#output").bounding_box()
+    page.mouse.click(box["x"] + 4.5 * box["width"] / 32, box["y"] + 4.5 * box["height"] / 32)
+    page.wait_for_function("document.getElementById('map').dataset.seed === 'pixel:4,4@0'", timeout=30000)
+    page.click("#pin")
+    page.wait_for_selector("#pinned-figure:not([hidden])", timeout=30000)
+    assert "pixel:4,4@0" in page.text_content("#pinned-caption")
+    page.select_option("#method", "input_x_gradient")
+    page.wait_for_function("document.getElementById('map-caption').textContent.startsWith('input_x_gradient')",
+                           timeout=30000)
+    assert "gradient, seed pixel:4,4@0" in page.text_content("#pinned-caption")
+    page.close()
+
+
+def test_a_segmentation_class_as_a_whole(browser):
+    model = _random(nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.ReLU(), nn.Conv2d(4, 3, 3, padding=1)), 4)
+    model.task = "segmentation"
+    x = np.random.default_rng(5).uniform(0, 1, (3, 24, 24)).astype(np.float32)
+    server = explore.serve(model, x)
+    try:
+        page = browser.new_page()
+        page.goto(server.url)
+        page.wait_for_selector("body[data-ready='1']", timeout=30000)
+        k = int(model(sl.tensor(x[None])).numpy()[0].argmax(axis=0)[0, 0])  # a class some pixel is
+        page.select_option("#channel", str(k))
+        page.click("#segment")
+        page.wait_for_function(f"document.getElementById('map').dataset.seed === 'segment:{k}'", timeout=30000)
+        np.testing.assert_allclose(_npy(page), gradient(model, x, seeds.segment(k)).map, rtol=1e-6, atol=1e-7)
+        page.close()
+    finally:
+        server.stop()

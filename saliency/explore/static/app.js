@@ -84,6 +84,10 @@ function setupDense(shape) {
   if (channels > 1) {
     $("channel-box").hidden = false;
     for (let k = 0; k < channels; k++) $("channel").add(new Option(String(k), String(k)));
+    if (info.task === "segmentation") {
+      $("segment").hidden = false;
+      $("segment").addEventListener("click", () => { seed = `segment:${$("channel").value}`; showMap(); });
+    }
   }
   const out = new Image();
   out.onload = () => canvas.getContext("2d").drawImage(out, 0, 0, cols, rows);
@@ -142,6 +146,15 @@ async function start() {
   $("opacity").addEventListener("input", () => { $("map").style.opacity = $("opacity").value; });
   if (info.top) setupClasses(info.top); else setupDense(info.output_shape);
   for (const id of ["method", "sign", "reduce", "channel"]) $(id).addEventListener("change", showMap);
+  $("pin").addEventListener("click", () => {
+    // the shown map stays beside the next ones: two seeds, or two methods, side by side
+    if (!$("map").src) return;
+    fetch($("download-png").href).then((r) => r.blob()).then((blob) => {
+      $("pinned").src = URL.createObjectURL(blob);
+      $("pinned-caption").textContent = $("map-caption").textContent;
+      $("pinned-figure").hidden = false;
+    });
+  });
   document.body.dataset.ready = "1";
   showMap();
 }
