@@ -158,13 +158,15 @@ def explore(image: str = typer.Argument(..., help="Image file."),
 
     from saliency import explore as serving
 
-    from .mapping import model_and_input
+    from .mapping import model_and_input, model_input
     from .preprocessing import take
 
     try:
         request = take(preprocess_options)
         net, x, _, notes = model_and_input(image, _source(model, weights, model_args, random_seed), request)
-        server = serving.Server(serving.Explorer(net, x), host=host, port=port)
+        preprocess = request.apply(net) if request is not None else None
+        explorer = serving.Explorer(net, x, read=lambda f: model_input(net, f, preprocess))
+        server = serving.Server(explorer, host=host, port=port)
     except _input_errors() as exc:
         raise UserError(str(exc)) from None
     except OSError as exc:

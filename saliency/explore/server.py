@@ -16,6 +16,8 @@ file system: the image is the one given when the server started.
     GET /api/info                      the model's task, input and output shapes, top classes
     GET /api/image.png                 the input image
     GET /api/output.png                a dense output's picture (its class for several channels)
+    POST /api/image                    show another image (the bytes of an image file, at most 32 MB;
+                                       its pixels bounded as any input's), read as the model takes it
     GET /api/map?seed=pixel:R,C&method=gradient&format=npy|png&sign=abs&reduce=sum&stream=ID
                                        a map: NPY (the raw map, float32) or PNG (its heatmap); a
                                        method's options as further parameters (steps=32, ...)
@@ -38,10 +40,13 @@ from PIL import Image
 from ..attribution import InputError, Live, ModelError, RuleError, SeedError, registry
 from ..attribution import seeds as seeds_module
 from ..attribution.receptive import mass_radius
+from ..viz.errors import VizError
+from ..viz.files import load_image
 from ..viz.heatmap import colorize, heatmap, to_rgb
 from ..viz.style import SIGNS
 
 COOKIE = "saliency_token"
+MAX_UPLOAD = 32 << 20  # bytes of an image dropped on the page (its pixels are bounded as any input's)
 # The files the page is made of: the only files a request can read (its path picks one by name)
 STATIC = {"index.html": "text/html; charset=utf-8", "app.js": "text/javascript; charset=utf-8",
           "style.css": "text/css; charset=utf-8"}
@@ -52,14 +57,29 @@ class RequestError(ValueError):
 
 
 class Explorer:
-    """What the server serves: `model` on the image `x` (C, H, W), with `classes`, `task`."""
+    """What the server serves: `model` on the image `x` (C, H, W). `read(file) -> (x, note)` reads an
+    uploaded image (a binary file object) as the model takes it; by default at x's size and channels."""
 
-    def __init__(self, model, x):
+    def __init__(self, model, x, read=None):
         self.model = model
         self.x = np.asarray(x)
+        self.read = read or (lambda f: load_image(f, size=self.x.shape[1:], channels=self.x.shape[0]))
         self.live = Live(model, self.x)
-        self._class_maps = None  # {class: gradient Attribution} of the top classes, from one batched pass
+        self._class_maps = None  # {class: gradient map} of the top classes, from one batched pass
         self._class_lock = threading.Lock()
+
+    def replace(self, data):
+        """Show the image in `data` (the bytes of an image file, at most MAX_UPLOAD) from now on; its note."""
+        if len(data) > MAX_UPLOAD:
+            raise RequestError(f"the image is {len(data):,} bytes; at most {MAX_UPLOAD:,} are taken")
+        try:
+            x, note = self.read(io.BytesIO(data))
+            live = Live(self.model, x)
+        except (VizError, InputError, ModelError) as exc:
+            raise RequestError(" ".join(str(exc).split())) from None
+        with self._class_lock:
+            self.x, self.live, self._class_maps = np.asarray(x), live, None
+        return note
 
     def top_classes(self, count=10):
         """The `count` classes of highest score (a classifier's output), best first."""
@@ -234,6 +254,29 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self._json(403, {"error": "a valid token is required (the URL the server printed has it)"})
             return False
         return True
+
+    def do_POST(self):
+        url = urllib.parse.urlsplit(self.path)
+        query = dict(urllib.parse.parse_qsl(url.query))
+        if not self._allowed(query):
+            return
+        if url.path != "/api/image":
+            return self._json(404, {"error": f"no such page: {url.path}"})
+        try:
+            length = int(self.headers.get("Content-Length", ""))
+        except ValueError:
+            return self._json(411, {"error": "an upload needs its Content-Length"})
+        if length > MAX_UPLOAD or length < 0:
+            self.close_connection = True
+            if 0 < length <= 2 * MAX_UPLOAD:  # read and drop it, so that the sender sees the answer
+                for done in range(0, length, 1 << 20):
+                    self.rfile.read(min(1 << 20, length - done))
+            return self._json(413, {"error": f"the image is {length:,} bytes; at most {MAX_UPLOAD:,} are taken"})
+        try:
+            note = self.server.explorer.replace(self.rfile.read(length))
+        except RequestError as exc:
+            return self._json(400, {"error": str(exc)})
+        return self._json(200, {"note": note, **self.server.explorer.info()})
 
     def do_GET(self):
         url = urllib.parse.urlsplit(self.path)

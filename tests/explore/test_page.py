@@ -177,3 +177,29 @@ def test_a_segmentation_class_as_a_whole(browser):
         page.close()
     finally:
         server.stop()
+
+
+def test_another_image_from_the_page_and_a_bad_one_is_one_line(browser, tmp_path):
+    model = _random(nn.Sequential(nn.Conv2d(3, 2, 3, padding=1)), 6)
+    x = np.zeros((3, 16, 16), np.float32)
+    server = explore.serve(model, x)
+    try:
+        page = browser.new_page()
+        page.goto(server.url)
+        page.wait_for_selector("body[data-ready='1']", timeout=30000)
+        bad = tmp_path / "notes.png"
+        bad.write_text("not an image")
+        page.set_input_files("#upload", str(bad))
+        page.wait_for_selector("#error:not([hidden])", timeout=30000)
+        assert "cannot read image" in page.text_content("#error")
+        from PIL import Image
+
+        good = tmp_path / "grey.png"
+        Image.fromarray(np.full((16, 16, 3), 200, np.uint8)).save(good)
+        page.set_input_files("#upload", str(good))
+        page.wait_for_selector("body[data-ready='1']", timeout=30000)
+        page.wait_for_function("document.getElementById('error').hidden", timeout=30000)
+        np.testing.assert_allclose(server.explorer.x, np.full((3, 16, 16), 200 / 255, np.float32), rtol=1e-6)
+        page.close()
+    finally:
+        server.stop()

@@ -100,3 +100,38 @@ def test_requests_without_the_token_or_for_another_host_are_refused(served):
     assert _get(server, "/api/info", token=False, headers=[("Authorization", f"token {server.token}")])[0] == 200
     assert _get(server, "/api/info", token=False, headers=[("Cookie", f"saliency_token={server.token}")])[0] == 200
     assert server.server_address[0] == "127.0.0.1"
+
+
+def _post(server, path, body):
+    base = server.url.split("/?")[0]
+    request = urllib.request.Request(f"{base}{path}?token={server.token}", data=body, method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=60) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def test_an_uploaded_image_replaces_the_shown_one_and_a_bad_one_is_one_line():
+    model = _model()
+    x = np.random.default_rng(4).uniform(0, 1, (3, 24, 24)).astype(np.float32)
+    server = explore.serve(model, x)
+    try:
+        picture = (np.random.default_rng(5).uniform(0, 1, (40, 30, 3)) * 255).astype(np.uint8)
+        buf = io.BytesIO()
+        Image.fromarray(picture).save(buf, format="PNG")
+        status, info = _post(server, "/api/image", buf.getvalue())
+        assert status == 200 and "resized 30x40 -> 24x24" in info["note"]
+        from saliency.viz import load_image
+
+        shown, _ = load_image(io.BytesIO(buf.getvalue()), size=(24, 24))
+        status, _, body = _get(server, "/api/map?seed=pixel:3,4&format=npy")
+        np.testing.assert_allclose(np.load(io.BytesIO(body)), gradient(model, shown, seeds.pixel(3, 4)).map,
+                                   rtol=1e-6, atol=1e-7)
+        status, info = _post(server, "/api/image", b"%PDF-1.4 not an image")
+        assert status == 400 and "cannot read image" in info["error"] and "\n" not in info["error"]
+        status, info = _post(server, "/api/image", b"x" * (explore.server.MAX_UPLOAD + 1))
+        assert status in (400, 413) and "at most" in info["error"]
+        assert _get(server, "/api/info")[0] == 200
+    finally:
+        server.stop()

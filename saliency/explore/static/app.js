@@ -159,4 +159,24 @@ async function start() {
   showMap();
 }
 
+// an image dropped on the page replaces the shown one (read as the model takes it, on the server)
+async function upload(file) {
+  if (!file) return;
+  let response;
+  try {
+    response = await fetch(api("api/image"), {method: "POST", body: file});
+  } catch (error) {
+    showError(`the image could not be sent (${error.message})`);
+    return;
+  }
+  if (!response.ok) {
+    showError((await response.json()).error);
+    return;
+  }
+  location.reload();
+}
+document.addEventListener("dragover", (event) => event.preventDefault());
+document.addEventListener("drop", (event) => { event.preventDefault(); upload(event.dataTransfer.files[0]); });
+$("upload").addEventListener("change", () => upload($("upload").files[0]));
+
 start();
