@@ -14,7 +14,11 @@ import time
 
 import numpy as np
 
+from ..autograd.trace import render_graph, trace
 from ._core import Call, resolve, seeds_per_pass
+
+# The most nodes `work` shows: beyond that its text is too long to read
+WORK_NODES = 200
 
 
 class Live:
@@ -62,3 +66,24 @@ class Live:
                                     for start in range(0, len(v), per)])
             call.t0 = started  # the map's time is its backward pass
             return call.finish("gradient", g, seed, self.output)
+
+    def work(self, seed=None, limit=WORK_NODES):
+        """What the backward pass of `seed` does, as `saliency explain` shows it: (the graph below the
+        output as a text tree, the table of every node the engine ran with the gradient it got and
+        the VJP it sent). ValueError for a graph of more than `limit` nodes."""
+        count, seen, stack = 0, set(), [self._y.grad_fn]
+        while stack:
+            node = stack.pop()
+            if node is None or node in seen:
+                continue
+            seen.add(node)
+            count += 1
+            stack.extend(child for child, _ in getattr(node, "next_functions", ()))
+        if count > limit:
+            raise ValueError(f"the model's graph has {count} nodes; the backward pass is shown for models of at "
+                             f"most {limit}")
+        seed, v = resolve(seed, self.output, self.model)
+        names = {"y": self._y, "x": self._xt}
+        with self._lock, trace(names=names) as steps:
+            self._call._backward(self._y, self._xt, v, seed.count is not None, "gradient", retain_graph=True)
+        return render_graph(self._y, names=names), str(steps)

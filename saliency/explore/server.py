@@ -18,6 +18,7 @@ file system: the image is the one given when the server started.
     GET /api/output.png                a dense output's picture (its class for several channels)
     POST /api/image                    show another image (the bytes of an image file, at most 32 MB;
                                        its pixels bounded as any input's), read as the model takes it
+    GET /api/work?seed=...             the backward pass of a seed, node by node (small models)
     GET /api/map?seed=pixel:R,C&method=gradient&format=npy|png&sign=abs&reduce=sum&stream=ID
                                        a map: NPY (the raw map, float32) or PNG (its heatmap); a
                                        method's options as further parameters (steps=32, ...)
@@ -120,6 +121,14 @@ class Explorer:
         values = y[0] if len(y) == 1 else y.argmax(axis=0) / max(1, len(y) - 1)
         lo, hi = np.nanmin(values), np.nanmax(values)
         return _png(colorize((values - lo) / (hi - lo) if hi > lo else np.zeros_like(values), cmap="viridis"))
+
+    def work(self, spec):
+        """{"graph", "steps"}: the backward pass of the seed `spec` (its command-line form), node by node."""
+        try:
+            graph, steps = self.live.work(seeds_module.parse(spec) if spec else None)
+        except (SeedError, ValueError) as exc:
+            raise RequestError(" ".join(str(exc).split())) from None
+        return {"graph": graph, "steps": steps}
 
     def map_of(self, query, stream=None, number=None):
         """The Attribution a /api/map query ({parameter: text}, without format, sign and reduce) asks
@@ -300,6 +309,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 return self._send(200, explorer.output_png(), "image/png")
             if url.path == "/api/map":
                 return self._map(explorer, query)
+            if url.path == "/api/work":
+                return self._json(200, explorer.work(query.get("seed")))
             return self._json(404, {"error": f"no such page: {url.path}"})
         except RequestError as exc:
             return self._json(400, {"error": str(exc)})

@@ -58,3 +58,13 @@ def test_a_superseded_request_is_skipped_and_threads_share_the_graph():
 def test_one_image_only():
     with pytest.raises(ValueError, match="one image; x holds 2"):
         Live(make_dense(), np.zeros((2, 3, 8, 8)))
+
+
+def test_the_work_of_a_seed_is_the_graph_and_each_step():
+    model = make_dense()
+    live = Live(model, np.random.default_rng(3).uniform(0, 1, (3, 8, 8)))
+    graph, steps = live.work(seeds.pixel(2, 3))
+    assert "ConvolutionBackward0(y)" in graph.splitlines()[0] and "AccumulateGrad(x)" in graph
+    assert steps.splitlines()[0].split()[:2] == ["step", "node"] and "ReluBackward0" in steps
+    with pytest.raises(ValueError, match="graph has 4 nodes; the backward pass is shown for models of at most 3"):
+        live.work(seeds.pixel(2, 3), limit=3)

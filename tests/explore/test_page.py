@@ -203,3 +203,19 @@ def test_another_image_from_the_page_and_a_bad_one_is_one_line(browser, tmp_path
         page.close()
     finally:
         server.stop()
+
+
+def test_the_backward_pass_of_the_seed_node_by_node(browser, dense):
+    server, _, _ = dense
+    page = browser.new_page()
+    page.goto(server.url)
+    page.wait_for_selector("body[data-ready='1']", timeout=30000)
+    box = page.locator("#output").bounding_box()
+    page.mouse.click(box["x"] + 7.5 * box["width"] / 32, box["y"] + 9.5 * box["height"] / 32)
+    page.wait_for_function("document.getElementById('map').dataset.seed === 'pixel:9,7@0'", timeout=30000)
+    page.click("#work summary")
+    page.wait_for_function("document.getElementById('work').dataset.seed === 'pixel:9,7@0'", timeout=30000)
+    graph, steps = page.text_content("#graph"), page.text_content("#steps")
+    assert "ConvolutionBackward0" in graph and "AccumulateGrad(x)" in graph
+    assert "ReluBackward0" in steps and "VJP sent" in steps
+    page.close()

@@ -45,6 +45,7 @@ async function showMap() {
   };
   img.src = URL.createObjectURL(blob);
   drawRings(response.headers.get("X-Receptive-Field"));
+  if ($("work").open) showWork();
   $("map-caption").textContent = `${$("method").value}, seed ${seed} (${response.headers.get("X-Map-Milliseconds")} ms on the server)`;
   $("download-npy").href = api("api/map", mapParams("npy"));
   $("download-png").href = api("api/map", mapParams("png"));
@@ -68,6 +69,16 @@ function drawRings(header) {
     svg.appendChild(circle);
   }
   svg.dataset.radii = JSON.stringify([field.radius50, field.radius90]);
+}
+
+async function showWork() {
+  // the glass-box view: the graph the backward pass walked and what each node got and sent
+  if (seed === null) return;
+  const response = await fetch(api("api/work", {seed: seed}));
+  const body = await response.json();
+  $("graph").textContent = response.ok ? body.graph : body.error;
+  $("steps").textContent = response.ok ? body.steps : "";
+  $("work").dataset.seed = seed;
 }
 
 function channelSuffix() {
@@ -146,6 +157,7 @@ async function start() {
   $("opacity").addEventListener("input", () => { $("map").style.opacity = $("opacity").value; });
   if (info.top) setupClasses(info.top); else setupDense(info.output_shape);
   for (const id of ["method", "sign", "reduce", "channel"]) $(id).addEventListener("change", showMap);
+  $("work").addEventListener("toggle", () => { if ($("work").open) showWork(); });
   $("pin").addEventListener("click", () => {
     // the shown map stays beside the next ones: two seeds, or two methods, side by side
     if (!$("map").src) return;
