@@ -185,7 +185,7 @@ def _static(name):
 
 def _png(rgb):
     buf = io.BytesIO()
-    Image.fromarray(np.ascontiguousarray(rgb)).save(buf, format="PNG")
+    Image.fromarray(np.ascontiguousarray(rgb)).save(buf, format="PNG", compress_level=1)  # speed over size
     return buf.getvalue()
 
 
