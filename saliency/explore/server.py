@@ -94,8 +94,7 @@ class Explorer:
                 top = self.top_classes()
                 both = self.live.gradient(seeds_module.classes(top))
                 self._class_maps = {c: both.map[i] for i, c in enumerate(top)}
-        found = self._class_maps.get(k)
-        return None if found is None else found
+            return self._class_maps.get(k)
 
     def info(self):
         y = self.live.output[0]
@@ -143,8 +142,9 @@ class Explorer:
             options = {method.option(k).name: method.option(k).parse(v) for k, v in query.items()}
             if method.name == "gradient" and not options:
                 k = _class_of(spec) if self.live.output.ndim == 2 else None
-                if k is not None and self.class_map(k) is not None:
-                    return _Shown(self.class_map(k), 0.0)
+                known = self.class_map(k) if k is not None else None
+                if known is not None:
+                    return _Shown(known, 0.0)
                 return self.live.gradient(seed, stream=stream, number=number)
             if stream is not None and not self.live.latest(stream, number):
                 return None
