@@ -81,43 +81,12 @@ def import_zennit():
     return zennit
 
 
-def torch_classifier(torch, widths=(16, 32, 64, 96), n_classes=8, pools=(True, True, True, False)):
-    """The zoo's shapes classifier (models/architectures.py: Classifier) in PyTorch, same state-dict keys."""
-    from collections import OrderedDict
-
-    nn = torch.nn
-
-    def block(cin, cout, pool):
-        layers = [("conv", nn.Conv2d(cin, cout, 3, padding=1, bias=False)), ("bn", nn.BatchNorm2d(cout)),
-                  ("relu", nn.ReLU())]
-        return nn.Sequential(OrderedDict(layers + ([("pool", nn.MaxPool2d(2))] if pool else [])))
-
-    class Classifier(nn.Module):
-        def __init__(self):
-            super().__init__()
-            blocks, cin = [], 3
-            for i, (w, p) in enumerate(zip(widths, pools), start=1):
-                blocks.append((f"block{i}", block(cin, w, p)))
-                cin = w
-            self.features = nn.Sequential(OrderedDict(blocks))
-            self.pool = nn.AdaptiveAvgPool2d(1)
-            self.flatten = nn.Flatten()
-            self.fc = nn.Linear(cin, n_classes)
-
-        def forward(self, x):
-            return self.fc(self.flatten(self.pool(self.features(x))))
-
-    return Classifier()
-
-
-def zoo_pair(name, torch):
+def zoo_pair(name):
     """(our zoo model, a PyTorch copy with its weights, input (1, C, H, W))."""
-    from pixel_seeds import torch_depth_net  # benchmarks/pixel_seeds.py: the zoo's DepthNet in PyTorch
+    from batch import torch_twin  # benchmarks/batch.py: the zoo's architecture file run by PyTorch
 
     ours = zoo.load(name).eval().requires_grad_(False)
-    theirs = torch_depth_net(torch) if name == "depth" else torch_classifier(torch)
-    theirs.load_state_dict({k: torch.tensor(np.asarray(v)) for k, v in ours.state_dict().items()})
-    theirs.float().eval().requires_grad_(False)
+    theirs = torch_twin(ours).float()
     x = (data.scenes(1, seed=5) if name == "depth" else data.shapes(1, seed=5))[0][:1].astype(np.float32)
     return ours, theirs, x
 
@@ -127,7 +96,7 @@ def rows(names, torch):
     models cannot be built."""
     for name in names:
         if name in ZOO:
-            ours, theirs, x = zoo_pair(name, torch)
+            ours, theirs, x = zoo_pair(name)
             yield f"zoo {name} {x.shape[2]}x{x.shape[3]}", ours, theirs, x
             continue
         found = real_cases([name])[:1]  # the U-Nets: only their first size

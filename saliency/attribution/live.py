@@ -14,6 +14,7 @@ import time
 
 import numpy as np
 
+from ..autograd.engine import _count_dependencies
 from ..autograd.trace import render_graph, trace
 from ._core import Call, resolve, seeds_per_pass
 
@@ -71,14 +72,7 @@ class Live:
         """What the backward pass of `seed` does, as `saliency explain` shows it: (the graph below the
         output as a text tree, the table of every node the engine ran with the gradient it got and
         the VJP it sent). ValueError for a graph of more than `limit` nodes."""
-        count, seen, stack = 0, set(), [self._y.grad_fn]
-        while stack:
-            node = stack.pop()
-            if node is None or node in seen:
-                continue
-            seen.add(node)
-            count += 1
-            stack.extend(child for child, _ in getattr(node, "next_functions", ()))
+        count = 1 + len(_count_dependencies([self._y.grad_fn]))  # the output's node and every node below it
         if count > limit:
             raise ValueError(f"the model's graph has {count} nodes; the backward pass is shown for models of at "
                              f"most {limit}")

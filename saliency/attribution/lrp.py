@@ -8,6 +8,7 @@ layer before it. Functional code, residual additions, reused modules and decoder
 same way as modules, and an op without a sound rule is a RuleError naming it, never a silent map.
 """
 from dataclasses import dataclass, replace
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -31,24 +32,25 @@ class Composite:
     first_of: tuple = ("conv", "linear")
 
 
+# Zennit's composites by name (the first: lrp's default), each made from the parameters p of `composite_rules`
+_COMPOSITES = {
+    "epsilon_plus_flat": lambda p: Composite(ZPlus(p.stabilizer), Epsilon(p.epsilon), Flat(p.stabilizer)),
+    "epsilon_plus": lambda p: Composite(ZPlus(p.stabilizer), Epsilon(p.epsilon)),
+    "epsilon_alpha2_beta1": lambda p: Composite(AlphaBeta(2.0, 1.0, p.stabilizer), Epsilon(p.epsilon)),
+    "epsilon_alpha2_beta1_flat": lambda p: Composite(AlphaBeta(2.0, 1.0, p.stabilizer), Epsilon(p.epsilon),
+                                                     Flat(p.stabilizer)),
+    "epsilon_gamma_box": lambda p: Composite(Gamma(p.gamma, p.stabilizer), Epsilon(p.epsilon),
+                                             ZBox(p.low, p.high, p.stabilizer), ("conv",)),
+    "epsilon": lambda p: Composite(Epsilon(p.epsilon), Epsilon(p.epsilon)),
+}
+COMPOSITES = tuple(_COMPOSITES)
+
+
 def composite_rules(name, *, epsilon=1e-6, gamma=0.25, low=0.0, high=1.0, stabilizer=1e-6):
     """Zennit's composite `name` with these parameters (and `epsilon`: Epsilon everywhere, Captum's LRP)."""
-    eps, plus, ab = Epsilon(epsilon), ZPlus(stabilizer), AlphaBeta(2.0, 1.0, stabilizer)
-    table = {
-        "epsilon_plus": Composite(plus, eps),
-        "epsilon_plus_flat": Composite(plus, eps, Flat(stabilizer)),
-        "epsilon_alpha2_beta1": Composite(ab, eps),
-        "epsilon_alpha2_beta1_flat": Composite(ab, eps, Flat(stabilizer)),
-        "epsilon_gamma_box": Composite(Gamma(gamma, stabilizer), eps, ZBox(low, high, stabilizer), ("conv",)),
-        "epsilon": Composite(eps, eps),
-    }
-    if name not in table:
+    if name not in _COMPOSITES:
         raise ValueError(f"unknown composite {name!r}; choose one of: {', '.join(COMPOSITES)}")
-    return table[name]
-
-
-COMPOSITES = ("epsilon_plus_flat", "epsilon_plus", "epsilon_alpha2_beta1", "epsilon_alpha2_beta1_flat",
-              "epsilon_gamma_box", "epsilon")
+    return _COMPOSITES[name](SimpleNamespace(epsilon=epsilon, gamma=gamma, low=low, high=high, stabilizer=stabilizer))
 
 
 def _chooser(comp, split, overrides, zero_bias):

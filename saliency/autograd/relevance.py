@@ -24,6 +24,7 @@ import numpy as np
 from ..kernels import versions
 from ..kernels.relevance import stabilized_reciprocal, value_range
 from . import rules
+from .engine import _count_dependencies
 from .patch import Patch
 from .tensor import AccumulateGrad
 from .rules import BATCHNORM, NONE, PASS, ROUTE, SPLIT, WEIGHTS, WINNER, RuleError, kind_of
@@ -403,18 +404,7 @@ class Pass(Rule):
 def _walk(root):
     """Every node reachable from `root` (graph nodes and leaf accumulators), parents before children,
     and each node's number of consumers."""
-    consumers = {}
-    seen = {root}
-    stack = [root]
-    while stack:
-        node = stack.pop()
-        for child, _ in getattr(node, "next_functions", ()):
-            if child is None:
-                continue
-            consumers[child] = consumers.get(child, 0) + 1
-            if child not in seen:
-                seen.add(child)
-                stack.append(child)
+    consumers = _count_dependencies([root])
     order, left, ready = [], dict(consumers), [root]
     while ready:
         node = ready.pop()

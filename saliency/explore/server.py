@@ -104,9 +104,8 @@ class Explorer:
         if y.ndim == 1:
             p = np.exp(y - y.max())
             p /= p.sum()
-            top = np.argsort(-p)[:10]
-            out["top"] = [{"class": int(k), "name": names[k] if k < len(names) else str(k), "p": float(p[k])}
-                          for k in top]
+            out["top"] = [{"class": k, "name": names[k] if k < len(names) else str(k), "p": float(p[k])}
+                          for k in self.top_classes()]
         return out
 
     def image_png(self):

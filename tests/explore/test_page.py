@@ -56,6 +56,14 @@ def classifier():
     server.stop()
 
 
+def _opened(browser, server):
+    """A new page of the server's URL, its first request answered."""
+    page = browser.new_page()
+    page.goto(server.url)
+    page.wait_for_selector("body[data-ready='1']", timeout=30000)
+    return page
+
+
 def _npy(page):
     """The map the page shows, downloaded from its NPY link."""
     href = page.get_attribute("#download-npy", "href")
@@ -69,9 +77,7 @@ def _shown(page, count):
 
 def test_clicking_an_output_pixel_shows_its_map(browser, dense):
     server, model, x = dense
-    page = browser.new_page()
-    page.goto(server.url)
-    page.wait_for_selector("body[data-ready='1']", timeout=30000)
+    page = _opened(browser, server)
     page.select_option("#channel", "1")
     box = page.locator("#output").bounding_box()
     for n, (r, c) in enumerate([(5, 7), (20, 30)], start=1):
@@ -93,9 +99,7 @@ def test_clicking_an_output_pixel_shows_its_map(browser, dense):
 
 def test_pointing_at_a_class_and_switching_the_method(browser, classifier):
     server, model, x = classifier
-    page = browser.new_page()
-    page.goto(server.url)
-    page.wait_for_selector("body[data-ready='1']", timeout=30000)
+    page = _opened(browser, server)
     second = page.locator("#classes li").nth(1)
     k = int(second.get_attribute("data-class"))
     second.hover()
@@ -126,9 +130,7 @@ def test_a_pixel_shows_its_receptive_field_and_the_map_can_lie_over_the_image(br
     server, model, x = dense
     from saliency.attribution import receptive_field
 
-    page = browser.new_page()
-    page.goto(server.url)
-    page.wait_for_selector("body[data-ready='1']", timeout=30000)
+    page = _opened(browser, server)
     box = page.locator("#output").bounding_box()
     page.mouse.click(box["x"] + 16.5 * box["width"] / 32, box["y"] + 10.5 * box["height"] / 32)
     page.wait_for_function("document.getElementById('rings').dataset.radii !== undefined", timeout=30000)
@@ -144,9 +146,7 @@ def test_a_pixel_shows_its_receptive_field_and_the_map_can_lie_over_the_image(br
 
 def test_a_kept_map_stays_beside_the_next(browser, dense):
     server, _, _ = dense
-    page = browser.new_page()
-    page.goto(server.url)
-    page.wait_for_selector("body[data-ready='1']", timeout=30000)
+    page = _opened(browser, server)
     box = page.locator("#output").bounding_box()
     page.mouse.click(box["x"] + 4.5 * box["width"] / 32, box["y"] + 4.5 * box["height"] / 32)
     page.wait_for_function("document.getElementById('map').dataset.seed === 'pixel:4,4@0'", timeout=30000)
@@ -166,9 +166,7 @@ def test_a_segmentation_class_as_a_whole(browser):
     x = np.random.default_rng(5).uniform(0, 1, (3, 24, 24)).astype(np.float32)
     server = explore.serve(model, x)
     try:
-        page = browser.new_page()
-        page.goto(server.url)
-        page.wait_for_selector("body[data-ready='1']", timeout=30000)
+        page = _opened(browser, server)
         k = int(model(sl.tensor(x[None])).numpy()[0].argmax(axis=0)[0, 0])  # a class some pixel is
         page.select_option("#channel", str(k))
         page.click("#segment")
@@ -184,9 +182,7 @@ def test_another_image_from_the_page_and_a_bad_one_is_one_line(browser, tmp_path
     x = np.zeros((3, 16, 16), np.float32)
     server = explore.serve(model, x)
     try:
-        page = browser.new_page()
-        page.goto(server.url)
-        page.wait_for_selector("body[data-ready='1']", timeout=30000)
+        page = _opened(browser, server)
         bad = tmp_path / "notes.png"
         bad.write_text("not an image")
         page.set_input_files("#upload", str(bad))
@@ -207,9 +203,7 @@ def test_another_image_from_the_page_and_a_bad_one_is_one_line(browser, tmp_path
 
 def test_the_backward_pass_of_the_seed_node_by_node(browser, dense):
     server, _, _ = dense
-    page = browser.new_page()
-    page.goto(server.url)
-    page.wait_for_selector("body[data-ready='1']", timeout=30000)
+    page = _opened(browser, server)
     box = page.locator("#output").bounding_box()
     page.mouse.click(box["x"] + 7.5 * box["width"] / 32, box["y"] + 9.5 * box["height"] / 32)
     page.wait_for_function("document.getElementById('map').dataset.seed === 'pixel:9,7@0'", timeout=30000)
