@@ -17,14 +17,25 @@ from saliency.attribution import distributed, store_lock
 from .mapping import MapError
 
 
-def find_store(path):
-    """The store at `path`: a maps.zarr or maps folder itself, or the output folder holding one,
-    opened with its lock for reading (refused while a run writes it; `store.close()` releases it)."""
+def store_at(path):
+    """The map store's folder at `path` (a maps.zarr or maps folder itself, or the output folder
+    holding one), or None."""
     path = Path(path)
-    candidates = (path, path / stores.ZARR_NAME, path / stores.FOLDER_NAME)
-    for candidate in candidates:
+    for candidate in (path, path / stores.ZARR_NAME, path / stores.FOLDER_NAME):
         if (candidate / "zarr.json").is_file() or (candidate / "index.json").is_file():
-            return attribution.open_store(candidate, lock="read")
+            return candidate
+    return None
+
+
+def find_store(path, lock="read"):
+    """The store at `path` (as `store_at` finds it), opened with its lock for reading (refused while
+    a run writes it; `store.close()` releases it); lock=None: opened without (its rows read
+    afresh show a run's progress)."""
+    path = Path(path)
+    found = store_at(path)
+    if found is not None:
+        return attribution.open_store(found, lock=lock)
+    candidates = (path, path / stores.ZARR_NAME, path / stores.FOLDER_NAME)
     for candidate in candidates:  # a run that has just begun to write one: say so
         if store_lock.lock_path(candidate).exists():
             store_lock.acquire(candidate, shared=True).release()

@@ -142,40 +142,47 @@ def receptive_field(image: str = typer.Argument(..., help="Image file."),
 
 @app.command()
 @add_preprocess_options
-def explore(image: str = typer.Argument(..., help="Image file."),
-            model: str = typer.Option("shapes", "--model", "-m", help=MODEL_HELP),
+def explore(image: str = typer.Argument(..., help="Image file, or a map store made by saliency batch (its --out "
+                                         "folder, or the maps.zarr / maps folder in it)."),
+            model: str = typer.Option(None, "--model", "-m", help=MODEL_HELP + " For a store: the model "
+                                      "that made its maps (default: the one it records; a model file "
+                                      "runs only when named here)."),
             weights: str = typer.Option(None, "--weights", "-w", help=WEIGHTS_HELP),
             model_args: str = typer.Option(None, "--model-args", help="JSON arguments for Name of a model file, "
                                            "as for saliency map."),
             random_seed: int = typer.Option(None, "--random-seed", help=RANDOM_SEED_HELP),
+            evaluation: str = typer.Option(None, "--evaluation", help="For a store: the evaluation.json "
+                                           "saliency evaluate wrote (or its --out folder), whose deletion and "
+                                           "insertion areas the table shows (default: evaluation.json beside "
+                                           "the store, if there)."),
             host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on (another than 127.0.0.1 "
                                      "lets other machines in; the token is still required)."),
             port: int = typer.Option(0, "--port", help="Port to listen on (0: a free one)."),
             no_browser: bool = typer.Option(False, "--no-browser", help="Print the page's URL only."),
             **preprocess_options):
-    """A local page for IMAGE: click an output pixel (or point at a class) and see its map at once."""
+    """A local page for IMAGE: click an output pixel (or point at a class) and see its map at once. For
+    a STORE: its images and maps in a table, sorted by any column, each opened live on click."""
     import webbrowser
 
     from saliency import explore as serving
 
-    from .mapping import model_and_input, model_input
+    from .explore import explorer as make_explorer
     from .preprocessing import take
 
     try:
         request = take(preprocess_options)
-        net, x, _, notes = model_and_input(image, _source(model, weights, model_args, random_seed), request)
-        preprocess = request.apply(net) if request is not None else None
-        explorer = serving.Explorer(net, x, read=lambda f: model_input(net, f, preprocess))
-        server = serving.Server(explorer, host=host, port=port)
+        explorer, notes, what = make_explorer(image, model, weights, model_args, random_seed, evaluation, request)
     except _input_errors() as exc:
         raise UserError(str(exc)) from None
+    try:
+        server = serving.Server(explorer, host=host, port=port)
     except OSError as exc:
         raise UserError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
     for line in notes:
         typer.echo(line)
     if host not in ("127.0.0.1", "localhost", "::1"):
         typer.echo(f"warning: listening on {host}: other machines can reach the page (with its token)", err=True)
-    typer.echo(f"serving {image} at {server.url}\n(Ctrl-C stops it)")
+    typer.echo(f"serving {what} at {server.url}\n(Ctrl-C stops it)")
     if not no_browser:
         webbrowser.open(server.url)
     try:

@@ -27,7 +27,7 @@ class Live:
     output (an ndarray with the batch dimension)."""
 
     def __init__(self, model, x):
-        self.model = model
+        self.model, self.x = model, x
         self._call = Call(model, x)
         if self._call.n != 1:
             raise ValueError(f"Live keeps the forward pass of one image; x holds {self._call.n}")

@@ -143,7 +143,13 @@ class MapStore:
             text = f"predicted class {predicted}"
         seed = _StoredSeed(text, self.map_shape[0] if len(self.map_shape) == 4 else None)
         return Attribution(map=amap, seed=seed, method=self.attrs.get("method", "map"), output=None, seconds=0.0,
-                           input=_image(self.files[index], self.map_shape[-2:], self.attrs.get("preprocess")))
+                           input=self.picture(index))
+
+    def picture(self, index):
+        """The image of map `index` as a picture (H, W, 3) at the map's size, read again from its file
+        through the store's preprocessing (the crop the model saw), or None when it does not read
+        (an array's images, image0, ...; a file moved since)."""
+        return _image(self.files[index], self.map_shape[-2:], self.attrs.get("preprocess"))
 
     def figure(self, index=0, style=None, **style_fields):
         """The Figure of map `index`: its image beside it (`Attribution.figure`)."""

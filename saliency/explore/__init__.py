@@ -1,17 +1,23 @@
-"""Exploring maps interactively: a local server answering map requests for one model and one image.
+"""Exploring maps interactively: a local server answering map requests for one model and one image,
+and browsing a store of maps made by `saliency batch`.
 
     server = saliency.explore.serve(model, x)    # started in a thread; server.url has the token
     ...                                          # GET {url}/api/map?seed=pixel:100,40&format=npy
     server.stop()
 
+    view = StoreView(attribution.open_store("out/maps"))
+    server = saliency.explore.serve(model, store=view)   # its images, opened live by number
+
 See `server` for the API and its security (token, Host check, localhost by default).
 """
+from .browse import ScoresError, StoreView, read_scores
 from .server import Explorer, RequestError, Server
 
 
-def serve(model, x, host="127.0.0.1", port=0, token=None):
-    """A started Server for `model` on the image `x` ((C, H, W), as the methods take it)."""
-    return Server(Explorer(model, x), host=host, port=port, token=token).start()
+def serve(model, x=None, store=None, host="127.0.0.1", port=0, token=None):
+    """A started Server for `model` on the image `x` ((C, H, W), as the methods take it), or on the
+    images of `store` (a StoreView; the first with a map shown)."""
+    return Server(Explorer(model, x, store=store), host=host, port=port, token=token).start()
 
 
-__all__ = ["Explorer", "RequestError", "Server", "serve"]
+__all__ = ["Explorer", "RequestError", "ScoresError", "Server", "StoreView", "read_scores", "serve"]

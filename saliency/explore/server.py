@@ -1,4 +1,5 @@
-"""The local server of `saliency explore`: a JSON and binary API over one model and one image.
+"""The local server of `saliency explore`: a JSON and binary API over one model and one image, and
+a store of maps made by `saliency batch`.
 
 The standard library's threading HTTP server: the API is a handful of small requests at a time from
 one user's tabs, which threads serve well, and it adds no dependency. Each request is answered
@@ -9,19 +10,28 @@ Security, as Jupyter's server does it: it listens on 127.0.0.1 unless told other
 request must carry the random token (`?token=`, an `Authorization: token ...` header, or the
 cookie the first request sets); the Host header must name this server (a page of another site
 that rebinds its DNS name to 127.0.0.1 sends its own name); and no part of a request reaches the
-file system: the image is the one given when the server started.
+file system: the images are the one given when the server started and those its store lists,
+named by their number in it.
 
     GET /                              the page (static/index.html; sets the token's cookie)
     GET /static/NAME                   the page's script and style (files of the package only)
-    GET /api/info                      the model's task, input and output shapes, top classes
+    GET /api/info                      the image shown: the model's task, input and output shapes,
+                                       top classes; the store's summary
     GET /api/image.png                 the input image
     GET /api/output.png                a dense output's picture (its class for several channels)
     POST /api/image                    show another image (the bytes of an image file, at most 32 MB;
                                        its pixels bounded as any input's), read as the model takes it
     GET /api/work?seed=...             the backward pass of a seed, node by node (small models)
-    GET /api/map?seed=pixel:R,C&method=gradient&format=npy|png&sign=abs&reduce=sum&stream=ID
-                                       a map: NPY (the raw map, float32) or PNG (its heatmap); a
-                                       method's options as further parameters (steps=32, ...)
+    GET /api/map?seed=pixel:R,C&method=gradient&format=npy|png|bmp&sign=abs&reduce=sum&stream=ID
+                                       a map: NPY (the raw map, float32) or PNG (its heatmap; BMP, the
+                                       same picture made faster); a method's options as further
+                                       parameters (steps=32, ...)
+    GET /api/store                     the store: its summary and a row per image (file, predicted
+                                       class, error, deletion and insertion areas)
+    GET /api/store/map?index=N&format=npy|png|bmp&sign=&reduce=
+                                       the stored map of image N
+    GET /api/store/image.png?index=N   image N as the model saw it
+    POST /api/open?index=N             show image N of the store live from now on
 
 An error is HTTP 400 with {"error": "one line"}; a request superseded by a newer one of the same
 `stream` (a tab's clicks) while it waited is HTTP 409 with {"superseded": true}.
@@ -41,12 +51,14 @@ from PIL import Image
 from ..attribution import InputError, Live, ModelError, RuleError, SeedError, registry
 from ..attribution import seeds as seeds_module
 from ..attribution.receptive import mass_radius
+from ..attribution.store_files import StoreError
 from ..viz.errors import VizError
 from ..viz.files import load_image
 from ..viz.heatmap import colorize, heatmap, to_rgb
 from ..viz.style import SIGNS
 
 COOKIE = "saliency_token"
+TOP = 10  # the classes a classifier's page lists, their maps from one batched pass
 MAX_UPLOAD = 32 << 20  # bytes of an image dropped on the page (its pixels are bounded as any input's)
 # The files the page is made of: the only files a request can read (its path picks one by name)
 STATIC = {"index.html": "text/html; charset=utf-8", "app.js": "text/javascript; charset=utf-8",
@@ -58,48 +70,92 @@ class RequestError(ValueError):
 
 
 class Explorer:
-    """What the server serves: `model` on the image `x` (C, H, W). `read(file) -> (x, note)` reads an
-    uploaded image (a binary file object) as the model takes it; by default at x's size and channels."""
+    """What the server serves: `model` on the image `x` (C, H, W), its graph kept (`Live`).
 
-    def __init__(self, model, x, read=None):
-        self.model = model
-        self.x = np.asarray(x)
-        self.read = read or (lambda f: load_image(f, size=self.x.shape[1:], channels=self.x.shape[0]))
-        self.live = Live(model, self.x)
-        self._class_maps = None  # {class: gradient map} of the top classes, from one batched pass
+    `read(file) -> (x, note)` reads an uploaded image (a binary file object) as the model takes it
+    (default: at x's size and channels); `picture(x)` is the picture of an input to show (default:
+    x itself, as an image in [0, 1]; a normalised input needs its preprocessing's `denormalize`).
+    With `store` (a `browse.StoreView`), the page browses the store too and shows any of its
+    images live; `x` may then be None (the store's first image with a map is shown). `model` None
+    (a store whose model is not named): the store is browsed only, and `why` says why. `name`:
+    what the page calls x (its file's name)."""
+
+    def __init__(self, model, x=None, read=None, picture=None, store=None, why=None, name="image"):
+        self.model, self.store = model, store
+        self.why = why or "no model to run: give --model"
+        self.read = read or (lambda f: load_image(f, size=self._shown().x.shape[1:], channels=self.x.shape[0]))
+        self.picture = picture or (lambda image: image)
+        self.x = self.live = self.name = self.index = None
+        self._class_maps = None  # (live, {class: gradient map}) of the top classes, from one batched pass
         self._class_lock = threading.Lock()
+        if model is not None and x is not None:
+            self._show(np.asarray(x), name)
+        elif model is not None and store is not None and store.first_done() is not None:
+            self.open(store.first_done())
+
+    def _shown(self):
+        """Self, when an image is shown live; else the RequestError saying why none is."""
+        if self.live is None:
+            raise RequestError(self.why if self.model is None else "no image is open: pick one of the store's")
+        return self
+
+    def _show(self, x, name, index=None):
+        """Show the input `x` live from now on: `name` says what it is, `index` its place in the store."""
+        live = Live(self.model, x)
+        with self._class_lock:
+            self.x, self.live, self.name, self.index, self._class_maps = x, live, name, index, None
 
     def replace(self, data):
         """Show the image in `data` (the bytes of an image file, at most MAX_UPLOAD) from now on; its note."""
+        if self.model is None:
+            raise RequestError(self.why)
         if len(data) > MAX_UPLOAD:
             raise RequestError(f"the image is {len(data):,} bytes; at most {MAX_UPLOAD:,} are taken")
         try:
             x, note = self.read(io.BytesIO(data))
-            live = Live(self.model, x)
+            self._show(np.asarray(x), "uploaded image")
         except (VizError, InputError, ModelError) as exc:
             raise RequestError(" ".join(str(exc).split())) from None
-        with self._class_lock:
-            self.x, self.live, self._class_maps = np.asarray(x), live, None
         return note
 
-    def top_classes(self, count=10):
-        """The `count` classes of highest score (a classifier's output), best first."""
-        return [int(k) for k in np.argsort(-self.live.output[0])[:count]]
+    def open(self, index):
+        """Show image `index` of the store (its text, as a request gives it) from now on."""
+        if self.store is None:
+            raise RequestError("no store is open: start the page with saliency explore STORE")
+        if self.model is None:
+            raise RequestError(self.why)
+        try:
+            index = self.store.index(index)
+            self._show(self.store.input(self.model, index), self.store.store.files[index], index)
+        except (StoreError, InputError, ModelError) as exc:
+            raise RequestError(" ".join(str(exc).split())) from None
 
-    def class_map(self, k):
-        """The gradient map of class k's score, for the top classes from one batched backward pass made
-        the first time one is asked for (None for another class)."""
+    def top_classes(self):
+        """The TOP classes of highest score (a classifier's output), best first."""
+        return [int(k) for k in np.argsort(-self._shown().live.output[0])[:TOP]]
+
+    def class_map(self, k, live):
+        """The gradient map of class k's score on `live` (the image shown), for the top classes from
+        one batched backward pass made the first time one is asked for (None for another class)."""
         with self._class_lock:
-            if self._class_maps is None:
-                top = self.top_classes()
-                both = self.live.gradient(seeds_module.classes(top))
-                self._class_maps = {c: both.map[i] for i, c in enumerate(top)}
-            return self._class_maps.get(k)
+            if self._class_maps is None or self._class_maps[0] is not live:
+                top = [int(c) for c in np.argsort(-live.output[0])[:TOP]]
+                both = live.gradient(seeds_module.classes(top))
+                self._class_maps = (live, {c: both.map[i] for i, c in enumerate(top)})
+            return self._class_maps[1].get(k)
 
     def info(self):
-        y = self.live.output[0]
-        out = {"task": getattr(self.model, "task", None) or ("classification" if y.ndim == 1 else "dense"),
-               "input_shape": list(self.x.shape), "output_shape": list(y.shape), "methods": list(registry.METHODS)}
+        """What the page shows: the store's summary (with one), and the image shown live (without a
+        model or before an image is opened: "live" false and "why")."""
+        out = {"methods": list(registry.METHODS), "store": self.store.summary() if self.store else None}
+        if self.live is None:
+            return {**out, "live": False, "why": self._why_not()}
+        live = self.live
+        x = np.asarray(live.x)
+        y = live.output[0]
+        out.update(live=True, image=self.name, index=self.index, input_shape=list(x.shape),
+                   output_shape=list(y.shape),
+                   task=getattr(self.model, "task", None) or ("classification" if y.ndim == 1 else "dense"))
         names = list(getattr(self.model, "classes", None) or [])
         if y.ndim == 1:
             p = np.exp(y - y.max())
@@ -108,12 +164,19 @@ class Explorer:
                           for k in self.top_classes()]
         return out
 
+    def _why_not(self):
+        try:
+            self._shown()
+        except RequestError as exc:
+            return str(exc)
+        return None
+
     def image_png(self):
-        return _png(to_rgb(self.x))
+        return _png(to_rgb(self.picture(self._shown().x)))
 
     def output_png(self):
         """A dense output's picture: its one channel's values, or each pixel's top channel, coloured."""
-        y = np.asarray(self.live.output[0], np.float64)
+        y = np.asarray(self._shown().live.output[0], np.float64)
         if y.ndim != 3:
             raise RequestError("the model's output is not a map (it has no pixels to show)")
         values = y[0] if len(y) == 1 else y.argmax(axis=0) / max(1, len(y) - 1)
@@ -122,41 +185,63 @@ class Explorer:
 
     def work(self, spec):
         """{"graph", "steps"}: the backward pass of the seed `spec` (its command-line form), node by node."""
+        live = self._shown().live
         try:
-            graph, steps = self.live.work(seeds_module.parse(spec) if spec else None)
+            graph, steps = live.work(seeds_module.parse(spec) if spec else None)
         except (SeedError, ValueError) as exc:
             raise RequestError(" ".join(str(exc).split())) from None
         return {"graph": graph, "steps": steps}
 
-    def map_of(self, query, stream=None, number=None):
+    def map_of(self, query, stream=None):
         """The Attribution a /api/map query ({parameter: text}, without format, sign and reduce) asks
-        for, or None when `number`, a ticket of `stream`, has been superseded. The gradient without
-        options comes from the kept graph; any other method runs on the image."""
+        for, or None when a newer request of `stream` (one tab's clicks) superseded it while it
+        waited. The gradient without options comes from the kept graph; any other method runs on
+        the image."""
         query = dict(query)
         spec = query.pop("seed", None)
         name = query.pop("method", "gradient")
+        live = self._shown().live  # the image shown now, whatever an upload does meanwhile
+        number = live.ticket(stream) if stream else None
         try:
             seed = seeds_module.parse(spec) if spec else None
             method = registry.get(name)
             options = {method.option(k).name: method.option(k).parse(v) for k, v in query.items()}
             if method.name == "gradient" and not options:
-                k = _class_of(spec) if self.live.output.ndim == 2 else None
-                known = self.class_map(k) if k is not None else None
+                k = _class_of(spec) if live.output.ndim == 2 else None
+                known = self.class_map(k, live) if k is not None else None
                 if known is not None:
-                    return _Shown(known, 0.0)
-                return self.live.gradient(seed, stream=stream, number=number)
-            if stream is not None and not self.live.latest(stream, number):
+                    return _Shown(known, 0.0, live.output)
+                return live.gradient(seed, stream=stream, number=number)
+            if stream is not None and not live.latest(stream, number):
                 return None
-            return method(self.model, self.x, seed, **options)
+            return method(self.model, live.x, seed, **options)
         except (InputError, SeedError, RuleError, ModelError, registry.OptionError, ValueError, TypeError) as exc:
+            raise RequestError(" ".join(str(exc).split())) from None
+
+    def stored_map(self, index):
+        """The store's map of image `index` (its text, as a request gives it)."""
+        if self.store is None:
+            raise RequestError("no store is open: start the page with saliency explore STORE")
+        try:
+            return self.store.map(self.store.index(index))
+        except StoreError as exc:
+            raise RequestError(" ".join(str(exc).split())) from None
+
+    def stored_picture(self, index):
+        """Image `index` of the store as the model saw it, a PNG."""
+        if self.store is None:
+            raise RequestError("no store is open: start the page with saliency explore STORE")
+        try:
+            return _png(to_rgb(self.store.picture(self.store.index(index))))
+        except StoreError as exc:
             raise RequestError(" ".join(str(exc).split())) from None
 
 
 class _Shown:
     """A map already computed (the batched class maps): what the handler reads of an Attribution."""
 
-    def __init__(self, amap, seconds):
-        self.map, self.seconds = amap, seconds
+    def __init__(self, amap, seconds, output):
+        self.map, self.seconds, self.output = amap, seconds, output
 
 
 def _class_of(spec):
@@ -182,9 +267,14 @@ def _static(name):
     return (importlib.resources.files(__package__) / "static" / name).read_bytes()
 
 
-def _png(rgb):
+def _png(rgb, fmt="png"):
+    """An RGB picture as a PNG file's bytes, or BMP's (fmt="bmp": no checksums, no compression, 20 to 40
+    times faster to make than even an unpacked PNG; the page shows maps so)."""
     buf = io.BytesIO()
-    Image.fromarray(np.ascontiguousarray(rgb)).save(buf, format="PNG", compress_level=1)  # speed over size
+    if fmt == "bmp":
+        Image.fromarray(np.ascontiguousarray(rgb)).save(buf, format="BMP")
+    else:
+        Image.fromarray(np.ascontiguousarray(rgb)).save(buf, format="PNG", compress_level=1)
     return buf.getvalue()
 
 
@@ -268,6 +358,12 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         query = dict(urllib.parse.parse_qsl(url.query))
         if not self._allowed(query):
             return
+        if url.path == "/api/open":
+            try:
+                self.server.explorer.open(query.get("index"))
+            except RequestError as exc:
+                return self._json(400, {"error": str(exc)})
+            return self._json(200, self.server.explorer.info())
         if url.path != "/api/image":
             return self._json(404, {"error": f"no such page: {url.path}"})
         try:
@@ -308,6 +404,14 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 return self._send(200, explorer.output_png(), "image/png")
             if url.path == "/api/map":
                 return self._map(explorer, query)
+            if url.path == "/api/store":
+                if explorer.store is None:
+                    raise RequestError("no store is open: start the page with saliency explore STORE")
+                return self._json(200, {**explorer.store.summary(), "rows": explorer.store.rows()})
+            if url.path == "/api/store/map":
+                return self._picture(explorer.stored_map(query.get("index")), query, None, [])
+            if url.path == "/api/store/image.png":
+                return self._send(200, explorer.stored_picture(query.get("index")), "image/png")
             if url.path == "/api/work":
                 return self._json(200, explorer.work(query.get("seed")))
             return self._json(404, {"error": f"no such page: {url.path}"})
@@ -315,25 +419,34 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             return self._json(400, {"error": str(exc)})
 
     def _map(self, explorer, query):
-        fmt = query.pop("format", "npy")
-        sign, reduce = query.pop("sign", "abs"), query.pop("reduce", "sum")
         stream = query.pop("stream", None)
-        if fmt not in ("npy", "png"):
-            raise RequestError(f"format must be npy or png, got {fmt!r}")
-        if sign not in SIGNS or reduce not in ("sum", "max_abs"):
-            raise RequestError(f"sign must be one of {', '.join(SIGNS)} and reduce sum or max_abs")
-        number = explorer.live.ticket(stream) if stream else None
-        attr = explorer.map_of(query, stream, number)
+        fmt, sign, reduce = _picture_options(query)
+        attr = explorer.map_of({k: v for k, v in query.items() if k not in ("format", "sign", "reduce")}, stream)
         if attr is None:
             return self._json(409, {"superseded": True})
         extra = [("X-Map-Milliseconds", f"{attr.seconds * 1e3:.3f}")]
         spec = query.get("seed") or ""
         if spec.startswith("pixel:") and np.ndim(attr.map) == 3:
-            (cy, cx), r50, r90 = _radii(attr.map, spec, explorer.live.output.shape)
+            (cy, cx), r50, r90 = _radii(attr.map, spec, np.shape(attr.output))
             extra.append(("X-Receptive-Field", json.dumps({"centre": [cy, cx], "radius50": r50, "radius90": r90})))
+        return self._picture(attr.map, query, (fmt, sign, reduce), extra)
+
+    def _picture(self, amap, query, options, extra):
+        """Send a map as its query asks (format, sign, reduce; `options` when already read from it)."""
+        fmt, sign, reduce = options or _picture_options(query)
         if fmt == "npy":
-            return self._send(200, _npy(attr.map), "application/octet-stream", extra)
-        picture = np.asarray(attr.map)
+            return self._send(200, _npy(amap), "application/octet-stream", extra)
+        picture = np.asarray(amap)
         if picture.ndim == 4:
             picture = picture[0]
-        return self._send(200, _png(heatmap(picture, sign=sign, reduce=reduce)), "image/png", extra)
+        return self._send(200, _png(heatmap(picture, sign=sign, reduce=reduce), fmt), f"image/{fmt}", extra)
+
+
+def _picture_options(query):
+    """(format, sign, reduce) of a map request, checked (RequestError)."""
+    fmt, sign, reduce = query.get("format", "npy"), query.get("sign", "abs"), query.get("reduce", "sum")
+    if fmt not in ("npy", "png", "bmp"):
+        raise RequestError(f"format must be npy, png or bmp, got {fmt!r}")
+    if sign not in SIGNS or reduce not in ("sum", "max_abs"):
+        raise RequestError(f"sign must be one of {', '.join(SIGNS)} and reduce sum or max_abs")
+    return fmt, sign, reduce

@@ -2,15 +2,22 @@
 output pixel, pointing at a class and switching the method show the maps the methods compute; an
 error is one line on the page. Skipped where Playwright or Chromium is missing."""
 import io
+import os
 import shutil
 import urllib.request
+from pathlib import Path
 
 import numpy as np
 import pytest
+from PIL import Image
 
 import saliency as sl
 from saliency import explore, nn
 from saliency.attribution import gradient, lrp, seeds
+from saliency.attribution.sources import ImageSource
+from saliency.models import zoo
+
+from ._store import IMAGES, made_store, opened, served
 
 sync_api = pytest.importorskip("playwright.sync_api", reason="Playwright is not installed (pip install playwright)")
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -20,6 +27,7 @@ pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no Chromium found (Deb
 FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
          "--disable-component-update", "--disable-sync"]
 SHOWN = 320  # the CSS size of the page's pictures, in pixels
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _random(model, seed):
@@ -213,3 +221,78 @@ def test_the_backward_pass_of_the_seed_node_by_node(browser, dense):
     assert "ConvolutionBackward0" in graph and "AccumulateGrad(x)" in graph
     assert "ReluBackward0" in steps and "VJP sent" in steps
     page.close()
+
+
+@pytest.fixture(scope="module")
+def store_page(tmp_path_factory):
+    folder = made_store(tmp_path_factory.mktemp("store"))
+    server, _ = served(folder)
+    yield server, folder
+    server.stop()
+
+
+def _column(page, key):
+    return page.eval_on_selector_all(f"#store-table tbody td[data-key='{key}']", "cells => cells.map(c => c.textContent)")
+
+
+def test_a_store_sorted_by_a_column(browser, store_page):
+    server, folder = store_page
+    store, entry = opened(folder)
+    page = _opened(browser, server)
+    assert _column(page, "file") == store.files  # in the store's order at first
+    deletion = dict(zip(entry["files"], entry["deletion_auc"]))
+    page.click("#store-table th[data-key='deletion']")
+    assert _column(page, "file") == sorted(store.files, key=deletion.get)
+    assert page.get_attribute("#store-table", "data-sorted") == "deletion:asc" and "#sort=deletion:asc" in page.url
+    page.click("#store-table th[data-key='deletion']")  # again: the other way
+    assert _column(page, "file") == sorted(store.files, key=deletion.get, reverse=True)
+    page.click("#store-table th[data-key='predicted']")
+    names = _column(page, "predicted")
+    assert names == sorted(names)
+    page.close()
+
+
+def test_a_row_opens_its_image_live_beside_its_stored_map(browser, store_page):
+    server, folder = store_page
+    store, _ = opened(folder)
+    page = _opened(browser, server)
+    _shown(page, 1)
+    page.click("#store-table tbody tr[data-index='1']")
+    page.wait_for_function("document.getElementById('what').textContent.includes('digit3')", timeout=30000)
+    page.wait_for_selector("body[data-ready='1']", timeout=30000)
+    _shown(page, 1)
+    assert page.get_attribute("#store-table tr.on", "data-index") == "1"
+    assert page.get_attribute("#stored", "data-index") == "1"
+    model = zoo.load("shapes")
+    x = ImageSource(model, [store.files[1]]).read(0, 1)[0][0]
+    k = int(store.predicted[1])
+    assert page.get_attribute("#map", "data-seed") == f"class:{k}"
+    np.testing.assert_allclose(_npy(page), gradient(model, x, seeds.parse(f"class:{k}")).map, rtol=1e-5, atol=1e-6)
+    page.close()
+
+
+def test_the_readme_screenshot(browser, tmp_path):
+    """The page on the depth model with a pixel clicked: README's picture (written to docs/explore.png
+    with SALIENCY_WRITE_SCREENSHOTS=1)."""
+    model = zoo.load("depth")
+    x, _ = sl.viz.load_image(IMAGES / "scene.png", size=(128, 128))
+    server = explore.Server(explore.Explorer(model, x, name="scene.png")).start()
+    try:
+        page = browser.new_page(viewport={"width": 1440, "height": 560})
+        page.goto(server.url)
+        page.wait_for_selector("body[data-ready='1']", timeout=30000)
+        box = page.locator("#output").bounding_box()
+        for row, col in ((20, 90), (100, 40)):  # the first map of a process compiles its kernels
+            page.mouse.click(box["x"] + box["width"] * (col + 0.5) / 128, box["y"] + box["height"] * (row + 0.5) / 128)
+            page.wait_for_function(f"document.getElementById('map').dataset.seed === 'pixel:{row},{col}'",
+                                   timeout=30000)
+        page.wait_for_selector("#rings circle", timeout=30000)
+        shot = tmp_path / "explore.png"
+        page.screenshot(path=str(shot))
+        page.close()
+    finally:
+        server.stop()
+    picture = np.asarray(Image.open(shot).convert("RGB"))
+    assert picture.shape[:2] == (560, 1440) and picture.std() > 20  # the page, not a blank one
+    if os.environ.get("SALIENCY_WRITE_SCREENSHOTS"):
+        shutil.copyfile(shot, REPO / "docs" / "explore.png")

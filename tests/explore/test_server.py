@@ -54,6 +54,9 @@ def test_a_pixel_map_is_the_gradient_the_method_computes(served):
     status, headers, body = _get(server, "/api/map?seed=pixel:5,5&format=png&sign=all")
     assert status == 200 and headers["Content-Type"] == "image/png"
     assert Image.open(io.BytesIO(body)).size == (24, 24)
+    status, headers, quick = _get(server, "/api/map?seed=pixel:5,5&format=bmp&sign=all")  # the page's format
+    assert status == 200 and headers["Content-Type"] == "image/bmp"
+    np.testing.assert_array_equal(np.asarray(Image.open(io.BytesIO(quick))), np.asarray(Image.open(io.BytesIO(body))))
 
 
 def test_info_image_and_another_method(served):
@@ -76,7 +79,7 @@ def test_info_image_and_another_method(served):
     ("/api/map?seed=klass:3", "klass:3"),
     ("/api/map?method=lime", "unknown method 'lime'"),
     ("/api/map?seed=pixel:3,3&steps=4", "gradient has no option 'steps'"),
-    ("/api/map?seed=pixel:3,3&format=gif", "format must be npy or png"),
+    ("/api/map?seed=pixel:3,3&format=gif", "format must be npy, png or bmp"),
     ("/etc/passwd", "no such page"),
 ])
 def test_a_bad_request_is_one_line_and_the_server_keeps_serving(served, path, message):
@@ -104,7 +107,8 @@ def test_requests_without_the_token_or_for_another_host_are_refused(served):
 
 def _post(server, path, body):
     base = server.url.split("/?")[0]
-    request = urllib.request.Request(f"{base}{path}?token={server.token}", data=body, method="POST")
+    sep = "&" if "?" in path else "?"
+    request = urllib.request.Request(f"{base}{path}{sep}token={server.token}", data=body, method="POST")
     try:
         with urllib.request.urlopen(request, timeout=60) as response:
             return response.status, json.loads(response.read())

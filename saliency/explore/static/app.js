@@ -26,7 +26,7 @@ function mapParams(format) {
 async function showMap() {
   if (seed === null) return;
   const started = performance.now();
-  const response = await fetch(api("api/map", mapParams("png")));
+  const response = await fetch(api("api/map", mapParams("bmp")));   // BMP: the quickest picture to make
   if (response.status === 409) return;            // superseded by a newer request of this tab
   if (!response.ok) {
     showError((await response.json()).error);
@@ -103,6 +103,15 @@ function setupDense(shape) {
   const out = new Image();
   out.onload = () => canvas.getContext("2d").drawImage(out, 0, 0, cols, rows);
   out.src = api("api/output.png");
+  const mark = (r0, c0, r1, c1) => {
+    // the seed's pixels outlined on the output
+    const context = canvas.getContext("2d");
+    context.drawImage(out, 0, 0, cols, rows);
+    context.strokeStyle = "cyan";
+    context.lineWidth = Math.max(0.5, cols / 256);
+    const pad = r1 - r0 === 1 && c1 - c0 === 1 ? Math.max(1, cols / 64) : 0;  // a pixel: a box around it
+    context.strokeRect(c0 - pad, r0 - pad, c1 - c0 + 2 * pad, r1 - r0 + 2 * pad);
+  };
   let start = null;
   const cell = (event) => {
     const box = canvas.getBoundingClientRect();
@@ -117,8 +126,10 @@ function setupDense(shape) {
       const r0 = Math.min(start[0], end[0]), c0 = Math.min(start[1], end[1]);
       const r1 = Math.max(start[0], end[0]) + 1, c1 = Math.max(start[1], end[1]) + 1;
       seed = `region:${r0},${c0},${r1},${c1}` + channelSuffix();
+      mark(r0, c0, r1, c1);
     } else {
       seed = `pixel:${end[0]},${end[1]}` + channelSuffix();
+      mark(end[0], end[1], end[0] + 1, end[1] + 1);
     }
     start = null;
     showMap();
@@ -150,7 +161,15 @@ async function start() {
     return;
   }
   info = await response.json();
-  $("what").textContent = `${info.task}: input ${info.input_shape.join("x")}, output ${info.output_shape.join("x")}`;
+  if (info.store) await setupStore(info.store);
+  if (!info.live) {
+    $("why").textContent = info.why;
+    $("why").hidden = false;
+    document.body.dataset.ready = "1";
+    return;
+  }
+  $("live").hidden = false;
+  $("what").textContent = `${info.image}: ${info.task}, input ${info.input_shape.join("x")}, output ${info.output_shape.join("x")}`;
   for (const name of info.methods) $("method").add(new Option(name, name));
   $("image").src = api("api/image.png");
   $("under").src = $("image").src;
@@ -167,8 +186,114 @@ async function start() {
       $("pinned-figure").hidden = false;
     });
   });
+  if (info.store && info.index !== null) showStored(info.index);
   document.body.dataset.ready = "1";
   showMap();
+}
+
+// a store of maps: a table of its images, sorted by a column (kept in the URL's #sort=KEY:asc|desc)
+let rows = [];
+
+async function setupStore(summary) {
+  const response = await fetch(api("api/store"));
+  const body = await response.json();
+  if (!response.ok) {
+    showError(body.error);
+    return;
+  }
+  rows = body.rows;
+  $("store").hidden = false;
+  $("store-title").textContent = `${summary.path}: ${summary.images} images, ${summary.method} maps, seed ${summary.seed}` +
+    (summary.scored ? "" : " (no deletion and insertion scores: saliency evaluate writes them)");
+  $("store-hint").textContent = "Click a heading to sort by it (again: the other way); click a row to " +
+    (info.live ? "open its image live above, beside its stored map." : "see its image and stored map.");
+  const head = $("store-table").tHead.rows[0];
+  for (const column of summary.columns.concat([{key: "map", heading: "stored map", title: ""}])) {
+    const cell = document.createElement("th");
+    cell.textContent = column.heading;
+    cell.title = column.title;
+    cell.dataset.key = column.key;
+    if (column.key !== "map") cell.addEventListener("click", () => sortBy(column.key));
+    head.appendChild(cell);
+  }
+  const [key, way] = (new URLSearchParams(location.hash.slice(1)).get("sort") || "index:asc").split(":");
+  sortBy(key, way);
+}
+
+function sortBy(key, way) {
+  const table = $("store-table");
+  const [oldKey, oldWay] = (table.dataset.sorted || ":").split(":");
+  way = way || (key === oldKey && oldWay === "asc" ? "desc" : "asc");
+  const sign = way === "asc" ? 1 : -1;
+  rows.sort((a, b) => {
+    const x = a[key], y = b[key];
+    if (x === null || x === undefined) return (y === null || y === undefined) ? a.index - b.index : 1;
+    if (y === null || y === undefined) return -1;   // rows without a value last, either way
+    const order = typeof x === "number" ? x - y : String(x).localeCompare(String(y));
+    return sign * order || a.index - b.index;
+  });
+  table.dataset.sorted = `${key}:${way}`;
+  history.replaceState(null, "", location.pathname + location.search + `#sort=${key}:${way}`);
+  for (const cell of table.tHead.rows[0].cells) {
+    cell.className = cell.dataset.key === key ? way : "";
+  }
+  const body = table.tBodies[0];
+  body.innerHTML = "";
+  for (const row of rows) body.appendChild(storeRow(row));
+}
+
+function storeRow(row) {
+  const tr = document.createElement("tr");
+  tr.dataset.index = row.index;
+  if (info.live && row.index === info.index) tr.classList.add("on");
+  const shown = (v) => v === null ? "" : typeof v === "number" && !Number.isInteger(v) ? v.toFixed(4) : String(v);
+  for (const key of ["index", "file", "predicted", "error", "deletion", "insertion"]) {
+    const cell = document.createElement("td");
+    cell.textContent = shown(row[key]);
+    cell.dataset.key = key;
+    tr.appendChild(cell);
+  }
+  const cell = document.createElement("td");
+  if (row.done) {
+    const img = document.createElement("img");
+    img.loading = "lazy";
+    img.className = "thumb";
+    img.alt = "";
+    img.src = api("api/store/map", {index: row.index, format: "png"});
+    cell.appendChild(img);
+  }
+  tr.appendChild(cell);
+  tr.addEventListener("click", () => openRow(row));
+  return tr;
+}
+
+function showStored(index) {
+  const row = rows.find((r) => r.index === index);
+  if (!row) return;
+  $("stored").hidden = false;
+  $("stored-image").src = api("api/store/image.png", {index: index});
+  $("stored-map").src = api("api/store/map", {index: index, format: "png"});
+  $("stored-name").textContent = row.file;
+  $("stored-caption").textContent = `stored ${info.store.method} map, seed ${info.store.seed}`;
+  $("stored").dataset.index = index;
+}
+
+async function openRow(row) {
+  if (!row.done) {
+    showError(`${row.file} has no map: ${row.error}`);
+    return;
+  }
+  showError("");
+  if (!info.live) {
+    showStored(row.index);
+    return;
+  }
+  const response = await fetch(api("api/open", {index: row.index}), {method: "POST"});
+  if (!response.ok) {
+    showError((await response.json()).error);
+    return;
+  }
+  location.reload();
 }
 
 // an image dropped on the page replaces the shown one (read as the model takes it, on the server)
