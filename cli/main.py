@@ -142,8 +142,8 @@ def receptive_field(image: str = typer.Argument(..., help="Image file."),
 
 @app.command()
 @add_preprocess_options
-def explore(image: str = typer.Argument(..., help="Image file, or a map store made by saliency batch (its --out "
-                                         "folder, or the maps.zarr / maps folder in it)."),
+def explore(image: str = typer.Argument(..., help="Image file, or a map store made by saliency batch (its "
+                                        "--out folder, or the maps.zarr / maps folder in it)."),
             model: str = typer.Option(None, "--model", "-m", help=MODEL_HELP + " For a store: the model "
                                       "that made its maps (default: the one it records; a model file "
                                       "runs only when named here)."),

@@ -13,8 +13,6 @@ as its batches are done. Only the files the store lists are read, by their index
 import math
 from pathlib import Path
 
-import numpy as np
-
 from ..attribution.sources import ImageSource
 from ..attribution.store_evaluation import stored_preprocess
 from ..attribution.store_files import StoreError, read_json
@@ -54,8 +52,8 @@ def read_scores(path, store):
             continue
         if entry.get("seed") != store.attrs.get("seed") or not set(entry["files"]) <= files:
             continue
-        return {f: (_number(d), _number(i)) for f, d, i in zip(entry["files"], entry["deletion_auc"],
-                                                                 entry["insertion_auc"])}
+        scores = zip(entry["files"], entry["deletion_auc"], entry["insertion_auc"])
+        return {f: (_number(d), _number(i)) for f, d, i in scores}
     raise ScoresError(f"{path} holds no evaluation of the maps of {store.path} (method "
                       f"{store.attrs.get('method')}, seed {store.attrs.get('seed')}, its images); evaluate them "
                       f"with: saliency evaluate {store.path.parent} --out REPORT")

@@ -232,7 +232,8 @@ def store_page(tmp_path_factory):
 
 
 def _column(page, key):
-    return page.eval_on_selector_all(f"#store-table tbody td[data-key='{key}']", "cells => cells.map(c => c.textContent)")
+    cells = f"#store-table tbody td[data-key='{key}']"
+    return page.eval_on_selector_all(cells, "cells => cells.map(c => c.textContent)")
 
 
 def test_a_store_sorted_by_a_column(browser, store_page):
