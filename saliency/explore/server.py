@@ -16,19 +16,19 @@ named by their number in it.
     GET /                              the page (static/index.html; sets the token's cookie)
     GET /static/NAME                   the page's script and style (files of the package only)
     GET /api/info                      the image shown: the model's task, input and output shapes,
-                                       top classes; the store's summary
+                                       top classes (and every class's name); the store's summary
     GET /api/image.png                 the input image
     GET /api/output.png                a dense output's picture (its class for several channels)
     POST /api/image                    show another image (the bytes of an image file, at most 32 MB;
                                        its pixels bounded as any input's), read as the model takes it
     GET /api/work?seed=...             the backward pass of a seed, node by node (small models)
-    GET /api/map?seed=pixel:R,C&method=gradient&format=npy|png|bmp&sign=abs&reduce=sum&stream=ID
-                                       a map: NPY (the raw map, float32) or PNG (its heatmap; BMP, the
-                                       same picture made faster); a method's options as further
-                                       parameters (steps=32, ...)
+    GET /api/map?seed=pixel:R,C&method=gradient&format=npy|png|rgba&sign=abs&reduce=sum&stream=ID
+                                       a map: NPY (the raw map, float32) or PNG (its heatmap; rgba:
+                                       the heatmap's raw pixels, its size in X-Map-Size, WxH); a
+                                       method's options as further parameters (steps=32, ...)
     GET /api/store                     the store: its summary and a row per image (file, predicted
                                        class, error, deletion and insertion areas)
-    GET /api/store/map?index=N&format=npy|png|bmp&sign=&reduce=
+    GET /api/store/map?index=N&format=npy|png|rgba&sign=&reduce=
                                        the stored map of image N
     GET /api/store/image.png?index=N   image N as the model saw it
     POST /api/open?index=N             show image N of the store live from now on
@@ -162,6 +162,7 @@ class Explorer:
             p /= p.sum()
             out["top"] = [{"class": k, "name": names[k] if k < len(names) else str(k), "p": float(p[k])}
                           for k in self.top_classes()]
+            out["classes"] = [names[k] if k < len(names) else str(k) for k in range(len(y))]
         return out
 
     def _why_not(self):
@@ -268,13 +269,14 @@ def _static(name):
 
 
 def _png(rgb, fmt="png"):
-    """An RGB picture as a PNG file's bytes, or BMP's (fmt="bmp": no checksums, no compression, 20 to 40
-    times faster to make than even an unpacked PNG; the page shows maps so)."""
+    """An RGB picture (H, W, 3) as a PNG file's bytes, or its raw RGBA pixels, row by row (fmt="rgba":
+    nothing to encode or decode; the page draws maps so)."""
+    if fmt == "rgba":
+        rgba = np.empty(rgb.shape[:2] + (4,), np.uint8)
+        rgba[..., :3], rgba[..., 3] = rgb, 255
+        return rgba.tobytes()
     buf = io.BytesIO()
-    if fmt == "bmp":
-        Image.fromarray(np.ascontiguousarray(rgb)).save(buf, format="BMP")
-    else:
-        Image.fromarray(np.ascontiguousarray(rgb)).save(buf, format="PNG", compress_level=1)
+    Image.fromarray(np.ascontiguousarray(rgb)).save(buf, format="PNG", compress_level=1)
     return buf.getvalue()
 
 
@@ -317,6 +319,9 @@ class Server(http.server.ThreadingHTTPServer):
 
 class _Handler(http.server.BaseHTTPRequestHandler):
     server_version = "saliency-explore"
+    protocol_version = "HTTP/1.1"  # a tab's clicks reuse one connection (a new one costs milliseconds)
+    timeout = 120  # seconds an idle connection is kept
+    disable_nagle_algorithm = True  # the body right behind the headers, not after the client's delayed ACK
 
     def log_message(self, *args):  # no line per request on the terminal
         pass
@@ -354,6 +359,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         return True
 
     def do_POST(self):
+        self.close_connection = True  # whatever of its body is not read cannot start the next request
         url = urllib.parse.urlsplit(self.path)
         query = dict(urllib.parse.parse_qsl(url.query))
         if not self._allowed(query):
@@ -371,7 +377,6 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         except ValueError:
             return self._json(411, {"error": "an upload needs its Content-Length"})
         if length > MAX_UPLOAD or length < 0:
-            self.close_connection = True
             if 0 < length <= 2 * MAX_UPLOAD:  # read and drop it, so that the sender sees the answer
                 for done in range(0, length, 1 << 20):
                     self.rfile.read(min(1 << 20, length - done))
@@ -439,14 +444,17 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         picture = np.asarray(amap)
         if picture.ndim == 4:
             picture = picture[0]
-        return self._send(200, _png(heatmap(picture, sign=sign, reduce=reduce), fmt), f"image/{fmt}", extra)
+        rgb = heatmap(picture, sign=sign, reduce=reduce)
+        if fmt == "rgba":
+            extra = extra + [("X-Map-Size", f"{rgb.shape[1]}x{rgb.shape[0]}")]
+        return self._send(200, _png(rgb, fmt), "image/png" if fmt == "png" else "application/octet-stream", extra)
 
 
 def _picture_options(query):
     """(format, sign, reduce) of a map request, checked (RequestError)."""
     fmt, sign, reduce = query.get("format", "npy"), query.get("sign", "abs"), query.get("reduce", "sum")
-    if fmt not in ("npy", "png", "bmp"):
-        raise RequestError(f"format must be npy, png or bmp, got {fmt!r}")
+    if fmt not in ("npy", "png", "rgba"):
+        raise RequestError(f"format must be npy, png or rgba, got {fmt!r}")
     if sign not in SIGNS or reduce not in ("sum", "max_abs"):
         raise RequestError(f"sign must be one of {', '.join(SIGNS)} and reduce sum or max_abs")
     return fmt, sign, reduce

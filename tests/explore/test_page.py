@@ -126,6 +126,24 @@ def test_pointing_at_a_class_and_switching_the_method(browser, classifier):
     page.close()
 
 
+def test_any_class_by_its_name(browser):
+    model = zoo.load("shapes")
+    x = np.asarray(sl.viz.load_image(IMAGES / "star.png", size=(64, 64))[0])
+    server = explore.serve(model, x)
+    try:
+        page = _opened(browser, server)
+        names = page.eval_on_selector_all("#class-pick option", "options => options.map(o => o.textContent)")
+        assert names[1:] == [f"{k}: {name}" for k, name in enumerate(model.classes)]
+        k = int(np.argmin(model(sl.tensor(x[None])).numpy()[0]))  # the least likely class
+        page.select_option("#class-pick", str(k))
+        page.wait_for_function(f"document.getElementById('map').dataset.seed === 'class:{k}'", timeout=30000)
+        # (the shapes model's 8 classes are all among the top ten, whose maps come from one batched pass)
+        np.testing.assert_allclose(_npy(page), gradient(model, x, seeds.one_hot(k)).map, rtol=1e-5, atol=1e-6)
+        page.close()
+    finally:
+        server.stop()
+
+
 def test_without_the_token_the_page_says_so(browser, dense):
     server, _, _ = dense
     page = browser.new_page()

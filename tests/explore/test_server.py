@@ -54,9 +54,11 @@ def test_a_pixel_map_is_the_gradient_the_method_computes(served):
     status, headers, body = _get(server, "/api/map?seed=pixel:5,5&format=png&sign=all")
     assert status == 200 and headers["Content-Type"] == "image/png"
     assert Image.open(io.BytesIO(body)).size == (24, 24)
-    status, headers, quick = _get(server, "/api/map?seed=pixel:5,5&format=bmp&sign=all")  # the page's format
-    assert status == 200 and headers["Content-Type"] == "image/bmp"
-    np.testing.assert_array_equal(np.asarray(Image.open(io.BytesIO(quick))), np.asarray(Image.open(io.BytesIO(body))))
+    status, headers, raw = _get(server, "/api/map?seed=pixel:5,5&format=rgba&sign=all")  # the page's format
+    assert status == 200 and headers["X-Map-Size"] == "24x24"
+    rgba = np.frombuffer(raw, np.uint8).reshape(24, 24, 4)
+    np.testing.assert_array_equal(rgba[..., :3], np.asarray(Image.open(io.BytesIO(body)).convert("RGB")))
+    assert (rgba[..., 3] == 255).all()
 
 
 def test_info_image_and_another_method(served):
@@ -79,7 +81,7 @@ def test_info_image_and_another_method(served):
     ("/api/map?seed=klass:3", "klass:3"),
     ("/api/map?method=lime", "unknown method 'lime'"),
     ("/api/map?seed=pixel:3,3&steps=4", "gradient has no option 'steps'"),
-    ("/api/map?seed=pixel:3,3&format=gif", "format must be npy, png or bmp"),
+    ("/api/map?seed=pixel:3,3&format=gif", "format must be npy, png or rgba"),
     ("/etc/passwd", "no such page"),
 ])
 def test_a_bad_request_is_one_line_and_the_server_keeps_serving(served, path, message):

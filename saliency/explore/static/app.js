@@ -25,30 +25,30 @@ function mapParams(format) {
 
 async function showMap() {
   if (seed === null) return;
+  const asked = seed;   // a newer click may change `seed` while this one waits
   const started = performance.now();
-  const response = await fetch(api("api/map", mapParams("bmp")));   // BMP: the quickest picture to make
+  const response = await fetch(api("api/map", mapParams("rgba")));  // raw pixels: nothing to decode
   if (response.status === 409) return;            // superseded by a newer request of this tab
   if (!response.ok) {
     showError((await response.json()).error);
     return;
   }
   showError("");
-  const blob = await response.blob();
-  const img = $("map");
-  const old = img.src;
-  img.onload = () => {
-    const ms = performance.now() - started;
-    img.dataset.seed = seed;
-    img.dataset.ms = ms.toFixed(1);
-    document.body.dataset.painted = String(Number(document.body.dataset.painted || 0) + 1);
-    if (old.startsWith("blob:")) URL.revokeObjectURL(old);
-  };
-  img.src = URL.createObjectURL(blob);
+  const [width, height] = response.headers.get("X-Map-Size").split("x").map(Number);
+  const pixels = new ImageData(new Uint8ClampedArray(await response.arrayBuffer()), width, height);
+  const canvas = $("map");
+  canvas.width = width;
+  canvas.height = height;
+  canvas.getContext("2d").putImageData(pixels, 0, 0);
+  const ms = performance.now() - started;
   drawRings(response.headers.get("X-Receptive-Field"));
   if ($("work").open) showWork();
-  $("map-caption").textContent = `${$("method").value}, seed ${seed} (${response.headers.get("X-Map-Milliseconds")} ms on the server)`;
-  $("download-npy").href = api("api/map", mapParams("npy"));
-  $("download-png").href = api("api/map", mapParams("png"));
+  $("map-caption").textContent = `${$("method").value}, seed ${asked} (${response.headers.get("X-Map-Milliseconds")} ms on the server)`;
+  $("download-npy").href = api("api/map", {...mapParams("npy"), seed: asked});
+  $("download-png").href = api("api/map", {...mapParams("png"), seed: asked});
+  canvas.dataset.seed = asked;
+  canvas.dataset.ms = ms.toFixed(1);
+  document.body.dataset.painted = String(Number(document.body.dataset.painted || 0) + 1);
 }
 
 function drawRings(header) {
@@ -152,6 +152,15 @@ function setupClasses(top) {
     list.appendChild(item);
   }
   seed = `class:${top[0].class}`;
+  // any other class, by name: its map from its own backward pass
+  $("class-box").hidden = false;
+  info.classes.forEach((name, k) => $("class-pick").add(new Option(`${k}: ${name}`, String(k))));
+  $("class-pick").addEventListener("change", () => {
+    if ($("class-pick").value === "") return;
+    for (const other of list.children) other.classList.toggle("on", other.dataset.class === $("class-pick").value);
+    seed = `class:${$("class-pick").value}`;
+    showMap();
+  });
 }
 
 async function start() {
@@ -179,7 +188,7 @@ async function start() {
   $("work").addEventListener("toggle", () => { if ($("work").open) showWork(); });
   $("pin").addEventListener("click", () => {
     // the shown map stays beside the next ones: two seeds, or two methods, side by side
-    if (!$("map").src) return;
+    if (!$("map").dataset.seed) return;
     fetch($("download-png").href).then((r) => r.blob()).then((blob) => {
       $("pinned").src = URL.createObjectURL(blob);
       $("pinned-caption").textContent = $("map-caption").textContent;
