@@ -88,15 +88,21 @@ class Explorer:
         self.x = self.live = self.name = self.index = None
         self._class_maps = None  # (live, {class: gradient map}) of the top classes, from one batched pass
         self._class_lock = threading.Lock()
+        self._unopened = "no image is open: pick one of the store's"
         if model is not None and x is not None:
             self._show(np.asarray(x), name)
-        elif model is not None and store is not None and store.first_done() is not None:
-            self.open(store.first_done())
+        elif model is not None and store is not None:
+            first = store.first_done()
+            try:
+                if first is not None:
+                    self.open(str(first))
+            except RequestError as exc:  # its file moved since the run, say: the table still shows
+                self._unopened = f"the store's first image could not be opened ({exc}); pick another"
 
     def _shown(self):
         """Self, when an image is shown live; else the RequestError saying why none is."""
         if self.live is None:
-            raise RequestError(self.why if self.model is None else "no image is open: pick one of the store's")
+            raise RequestError(self.why if self.model is None else self._unopened)
         return self
 
     def _show(self, x, name, index=None):
@@ -147,7 +153,8 @@ class Explorer:
     def info(self):
         """What the page shows: the store's summary (with one), and the image shown live (without a
         model or before an image is opened: "live" false and "why")."""
-        out = {"methods": list(registry.METHODS), "store": self.store.summary() if self.store else None}
+        out = {"methods": list(registry.METHODS), "store": self.store.summary() if self.store else None,
+               "model": self.model is not None}
         if self.live is None:
             return {**out, "live": False, "why": self._why_not()}
         live = self.live

@@ -5,10 +5,12 @@ import io
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
 import urllib.request
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -189,3 +191,25 @@ def test_the_command_serves_a_store_and_stops_on_ctrl_c(folder):
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0 and "stopped" in out and "Traceback" not in err
+
+
+def test_a_store_whose_first_image_moved_opens_on_the_next(tmp_path):
+    images = tmp_path / "images"
+    shutil.copytree(IMAGES, images)
+    with pytest.raises(SystemExit) as info:
+        main(["batch", str(images), "--out", str(tmp_path / "out")])
+        raise SystemExit(0)
+    assert info.value.code == 0
+    store = attribution.open_store(store_at(tmp_path / "out"))
+    Path(store.files[0]).unlink()  # moved since the run
+    server, _ = served(tmp_path / "out")
+    try:
+        info = json.loads(_get(server, "/api/info")[2])
+        assert info["model"] and not info["live"] and "could not be opened" in info["why"]
+        assert len(json.loads(_get(server, "/api/store")[2])["rows"]) == 5  # the table still shows
+        status, opened_info = _post(server, "/api/open?index=2", b"")
+        assert status == 200 and opened_info["live"] and opened_info["image"] == store.files[2]
+        status, _, body = _get(server, "/api/store/image.png?index=0")
+        assert status == 400 and "cannot be read" in json.loads(body)["error"]
+    finally:
+        server.stop()

@@ -215,7 +215,7 @@ async function setupStore(summary) {
   $("store-title").textContent = `${summary.path}: ${summary.images} images, ${summary.method} maps, seed ${summary.seed}` +
     (summary.scored ? "" : " (no deletion and insertion scores: saliency evaluate writes them)");
   $("store-hint").textContent = "Click a heading to sort by it (again: the other way); click a row to " +
-    (info.live ? "open its image live above, beside its stored map." : "see its image and stored map.");
+    (info.model ? "open its image live above, beside its stored map." : "see its image and stored map.");
   const head = $("store-table").tHead.rows[0];
   for (const column of summary.columns.concat([{key: "map", heading: "stored map", title: ""}])) {
     const cell = document.createElement("th");
@@ -293,7 +293,7 @@ async function openRow(row) {
     return;
   }
   showError("");
-  if (!info.live) {
+  if (!info.model) {   // browsed only: no model to run
     showStored(row.index);
     return;
   }
