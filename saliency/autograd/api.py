@@ -17,7 +17,7 @@ import math
 import numpy as np
 
 from .backward import backward as _run_backward
-from .ops.activation import Elu, Gelu, Hardsigmoid, Hardswish, Hardtanh, LeakyRelu, Mish, Prelu, Silu, Softplus
+from .ops.activation import Elu, Erf, Gelu, Hardsigmoid, Hardswish, Hardtanh, LeakyRelu, Mish, Prelu, Silu, Softplus
 from .ops.attention import ScaledDotProductAttention
 from .ops.conv import Convolution, ConvolutionTranspose, UpsampleConvolution
 from .ops.elementwise import (Abs, Add, Cast, Clamp, Clone, Div, Exp, Log, Maximum, Minimum, Mul, Neg, Pow, Relu,
@@ -353,6 +353,12 @@ def gelu(input, *, approximate="none"):
     if approximate not in ("none", "tanh"):
         raise ValueError(f"gelu's approximate must be 'none' or 'tanh', got {approximate!r}")
     return Gelu.apply(_tensor(input), approximate=approximate)
+
+
+@public("Tensor", "saliency")
+def erf(input):
+    """The error function, 2 / sqrt(pi) * integral of exp(-t^2) from 0 to x."""
+    return Erf.apply(_tensor(input))
 
 
 @public("F")

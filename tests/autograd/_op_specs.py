@@ -180,6 +180,7 @@ SPECS = [
          domain=lambda rng, s: 3 * real(rng, s)),
     spec("gelu_tanh", lambda x: sl.nn.functional.gelu(x, approximate="tanh"), [(3, 4)],
          lambda x: F.gelu(x, approximate="tanh"), domain=lambda rng, s: 3 * real(rng, s)),
+    spec("erf", lambda x: sl.erf(x), [(3, 4)], lambda x: torch.erf(x), domain=lambda rng, s: 2 * real(rng, s)),
     spec("softplus", lambda x: sl.nn.functional.softplus(x), [(3, 4)], lambda x: F.softplus(x),
          domain=lambda rng, s: 4 * real(rng, s)),
     spec("softplus_beta_threshold", lambda x: sl.nn.functional.softplus(x, 2.0, 1.0), [(3, 4)],

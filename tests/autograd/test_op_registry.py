@@ -231,6 +231,7 @@ CASES = [
     ("hardsigmoid", activation.Hardsigmoid, lambda r: F.hardsigmoid(3 * leaf(r)), True),
     ("gelu", activation.Gelu, lambda r: F.gelu(leaf(r)), True),
     ("gelu tanh", activation.Gelu, lambda r: F.gelu(leaf(r), approximate="tanh"), True),
+    ("erf", activation.Erf, lambda r: sl.erf(leaf(r)), True),
     ("softplus", activation.Softplus, lambda r: F.softplus(leaf(r), 2.0, 1.0), True),
     ("mish", activation.Mish, lambda r: F.mish(leaf(r)), True),
     ("prelu, frozen weight per channel", activation.Prelu, lambda r: F.prelu(leaf(r), const(r, (C,))), True),

@@ -180,6 +180,20 @@ class Gelu(_Pointwise):
         return out, 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * _as(x, _SQRT_2_OVER_PI) * (1 + _as(x, 3 * _GELU_KAPPA) * x2)
 
 
+class Erf(_Pointwise):
+    """z = erf(x) = 2 Phi(x sqrt 2) - 1 (Phi the standard normal CDF, from erfc, in float64);
+    dz/dx = 2 / sqrt(pi) exp(-x^2)."""
+
+    __slots__ = ()
+
+    def values(self, x, grad):
+        wide = np.asarray(x, np.float64)
+        out = (2.0 * normal_cdf(wide * np.sqrt(2.0)) - 1.0).astype(x.dtype, copy=False)
+        if not grad:
+            return out, None
+        return out, (2.0 / np.sqrt(np.pi) * np.exp(-wide * wide)).astype(x.dtype, copy=False)
+
+
 class Softplus(_Pointwise):
     """z = log(1 + exp(beta x)) / beta, and z = x where beta x > threshold (as PyTorch);
     dz/dx = sigmoid(beta x), 1 above the threshold. Computed without overflow for any threshold."""

@@ -1,0 +1,183 @@
+"""Converters of elementwise arithmetic, comparisons and reductions.
+
+Each runs on NumPy when all its inputs are constants (shape arithmetic, folded) and on the engine's
+ops when one is a Tensor, with ONNX's (NumPy's) broadcasting.
+"""
+import math
+
+import numpy as np
+
+from ...autograd.api import exported
+from ...autograd.tensor import Tensor
+from .reader import OnnxError
+from .registry import Op, as_tensor, const, converter, first_tensor, ints
+
+_ops = exported("saliency")  # the engine's functions, as saliency.where, saliency.maximum, ...
+
+
+def _binary(node, known, on_arrays, on_tensors):
+    def run(a, b):
+        like = first_tensor(a, b)
+        if like is None:
+            return on_arrays(np.asarray(a), np.asarray(b))
+        return on_tensors(as_tensor(a, like), as_tensor(b, like))
+    return Op(node, run, known)
+
+
+def _integer_div(a, b):
+    if np.issubdtype(a.dtype, np.integer) and np.issubdtype(b.dtype, np.integer):
+        return np.trunc(a / b).astype(np.result_type(a, b))  # ONNX's integer Div truncates, as C does
+    return a / b
+
+
+for _op, _arrays, _tensors in (("Add", np.add, lambda a, b: a + b), ("Sub", np.subtract, lambda a, b: a - b),
+                               ("Mul", np.multiply, lambda a, b: a * b), ("Div", _integer_div, lambda a, b: a / b)):
+    converter(_op, 7, 13, 14)(lambda node, known, _a=_arrays, _t=_tensors: _binary(node, known, _a, _t))
+
+
+@converter("Pow", 7, 12, 13, 15)
+def power(node, known):
+    def run(x, p):
+        if first_tensor(x, p) is None:
+            return np.power(np.asarray(x), np.asarray(p)).astype(np.asarray(x).dtype)
+        if isinstance(p, Tensor):
+            raise OnnxError(f"{node.where()} (Pow): an exponent that depends on the image is not supported")
+        p = np.asarray(p)
+        if p.size == 1:
+            value = float(p.reshape(-1)[0])
+            return x * x if value == 2.0 else x.sqrt() if value == 0.5 else x.pow(value)
+        return _ops["pow"](x, as_tensor(p, x))
+    return Op(node, run, known, keep=(1,))
+
+
+def _unary(op_type, versions, on_arrays, on_tensors):
+    def build(node, known):
+        def run(x):
+            if not isinstance(x, Tensor):
+                return on_arrays(np.asarray(x))
+            if on_tensors is None:
+                raise OnnxError(f"{node.where()} ({op_type}) on values that depend on the image: it has no gradient "
+                                f"this engine computes")
+            return on_tensors(x)
+        return Op(node, run)
+    converter(op_type, *versions)(build)
+
+
+_unary("Sqrt", (6, 13), np.sqrt, lambda x: x.sqrt())
+_unary("Exp", (6, 13), np.exp, lambda x: x.exp())
+_unary("Log", (6, 13), np.log, lambda x: x.log())
+_unary("Neg", (6, 13), np.negative, lambda x: -x)
+_unary("Abs", (6, 13), np.abs, lambda x: x.abs())
+_unary("Reciprocal", (6, 13), lambda a: 1 / a, lambda x: 1.0 / x)
+_unary("Floor", (6, 13), np.floor, None)
+_unary("Ceil", (6, 13), np.ceil, None)
+
+
+@converter("Erf", 9, 13)
+def erf(node, known):
+    def run(x):
+        if not isinstance(x, Tensor):
+            return np.vectorize(math.erf, otypes=[np.asarray(x).dtype])(np.asarray(x))
+        return x.erf()
+    return Op(node, run)
+
+
+def _variadic(node, known, on_arrays, on_tensors):
+    def run(*xs):
+        like = first_tensor(*xs)
+        if like is None:
+            out = np.asarray(xs[0])
+            for v in xs[1:]:
+                out = on_arrays(out, np.asarray(v))
+            return out
+        out = as_tensor(xs[0], like)
+        for v in xs[1:]:
+            out = on_tensors(out, as_tensor(v, like))
+        return out
+    return Op(node, run, known)
+
+
+converter("Max", 8, 12, 13)(lambda node, known: _variadic(node, known, np.maximum, _ops["maximum"]))
+converter("Min", 8, 12, 13)(lambda node, known: _variadic(node, known, np.minimum, _ops["minimum"]))
+converter("Sum", 8, 13)(lambda node, known: _variadic(node, known, np.add, lambda a, b: a + b))
+converter("Mean", 8, 13)(lambda node, known: _mean(node, known))
+
+
+def _mean(node, known):
+    total = _variadic(node, known, np.add, lambda a, b: a + b)
+    count = len([n for n in node.inputs if n])
+    inner = total.fn
+    total.fn = lambda *xs: inner(*xs) / count
+    return total
+
+
+def _compare(op_type, versions, fn):
+    def build(node, known):
+        def run(a, b):
+            # a comparison's output is not differentiable: it is computed on the values, a constant
+            return fn(_value(a), _value(b))
+        return Op(node, run, known, keep=(0, 1))
+    converter(op_type, *versions)(build)
+
+
+def _value(v):
+    return np.asarray(v._array) if isinstance(v, Tensor) else np.asarray(v)
+
+
+_compare("Equal", (11, 13, 19), np.equal)
+_compare("Greater", (9, 13), np.greater)
+_compare("Less", (9, 13), np.less)
+_unary("Not", (1,), np.logical_not, None)
+
+
+@converter("Where", 9, 16)
+def where(node, known):
+    def run(condition, a, b):
+        cond = const(condition, node, "condition") if not isinstance(condition, Tensor) else _value(condition)
+        like = first_tensor(a, b)
+        if like is None:
+            return np.where(cond, a, b)
+        return _ops["where"](Tensor(np.asarray(cond, bool)), as_tensor(a, like), as_tensor(b, like))
+    return Op(node, run, known, keep=(0,))
+
+
+# ---- reductions -----------------------------------------------------------------------------
+
+def _axes(node, x, axes_input, from_input):
+    """The axes to reduce (a tuple), or None for all of them."""
+    if from_input:
+        if axes_input is None:
+            return None if not int(node.attrs.get("noop_with_empty_axes", 0)) else ()
+        axes = ints(axes_input, node, "axes")
+        return tuple(axes) if axes else (None if not int(node.attrs.get("noop_with_empty_axes", 0)) else ())
+    axes = node.attrs.get("axes")
+    return None if axes is None else tuple(int(a) for a in axes)
+
+
+def _reduce(op_type, versions_attr, versions_input, on_arrays, on_tensors):
+    def make(from_input):
+        def build(node, known):
+            keep = bool(int(node.attrs.get("keepdims", 1)))
+
+            def run(x, axes=None):
+                dims = _axes(node, x, axes, from_input)
+                if dims == ():
+                    return x
+                if not isinstance(x, Tensor):
+                    return on_arrays(np.asarray(x), axis=dims, keepdims=keep)
+                dims = tuple(range(x.ndim)) if dims is None else tuple(d % x.ndim for d in dims)
+                return on_tensors(x, dims, keep)
+            return Op(node, run, known)
+        return build
+    if versions_attr:
+        converter(op_type, *versions_attr)(make(False))
+    if versions_input:
+        converter(op_type, *versions_input)(make(True))
+
+
+_reduce("ReduceMean", (11, 13), (18,), np.mean, lambda x, d, k: x.mean(dim=d, keepdim=k))
+_reduce("ReduceSum", (11,), (13,), np.sum, lambda x, d, k: x.sum(dim=d, keepdim=k))
+_reduce("ReduceMax", (11, 12, 13), (18, 20), np.max, lambda x, d, k: x.amax(dim=d, keepdim=k))
+_reduce("ReduceMin", (11, 12, 13), (18, 20), np.min, lambda x, d, k: x.amin(dim=d, keepdim=k))
+_reduce("ReduceL2", (11, 13), (18,), lambda a, axis, keepdims: np.sqrt(np.sum(a * a, axis=axis, keepdims=keepdims)),
+        lambda x, d, k: (x * x).sum(dim=d, keepdim=k).sqrt())

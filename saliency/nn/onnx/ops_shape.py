@@ -1,0 +1,480 @@
+"""Converters of the ops that move values: reshapes, transposes, slices, gathers, concatenation,
+padding, resizing, and the constants and shapes of shape arithmetic.
+
+A shape, an axis list or a pad amount must be a constant (an initializer, a Constant node, or
+arithmetic on the input's Shape, which is folded for each input size); a value computed from the
+image's values is an OnnxError naming the node.
+"""
+import math
+
+import numpy as np
+
+from ...autograd.api import exported
+from ...autograd.tensor import Tensor
+from .. import functional as F
+from .reader import DTYPES, OnnxError
+from .registry import Op, as_tensor, const, converter, first_tensor, ints
+
+_ops = exported("saliency")
+BIG = 1 << 62  # an end past any axis (ONNX writes INT64_MAX)
+
+
+def _axis(axis, rank, node):
+    if not -rank <= axis < rank:
+        raise OnnxError(f"{node.where()} ({node.op_type}): axis {axis} is out of range for a {rank}-D input")
+    return axis % rank
+
+
+# ---- reshapes -------------------------------------------------------------------------------
+
+def _reshape_to(x, shape):
+    return np.reshape(x, shape) if not isinstance(x, Tensor) else x.reshape(*shape)
+
+
+@converter("Reshape", 5, 13, 14, 19, 21)
+def reshape(node, known):
+    allow_zero = int(node.attrs.get("allowzero", 0))
+
+    def run(x, shape):
+        target = ints(shape, node, "shape")
+        if not allow_zero:
+            target = [x.shape[i] if d == 0 else d for i, d in enumerate(target)]
+        return _reshape_to(x, target)
+    return Op(node, run, known)
+
+
+@converter("Flatten", 1, 9, 11, 13, 21)
+def flatten(node, known):
+    axis = int(node.attrs.get("axis", 1))
+
+    def run(x):
+        a = axis % len(x.shape) if axis < 0 else axis
+        return _reshape_to(x, [math.prod(x.shape[:a]), math.prod(x.shape[a:])])
+    return Op(node, run)
+
+
+@converter("Transpose", 1, 13, 21)
+def transpose(node, known):
+    perm = node.attrs.get("perm")
+
+    def run(x):
+        p = list(range(len(x.shape)))[::-1] if perm is None else [int(v) for v in perm]
+        return np.transpose(x, p) if not isinstance(x, Tensor) else x.permute(*p)
+    return Op(node, run)
+
+
+def _squeeze(node, from_input):
+    def run(x, axes=None):
+        rank = len(x.shape)
+        given = ints(axes, node, "axes") if from_input and axes is not None else node.attrs.get("axes")
+        drop = {_axis(int(a), rank, node) for a in given} if given is not None else \
+            {i for i, d in enumerate(x.shape) if d == 1}
+        if any(x.shape[a] != 1 for a in drop):
+            raise OnnxError(f"{node.where()} (Squeeze): an axis to squeeze is not of size 1 ({tuple(x.shape)})")
+        return _reshape_to(x, [d for i, d in enumerate(x.shape) if i not in drop])
+    return run
+
+
+def _unsqueeze(node, from_input):
+    def run(x, axes=None):
+        given = ints(axes, node, "axes") if from_input else node.attrs.get("axes", [])
+        rank = len(x.shape) + len(given)
+        new = sorted(_axis(int(a), rank, node) for a in given)
+        shape = list(x.shape)
+        for a in new:
+            shape.insert(a, 1)
+        return _reshape_to(x, shape)
+    return run
+
+
+converter("Squeeze", 1, 11)(lambda node, known: Op(node, _squeeze(node, False)))
+converter("Squeeze", 13, 21)(lambda node, known: Op(node, _squeeze(node, True), known))
+converter("Unsqueeze", 1, 11)(lambda node, known: Op(node, _unsqueeze(node, False)))
+converter("Unsqueeze", 13, 21)(lambda node, known: Op(node, _unsqueeze(node, True), known))
+
+
+@converter("Expand", 8, 13)
+def expand(node, known):
+    def run(x, shape):
+        target = np.broadcast_shapes(tuple(x.shape), tuple(ints(shape, node, "shape")))
+        if not isinstance(x, Tensor):
+            return np.broadcast_to(x, target).copy()
+        return x if tuple(x.shape) == target else x.broadcast_to(target)
+    return Op(node, run, known)
+
+
+@converter("Tile", 6, 13)
+def tile(node, known):
+    def run(x, repeats):
+        reps = ints(repeats, node, "repeats")
+        return np.tile(x, reps) if not isinstance(x, Tensor) else x.repeat(*reps)
+    return Op(node, run, known)
+
+
+@converter("DepthToSpace", 11, 13)
+def depth_to_space(node, known):
+    b = int(node.attrs["blocksize"])
+    mode = node.attrs.get("mode", "DCR")
+
+    def run(x):
+        n, c, h, w = x.shape
+        if mode == "CRD":
+            return F.pixel_shuffle(as_tensor(x), b)
+        y = _reshape_to(x, [n, b, b, c // (b * b), h, w])
+        y = y.permute(0, 3, 4, 1, 5, 2) if isinstance(y, Tensor) else np.transpose(y, (0, 3, 4, 1, 5, 2))
+        return _reshape_to(y, [n, c // (b * b), h * b, w * b])
+    return Op(node, run)
+
+
+@converter("SpaceToDepth", 1, 13)
+def space_to_depth(node, known):
+    b = int(node.attrs["blocksize"])
+
+    def run(x):
+        n, c, h, w = x.shape
+        y = _reshape_to(x, [n, c, h // b, b, w // b, b])
+        y = y.permute(0, 3, 5, 1, 2, 4) if isinstance(y, Tensor) else np.transpose(y, (0, 3, 5, 1, 2, 4))
+        return _reshape_to(y, [n, c * b * b, h // b, w // b])
+    return Op(node, run)
+
+
+# ---- joining and cutting ----------------------------------------------------------------------
+
+@converter("Concat", 4, 11, 13)
+def concat(node, known):
+    axis = int(node.attrs["axis"])
+
+    def run(*xs):
+        parts = [v for v in xs if v is not None]
+        xs = [v for v in parts if math.prod(v.shape) > 0] or parts[:1]  # an empty part adds nothing
+        like = first_tensor(*xs)
+        a = _axis(axis, len(xs[0].shape), node)
+        if like is None:
+            return np.concatenate([np.asarray(v) for v in xs], axis=a)
+        return _ops["cat"]([as_tensor(v, like) for v in xs], a)
+    return Op(node, run, known)
+
+
+def _split_sizes(node, length, split, outputs):
+    if split is not None:
+        sizes = [int(s) for s in split]
+    elif "num_outputs" in node.attrs:
+        n = int(node.attrs["num_outputs"])
+        each = -(-length // n)
+        sizes = [each] * (n - 1) + [length - each * (n - 1)]
+    else:
+        sizes = [length // outputs] * outputs
+    if sum(sizes) != length:
+        raise OnnxError(f"{node.where()} (Split): parts {sizes} do not add up to the axis's {length}")
+    return sizes
+
+
+def _split(node, from_input):
+    axis = int(node.attrs.get("axis", 0))
+    outputs = len(node.outputs)
+
+    def run(x, split=None):
+        a = _axis(axis, len(x.shape), node)
+        given = ints(split, node, "split") if from_input and split is not None else node.attrs.get("split")
+        sizes = _split_sizes(node, x.shape[a], given, outputs)
+        starts = np.cumsum([0] + sizes[:-1])
+        index = (slice(None),) * a
+        return tuple(x[index + (slice(int(s), int(s) + n),)] for s, n in zip(starts, sizes))
+    return run
+
+
+converter("Split", 2, 11)(lambda node, known: Op(node, _split(node, False)))
+converter("Split", 13, 18)(lambda node, known: Op(node, _split(node, True), known))
+
+
+def _slice_of(start, end, step, size):
+    """ONNX's clamping of one axis's start and end, as a Python slice."""
+    start = start + size if start < 0 else start
+    end = end + size if end < 0 else end
+    if step > 0:
+        return slice(min(max(start, 0), size), min(max(end, 0), size), step)
+    start, end = min(max(start, -1), size - 1), min(max(end, -1), size - 1)
+    return slice(start, None if end < 0 else end, step)
+
+
+@converter("Slice", 10, 11, 13)
+def slice_op(node, known):
+    def run(x, starts, ends, axes=None, steps=None):
+        s, e = ints(starts, node, "starts"), ints(ends, node, "ends")
+        rank = len(x.shape)
+        ax = [_axis(a, rank, node) for a in ints(axes, node, "axes")] if axes is not None else list(range(len(s)))
+        st = ints(steps, node, "steps") if steps is not None else [1] * len(s)
+        if 0 in st:
+            raise OnnxError(f"{node.where()} (Slice): a step of 0")
+        index = [slice(None)] * rank
+        for a, b, c, d in zip(ax, s, e, st):
+            index[a] = _slice_of(b, min(c, BIG), d, x.shape[a])
+        return x[tuple(index)]
+    return Op(node, run, known)
+
+
+@converter("Gather", 1, 11, 13)
+def gather(node, known):
+    axis = int(node.attrs.get("axis", 0))
+
+    def run(x, indices):
+        idx = np.asarray(const(indices, node, "indices")).astype(np.int64)
+        a = _axis(axis, len(x.shape), node)
+        size = x.shape[a]
+        if np.any((idx < -size) | (idx >= size)):
+            raise OnnxError(f"{node.where()} (Gather): an index is out of range for an axis of {size}")
+        idx = np.where(idx < 0, idx + size, idx)
+        if not isinstance(x, Tensor):
+            return np.take(np.asarray(x), idx, axis=a)
+        index = (slice(None),) * a
+        if idx.ndim == 0:
+            return x[index + (int(idx),)]
+        flat = x[index + (idx.reshape(-1),)]
+        return flat.reshape(*(tuple(x.shape[:a]) + idx.shape + tuple(x.shape[a + 1:])))
+    return Op(node, run, known, keep=(1,))
+
+
+# ---- padding and resizing ---------------------------------------------------------------------
+
+def _pad(node, from_input):
+    mode = node.attrs.get("mode", "constant")
+    if mode not in ("constant", "reflect", "edge", "wrap"):
+        raise OnnxError(f"{node.where()} (Pad): mode {mode!r} is not one ONNX defines")
+
+    def run(x, pads=None, value=None, axes=None):
+        rank = len(x.shape)
+        p = ints(pads, node, "pads") if from_input else [int(v) for v in node.attrs["pads"]]
+        ax = [_axis(a, rank, node) for a in ints(axes, node, "axes")] if axes is not None else list(range(rank))
+        if len(p) != 2 * len(ax):
+            raise OnnxError(f"{node.where()} (Pad): {len(p)} pad amounts for {len(ax)} axes")
+        begin, end = [0] * rank, [0] * rank
+        for i, a in enumerate(ax):
+            begin[a], end[a] = p[i], p[len(ax) + i]
+        fill = float(np.asarray(const(value, node, "constant value")).reshape(-1)[0]) if value is not None and \
+            np.asarray(const(value, node, "constant value")).size else float(node.attrs.get("value", 0.0))
+        if any(v < 0 for v in begin + end):  # negative pads crop
+            x = x[tuple(slice(-b if b < 0 else 0, x.shape[i] + e if e < 0 else None)
+                        for i, (b, e) in enumerate(zip(begin, end)))]
+            begin, end = [max(v, 0) for v in begin], [max(v, 0) for v in end]
+        if not any(begin + end):
+            return x
+        if not isinstance(x, Tensor):
+            np_mode = {"constant": "constant", "reflect": "reflect", "edge": "edge", "wrap": "wrap"}[mode]
+            kw = {"constant_values": fill} if mode == "constant" else {}
+            return np.pad(x, list(zip(begin, end)), mode=np_mode, **kw)
+        used = [i for i in range(rank) if begin[i] or end[i]]
+        if mode != "constant" and (used[0] < rank - 2 or rank > 4):
+            raise OnnxError(f"{node.where()} (Pad): {mode} padding of other axes than the last two is not supported")
+        first = min(used)
+        flat = []
+        for i in range(rank - 1, first - 1, -1):
+            flat += [begin[i], end[i]]
+        torch_mode = {"constant": "constant", "reflect": "reflect", "edge": "replicate", "wrap": "circular"}[mode]
+        return F.pad(x, tuple(flat), mode=torch_mode, value=fill if mode == "constant" else None)
+    return run
+
+
+converter("Pad", 2)(lambda node, known: Op(node, _pad(node, False)))
+converter("Pad", 11, 13, 18, 19, 21)(lambda node, known: Op(node, _pad(node, True), known))
+
+
+def _coordinates(mode, out, size, scale):
+    """The input coordinate of each output index of one axis (ONNX's coordinate_transformation_mode)."""
+    x = np.arange(out, dtype=np.float64)
+    if mode == "half_pixel":
+        return (x + 0.5) / scale - 0.5
+    if mode == "pytorch_half_pixel":
+        return (x + 0.5) / scale - 0.5 if out > 1 else np.zeros(out)
+    if mode == "align_corners":
+        return x * (size - 1) / (out - 1) if out > 1 else np.zeros(out)
+    if mode == "asymmetric":
+        return x / scale
+    if mode == "half_pixel_symmetric":
+        adjustment = out / (scale * size)
+        offset = size / 2 * (1 - adjustment)
+        return offset + (x + 0.5) / scale - 0.5
+    raise OnnxError(f"coordinate_transformation_mode {mode!r} is not supported")
+
+
+def _nearest(coords, rounding, size):
+    if rounding == "floor":
+        idx = np.floor(coords)
+    elif rounding == "ceil":
+        idx = np.ceil(coords)
+    else:
+        frac = coords - np.floor(coords)
+        half = np.isclose(frac, 0.5)
+        up = np.floor(coords) + 1
+        idx = np.where(half, np.floor(coords) if rounding == "round_prefer_floor" else up, np.round(coords))
+    return np.clip(idx, 0, size - 1).astype(np.int64)
+
+
+def _matrix(mode, coordinate, rounding, out, size, scale):
+    """(out, size): the map from one axis of the input to the output's (rows sum to 1)."""
+    coords = _coordinates(coordinate, out, size, scale)
+    m = np.zeros((out, size))
+    if mode == "nearest":
+        m[np.arange(out), _nearest(coords, rounding, size)] = 1.0
+        return m
+    coords = np.clip(coords, 0, size - 1)
+    lo = np.floor(coords).astype(np.int64)
+    hi = np.minimum(lo + 1, size - 1)
+    w = coords - lo
+    np.add.at(m, (np.arange(out), lo), 1 - w)
+    np.add.at(m, (np.arange(out), hi), w)
+    return m
+
+
+def _resize(node, version):
+    a = node.attrs
+    mode = a.get("mode", "nearest")
+    coordinate = a.get("coordinate_transformation_mode", "half_pixel" if version >= 11 else "asymmetric")
+    rounding = a.get("nearest_mode", "round_prefer_floor" if version >= 11 else "floor")
+    if mode not in ("nearest", "linear"):
+        raise OnnxError(f"{node.where()} (Resize): mode {mode!r} is not supported (nearest and linear are)")
+    if int(a.get("antialias", 0)):
+        raise OnnxError(f"{node.where()} (Resize): antialias is not supported")
+    if a.get("keep_aspect_ratio_policy", "stretch") != "stretch":
+        raise OnnxError(f"{node.where()} (Resize): keep_aspect_ratio_policy other than stretch is not supported")
+    if coordinate == "tf_crop_and_resize":
+        raise OnnxError(f"{node.where()} (Resize): tf_crop_and_resize is not supported")
+    axes_attr = a.get("axes")
+
+    def run(x, roi=None, scales=None, sizes=None):
+        rank = len(x.shape)
+        axes = [_axis(int(v), rank, node) for v in axes_attr] if axes_attr is not None else list(range(rank))
+        given_scales = np.asarray(const(scales, node, "scales"), np.float64).reshape(-1) \
+            if scales is not None and np.asarray(const(scales, node, "scales")).size else None
+        given_sizes = ints(sizes, node, "sizes") if sizes is not None and np.asarray(
+            const(sizes, node, "sizes")).size else None
+        out, scale = list(x.shape), [1.0] * rank
+        for i, axis in enumerate(axes):
+            if given_sizes is not None:
+                out[axis] = given_sizes[i]
+                scale[axis] = given_sizes[i] / x.shape[axis]
+            elif given_scales is not None:
+                scale[axis] = float(given_scales[i])
+                out[axis] = int(math.floor(x.shape[axis] * scale[axis]))
+            else:
+                raise OnnxError(f"{node.where()} (Resize): neither scales nor sizes are given")
+        if any(out[i] != x.shape[i] for i in range(min(2, rank))) or rank != 4:
+            raise OnnxError(f"{node.where()} (Resize): only the last two axes of (N, C, H, W) are resized")
+        if tuple(out) == tuple(x.shape):
+            return x
+        x = as_tensor(x)
+        fast = _fast(x, mode, coordinate, rounding, out, scale, given_sizes is not None)
+        if fast is not None:
+            return fast
+        mh = _matrix(mode, coordinate, rounding, out[2], x.shape[2], scale[2]).astype(x.dtype)
+        mw = _matrix(mode, coordinate, rounding, out[3], x.shape[3], scale[3]).astype(x.dtype)
+        return Tensor(mh).matmul(x.matmul(Tensor(np.ascontiguousarray(mw.T))))
+    return run
+
+
+def _fast(x, mode, coordinate, rounding, out, scale, by_size):
+    """F.interpolate where its rounding is ONNX's for these settings, else None."""
+    size = (out[2], out[3])
+    factor = None if by_size else (scale[2], scale[3])
+    exact = by_size or all(float(s).is_integer() for s in factor)
+    if mode == "nearest" and coordinate == "asymmetric" and rounding == "floor" and exact:
+        return F.interpolate(x, size=size) if by_size else F.interpolate(x, scale_factor=factor)
+    if mode == "linear" and coordinate in ("half_pixel", "pytorch_half_pixel") and exact and min(size) > 1:
+        return F.interpolate(x, size=size, mode="bilinear", align_corners=False) if by_size else \
+            F.interpolate(x, scale_factor=factor, mode="bilinear", align_corners=False)
+    if mode == "linear" and coordinate == "align_corners":
+        return F.interpolate(x, size=size, mode="bilinear", align_corners=True)
+    return None
+
+
+converter("Resize", 10, 11, 13, 18, 19)(lambda node, known: Op(node, _resize(node, 11), known))
+
+
+@converter("Upsample", 7, 9, 10)
+def upsample(node, known):
+    scales_attr = node.attrs.get("scales")
+    run = _resize(node, 9)  # asymmetric coordinates, floor rounding: Upsample's
+
+    def upsample_run(x, scales=None):
+        return run(x, None, np.asarray(scales_attr if scales is None else const(scales, node, "scales")), None)
+    return Op(node, upsample_run, known)
+
+
+# ---- values of no gradient: constants, shapes, casts ------------------------------------------
+
+converter("Identity", 1, 13, 14, 16, 19, 21)(lambda node, known: Op(node, lambda x: x))
+
+
+@converter("Dropout", 7, 10, 12, 13, 22)
+def dropout(node, known):
+    mask = len([o for o in node.outputs if o]) > 1
+
+    def run(x, ratio=None, training=None):
+        if training is not None and bool(np.asarray(const(training, node, "training_mode")).reshape(-1)[0]):
+            raise OnnxError(f"{node.where()}: Dropout in training mode; export the model in eval mode")
+        return (x, np.ones(tuple(x.shape), bool)) if mask else x
+    return Op(node, run, known)
+
+
+@converter("Cast", 6, 9, 13, 19, 21)
+def cast(node, known):
+    dtype = DTYPES.get(int(node.attrs["to"]))
+    if dtype is None:
+        raise OnnxError(f"{node.where()} (Cast): to an element type this engine does not compute in")
+
+    def run(x):
+        if isinstance(x, Tensor):
+            if np.issubdtype(dtype, np.floating):
+                return x  # float to float: the engine keeps the model's dtype
+            return np.asarray(x._array).astype(dtype.newbyteorder("="))  # integers have no gradient
+        return np.asarray(x).astype(dtype.newbyteorder("="))
+    return Op(node, run)
+
+
+@converter("Constant", 9, 11, 12, 13, 19, 21)
+def constant(node, known):
+    a = node.attrs
+    if "value" in a:
+        value = np.asarray(a["value"])
+    elif "value_float" in a:
+        value = np.asarray(a["value_float"], np.float32)
+    elif "value_floats" in a:
+        value = np.asarray(a["value_floats"], np.float32)
+    elif "value_int" in a:
+        value = np.asarray(a["value_int"], np.int64)
+    elif "value_ints" in a:
+        value = np.asarray(a["value_ints"], np.int64)
+    else:
+        raise OnnxError(f"{node.where()} (Constant): no value this engine reads (sparse or string values are not)")
+    return Op(node, lambda: value)
+
+
+@converter("ConstantOfShape", 9, 20, 21)
+def constant_of_shape(node, known):
+    value = np.asarray(node.attrs.get("value", np.zeros(1, np.float32))).reshape(-1)
+
+    def run(shape):
+        return np.full(ints(shape, node, "shape"), value[0], value.dtype)
+    return Op(node, run, known)
+
+
+@converter("Shape", 1, 13, 15, 19, 21)
+def shape(node, known):
+    start, end = node.attrs.get("start", 0), node.attrs.get("end")
+
+    def run(x):
+        return np.asarray(tuple(x.shape)[start:end], np.int64)
+    return Op(node, run)
+
+
+@converter("Size", 1, 13, 19, 21)
+def size(node, known):
+    return Op(node, lambda x: np.asarray(math.prod(x.shape), np.int64))
+
+
+@converter("Range", 11)
+def range_op(node, known):
+    def run(start, limit, delta):
+        s, l, d = (np.asarray(const(v, node, what)).reshape(-1)[0] for v, what in
+                   ((start, "start"), (limit, "limit"), (delta, "delta")))
+        return np.arange(s, l, d).astype(np.asarray(start).dtype)
+    return Op(node, run, known, keep=(0, 1, 2))

@@ -1,0 +1,227 @@
+"""An ONNX file read into plain Python: `Graph` (nodes, constant arrays, the input and outputs, the
+opsets), with every check a file from anywhere needs before anything is allocated for it.
+
+The protobuf is parsed by the `onnx` package (the optional extra `onnx`). What this module adds:
+each tensor's bytes are counted against its declared shape before an array is made of them (a
+file that declares a 10^12-element tensor and holds 40 bytes is one line, not an allocation);
+external data is read only from files inside the model's folder (no absolute path, no `..`, no
+link leading out), at offsets inside the file; graphs with subgraphs, sparse initializers and
+functions are refused by name. Every problem is an `OnnxError`, one line.
+"""
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+INSTALL = "reading ONNX files needs the onnx package: pip install 'saliency-maps[onnx]' (or pip install onnx)"
+DEFAULT_DOMAINS = ("", "ai.onnx")
+
+# ONNX element types this engine reads (TensorProto's numbers), as NumPy dtypes (little-endian)
+DTYPES = {1: np.dtype("<f4"), 2: np.dtype("u1"), 3: np.dtype("i1"), 4: np.dtype("<u2"), 5: np.dtype("<i2"),
+          6: np.dtype("<i4"), 7: np.dtype("<i8"), 9: np.dtype("?"), 10: np.dtype("<f2"), 11: np.dtype("<f8"),
+          12: np.dtype("<u4"), 13: np.dtype("<u8")}
+# the typed repeated field holding a tensor's values when it has no raw_data
+TYPED_FIELD = {1: "float_data", 2: "int32_data", 3: "int32_data", 4: "int32_data", 5: "int32_data", 6: "int32_data",
+               7: "int64_data", 9: "int32_data", 10: "int32_data", 11: "double_data", 12: "uint64_data",
+               13: "uint64_data"}
+
+
+class OnnxError(ValueError):
+    """An ONNX file this engine cannot read or run: one line saying what and where."""
+
+
+@dataclass
+class Node:
+    """One node of the graph: `inputs` and `outputs` are value names ("" for an optional input left
+    out); `attrs` its attributes as Python values (ints, floats, strings, lists, arrays)."""
+
+    name: str
+    op_type: str
+    domain: str
+    inputs: list
+    outputs: list
+    attrs: dict
+
+    def where(self):
+        """How messages name the node."""
+        return f"node {self.name!r}" if self.name else f"an unnamed {self.op_type} node"
+
+
+@dataclass
+class Graph:
+    """A model's graph: `nodes` in the file's (topological) order; `constants` {name: ndarray} its
+    initializers; `inputs` [(name, dims, dtype)] the values to feed (dims: ints, None where the
+    file leaves a dimension free); `outputs` the output names; `opsets` {domain: version}."""
+
+    nodes: list
+    constants: dict
+    inputs: list
+    outputs: list
+    opsets: dict
+    producer: str = ""
+    names: dict = field(default_factory=dict)  # {output value: the node making it}
+
+
+def onnx_package():
+    """The `onnx` package, or OnnxError saying how to install it."""
+    try:
+        import onnx
+    except ImportError:
+        raise OnnxError(INSTALL) from None
+    return onnx
+
+
+def read(path):
+    """The Graph of the ONNX file at `path`, checked (OnnxError)."""
+    onnx = onnx_package()
+    path = Path(path)
+    if not path.is_file():
+        raise OnnxError(f"{path} is not a file" if path.exists() else f"{path} does not exist")
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise OnnxError(f"cannot read {path}: {exc.strerror or exc}") from None
+    try:
+        proto = onnx.ModelProto.FromString(data)
+    except Exception as exc:  # noqa: BLE001: the protobuf parser's DecodeError and its kin
+        raise OnnxError(f"{path} is not an ONNX model (its protobuf does not parse: {_first_line(exc)})") from None
+    del data
+    if not proto.HasField("graph") or not proto.graph.node:
+        raise OnnxError(f"{path} is not an ONNX model (it holds no graph)")
+    if len(proto.functions):
+        raise OnnxError(f"{path} defines its own functions ({proto.functions[0].name}, ...), which this engine does "
+                        f"not run; export without them (inline the functions)")
+    opsets = {(o.domain or ""): int(o.version) for o in proto.opset_import}
+    if not any(d in opsets for d in DEFAULT_DOMAINS):
+        raise OnnxError(f"{path} imports no version of the standard operator set (ai.onnx)")
+    tensors = _Tensors(path.parent)
+    g = proto.graph
+    if len(g.sparse_initializer):
+        raise OnnxError(f"{path} holds sparse initializers ({g.sparse_initializer[0].values.name}, ...), which this "
+                        f"engine does not read")
+    constants = {}
+    for t in g.initializer:
+        constants[t.name] = tensors.array(t, f"initializer {t.name!r}")
+        t.Clear()  # its bytes are in the array now: the parsed file shrinks as it is read
+    nodes = [_node(n, tensors) for n in g.node]
+    inputs = [(v.name, _dims(v), _elem(v)) for v in g.input if v.name not in constants]
+    graph = Graph(nodes, constants, inputs, [v.name for v in g.output], opsets, proto.producer_name)
+    for n in nodes:
+        for out in n.outputs:
+            if out:
+                graph.names[out] = n
+    return graph
+
+
+def _first_line(exc):
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _dims(value):
+    """A graph input's dimensions: ints, None for a free one (dim_param or absent)."""
+    t = value.type
+    if not t.HasField("tensor_type"):
+        raise OnnxError(f"the model's input {value.name!r} is not a tensor (a sequence, a map, ...)")
+    if not t.tensor_type.HasField("shape"):
+        return None
+    return [int(d.dim_value) if d.HasField("dim_value") and d.dim_value > 0 else None
+            for d in t.tensor_type.shape.dim]
+
+
+def _elem(value):
+    kind = value.type.tensor_type.elem_type
+    return DTYPES.get(kind)
+
+
+def _node(proto, tensors):
+    attrs = {}
+    where = f"node {proto.name!r}" if proto.name else f"an unnamed {proto.op_type} node"
+    for a in proto.attribute:
+        attrs[a.name] = _attribute(a, tensors, where)
+    return Node(proto.name, proto.op_type, proto.domain or "", list(proto.input), list(proto.output), attrs)
+
+
+def _attribute(a, tensors, where):
+    """An attribute's value as Python: int, float, str, lists of them, or an ndarray."""
+    kind = a.type
+    if kind == 1:
+        return float(a.f)
+    if kind == 2:
+        return int(a.i)
+    if kind == 3:
+        return a.s.decode("utf-8", "replace")
+    if kind == 4:
+        return tensors.array(a.t, f"attribute {a.name!r} of {where}")
+    if kind == 6:
+        return [float(v) for v in a.floats]
+    if kind == 7:
+        return [int(v) for v in a.ints]
+    if kind == 8:
+        return [s.decode("utf-8", "replace") for s in a.strings]
+    if kind in (5, 10):
+        raise OnnxError(f"{where} ({a.name}) holds a subgraph (control flow: If, Loop, Scan), which this engine does "
+                        f"not run; export the model for one fixed path")
+    raise OnnxError(f"{where}: attribute {a.name!r} is of a kind this engine does not read (type {kind})")
+
+
+class _Tensors:
+    """Turns TensorProtos into arrays, external data read from files under `folder` only."""
+
+    def __init__(self, folder):
+        self.folder = Path(folder).resolve()
+
+    def array(self, t, what):
+        dtype = DTYPES.get(t.data_type)
+        if dtype is None:
+            raise OnnxError(f"{what} is of an element type this engine does not read (ONNX type {t.data_type}); "
+                            f"export in float32")
+        dims = [int(d) for d in t.dims]
+        if any(d < 0 for d in dims):
+            raise OnnxError(f"{what} declares a negative dimension {dims}")
+        count = math.prod(dims)
+        if t.data_location == 1:  # EXTERNAL
+            return self._external(t, dtype, dims, count, what)
+        if t.HasField("raw_data"):
+            raw = t.raw_data
+            if len(raw) != count * dtype.itemsize:
+                raise OnnxError(f"{what} declares shape {dims} ({count * dtype.itemsize:,} bytes of "
+                                f"{dtype.name}) and holds {len(raw):,} bytes")
+            return np.frombuffer(bytearray(raw), dtype).reshape(dims).astype(dtype.newbyteorder("="), copy=False)
+        values = getattr(t, TYPED_FIELD[t.data_type])
+        if len(values) != count:
+            raise OnnxError(f"{what} declares shape {dims} ({count:,} values) and holds {len(values):,}")
+        if t.data_type == 10:  # float16 kept as its bits in int32_data
+            return np.asarray(values, np.uint16).view(np.float16).reshape(dims)
+        return np.asarray(values, dtype.newbyteorder("=")).reshape(dims)
+
+    def _external(self, t, dtype, dims, count, what):
+        info = {e.key: e.value for e in t.external_data}
+        location = info.get("location", "")
+        if not location or os.path.isabs(location) or ".." in Path(location).parts:
+            raise OnnxError(f"{what} keeps its data in {location!r}, which is not a file name inside the model's "
+                            f"folder; only files beside the model are read")
+        target = (self.folder / location).resolve()
+        if self.folder not in target.parents or not target.is_file():
+            raise OnnxError(f"{what} keeps its data in {location!r}, which is not a file inside the model's folder "
+                            f"{self.folder}")
+        try:
+            offset = int(info.get("offset", 0))
+            length = int(info["length"]) if "length" in info else count * dtype.itemsize
+        except ValueError:
+            raise OnnxError(f"{what}: its external data's offset or length is not a number") from None
+        size = target.stat().st_size
+        if length != count * dtype.itemsize:
+            raise OnnxError(f"{what} declares shape {dims} ({count * dtype.itemsize:,} bytes) and its external data "
+                            f"{length:,} bytes")
+        if offset < 0 or offset + length > size:
+            raise OnnxError(f"{what}: its external data (bytes {offset:,} to {offset + length:,}) lies outside "
+                            f"{location} ({size:,} bytes)")
+        buf = bytearray(length)
+        with open(target, "rb") as f:
+            f.seek(offset)
+            if f.readinto(buf) != length:
+                raise OnnxError(f"{what}: {location} ended before its data")
+        return np.frombuffer(buf, dtype).reshape(dims).astype(dtype.newbyteorder("="), copy=False)

@@ -1,0 +1,113 @@
+"""Converters: one per (operator, version), each turning a graph node into a Module of this engine.
+
+    @converter("Relu", 6, 13, 14)
+    def relu(node, known):             # node: reader.Node; known: {value name: ndarray} of constants
+        return Op(node, lambda x: F.relu(x))
+
+A node's version is the `since_version` of the operator's schema at the model's opset (what
+`onnx.defs.get_schema` says), so a converter registers exactly the versions whose semantics it
+implements; a version without one is an OnnxError naming the operator, the version and the node.
+
+The Module a converter returns is called with the node's inputs in order (a Tensor when it depends
+on the image, an ndarray when it is a constant, None for an optional input left out), except that
+a module with `onnx_inputs` (a tuple of positions) gets only those: the layers that hold the
+others as parameters (Conv2d's weight and bias).
+"""
+import numpy as np
+
+from ...autograd.tensor import Tensor
+from ..module import Module
+from ..parameter import Parameter
+from .reader import DEFAULT_DOMAINS, OnnxError, onnx_package
+
+CONVERTERS = {}  # (op_type, since_version) -> build(node, known) -> Module
+
+
+def converter(op_type, *versions):
+    """Register `build(node, known) -> Module` for the operator's schema versions `versions`."""
+    def register(build):
+        for v in versions:
+            CONVERTERS[(op_type, v)] = build
+        return build
+    return register
+
+
+def find(node, opsets):
+    """The converter of `node` at the model's `opsets` ({domain: version}); OnnxError if there is none."""
+    if node.domain not in DEFAULT_DOMAINS:
+        raise OnnxError(f"operator {node.domain}.{node.op_type} ({node.where()}) is not in the standard operator set; "
+                        f"this engine runs only ai.onnx operators (export without custom or contrib operators)")
+    opset = max(opsets.get(d, 0) for d in DEFAULT_DOMAINS)
+    defs = onnx_package().defs
+    try:
+        version = defs.get_schema(node.op_type, opset, "").since_version
+    except Exception:  # noqa: BLE001: onnx's SchemaError: no such operator at this opset
+        raise OnnxError(f"operator {node.op_type} ({node.where()}) does not exist in opset {opset}") from None
+    build = CONVERTERS.get((node.op_type, version))
+    if build is None:
+        known = sorted(v for op, v in CONVERTERS if op == node.op_type)
+        which = f" (versions {', '.join(map(str, known))} are)" if known else ""
+        raise OnnxError(f"operator {node.op_type} version {version} ({node.where()}, opset {opset}) is not supported"
+                        f"{which}")
+    return build
+
+
+class Op(Module):
+    """A node computed by a function of its inputs (an elementwise op, a reshape, ...). Its float
+    constants are Parameters of the module (frozen), the others stay arrays; `fn(*inputs)`."""
+
+    def __init__(self, node, fn, known=None, keep=()):
+        super().__init__()
+        self.op_type, self.fn = node.op_type, fn
+        self._bound = {}
+        for k, name in enumerate(node.inputs):
+            value = (known or {}).get(name) if name else None
+            if value is not None and k not in keep and np.issubdtype(value.dtype, np.floating) and value.size > 1:
+                pname = f"input{k}"
+                self.register_parameter(pname, Parameter(value, requires_grad=False))
+                self._bound[k] = pname
+
+    def forward(self, *inputs):
+        if self._bound:
+            inputs = list(inputs)
+            for k, pname in self._bound.items():
+                inputs[k] = self._parameters[pname]
+        return self.fn(*inputs)
+
+    def _get_name(self):
+        return self.op_type
+
+
+def is_const(v):
+    """Whether a value is a constant (an array), not a Tensor on the graph."""
+    return not isinstance(v, Tensor)
+
+
+def const(v, node, what):
+    """The constant `v` as an ndarray; OnnxError when it depends on the image."""
+    if isinstance(v, Tensor):
+        raise OnnxError(f"{node.where()} ({node.op_type}): its {what} depends on the image's values; this engine needs "
+                        f"it constant (fixed by the input's size at most)")
+    return np.asarray(v)
+
+
+def ints(v, node, what):
+    """A constant integer list (shapes, axes, pads)."""
+    return [int(i) for i in np.asarray(const(v, node, what)).reshape(-1)]
+
+
+def as_tensor(v, like=None):
+    """A value as a Tensor (a constant one for an array), of `like`'s float dtype for a float array."""
+    if isinstance(v, Tensor):
+        return v
+    a = np.asarray(v)
+    if like is not None and np.issubdtype(a.dtype, np.floating):
+        a = a.astype(like.dtype, copy=False)
+    elif not np.issubdtype(a.dtype, np.floating):
+        a = a.astype(like.dtype if like is not None else np.float32)
+    return Tensor(a)
+
+
+def first_tensor(*values):
+    """The first Tensor among `values`, or None (all constant)."""
+    return next((v for v in values if isinstance(v, Tensor)), None)
