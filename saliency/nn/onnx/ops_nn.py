@@ -18,7 +18,7 @@ from ..linear import Linear
 from ..parameter import Parameter
 from ..pooling import MaxPool2d
 from .reader import OnnxError
-from .registry import Op, as_tensor, const, converter, first_tensor, ints
+from .registry import Op, as_tensor, const, converter, first_tensor
 
 
 def _weight(node, known, k, what):
