@@ -55,7 +55,7 @@ def model_source(store, model, weights, model_args, random_seed=None):
     if model is None:
         if not record.get("model"):
             raise MapError(f"the store {store.path} does not say which model made its maps; give --model")
-        if record["model"] not in zoo.SPECS and not zoo.is_vision(record["model"]):
+        if record["model"] not in zoo.SPECS and not zoo.is_vision(record["model"]) and not zoo.is_onnx(record["model"]):
             args = f" --model-args '{record['model_args']}'" if record.get("model_args") else ""
             weights_hint = f" --weights {record['weights']}" if record.get("weights") else ""
             raise MapError(f"the maps of {store.path} were made with the model file {record['model']}; evaluating "

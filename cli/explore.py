@@ -76,7 +76,8 @@ def _model(store, path, model, weights, model_args, random_seed):
     if model is None and not record.get("model"):
         return None, (f"the store does not say which model made its maps; to open its images live, give it: "
                       f"saliency explore {path} --model MODEL")
-    if model is None and record["model"] not in zoo.SPECS and not zoo.is_vision(record["model"]):
+    if model is None and not (record["model"] in zoo.SPECS or zoo.is_vision(record["model"]) or
+                              zoo.is_onnx(record["model"])):  # an ONNX file is data: it runs no code
         weights_hint = f" --weights {record['weights']}" if record.get("weights") else ""
         args = f" --model-args '{record['model_args']}'" if record.get("model_args") else ""
         return None, (f"the maps were made with the model file {record['model']}, which runs only when you name "

@@ -305,10 +305,33 @@ def is_vision(name):
     return name in ARCHITECTURES
 
 
+def is_onnx(name):
+    """Whether `name` names an ONNX file (path/to/net.onnx): a model that is data, no code."""
+    return isinstance(name, str) and name.lower().endswith(".onnx") and name not in SPECS
+
+
+def load_onnx_file(path, weights=None, args=None):
+    """The model of the ONNX file at `path` (`saliency.nn.load_onnx`); a ZooError for weights or
+    arguments given with it, a file that is not there, and any OnnxError."""
+    if weights is not None:
+        raise ZooError(f"{_shown(path)} is an ONNX file, which holds its weights; --weights is for model files and "
+                       f"architectures")
+    if args:
+        raise ZooError(f"--model-args is for a model file (path/to/file.py:Name); the ONNX file {_shown(path)} takes "
+                       f"none")
+    if not _is_file(path, "the ONNX file"):
+        raise ZooError(f"ONNX file {_shown(path)} does not exist")
+    try:
+        return nn.load_onnx(path)
+    except nn.OnnxError as exc:
+        raise ZooError(str(exc)) from None
+
+
 def resolve(name_or_path, weights=None, args=None, random_seed=None):
     """A zoo model by name (with other `weights` if given), a torchvision architecture by name
     (`weights` its file, or found in PyTorch's hub cache; `args` a JSON object of its builder's
-    keyword arguments), or a user's model by path:Name built with `args` (JSON), fused
+    keyword arguments), an ONNX file (path/to/net.onnx: no weights, no arguments), or a user's
+    model by path:Name built with `args` (JSON), fused
     (`saliency.nn.fuse`) as the command line runs it: same maps, fewer nodes. A model file given
     no `weights` is built after `saliency.manual_seed(random_seed)` (when given), so that its
     random initial weights are the same in every process."""
@@ -323,6 +346,8 @@ def resolve(name_or_path, weights=None, args=None, random_seed=None):
             raise ZooError(f"--model-args of {name_or_path} is a JSON object of its builder's keyword arguments, "
                            f"e.g. '{{\"num_classes\": 10}}', got an array")
         return load(name_or_path, weights, **keywords)
+    if is_onnx(name_or_path):
+        return load_onnx_file(name_or_path, weights, args)
     if random_seed is not None:
         manual_seed(random_seed)
     model = load_user(name_or_path, weights, args)
@@ -362,7 +387,8 @@ class ModelSource:
     @property
     def random_init(self):
         """Whether the model's weights are its random initialisation (a model file without weights)."""
-        return self.model not in SPECS and self.weights is None and not is_vision(self.model)
+        return self.model not in SPECS and self.weights is None and not is_vision(self.model) \
+            and not is_onnx(self.model)
 
     def load(self):
         """(model, source, identity): the model; this source with the random seed it was built
@@ -419,7 +445,8 @@ def identity(model, source):
     shipped one when none is given) and of its parameters, and the random seed of a random
     initialisation. A torchvision architecture has no model file (its code is this package's).
     A resumed run or a Dask worker whose model differs is refused by comparing these."""
-    path = source.model.rpartition(":")[0] if source.model not in SPECS and not is_vision(source.model) else None
+    path = source.model if is_onnx(source.model) else \
+        source.model.rpartition(":")[0] if source.model not in SPECS and not is_vision(source.model) else None
     weights = source.weights if source.weights is not None else (
         WEIGHTS_DIR / f"{source.model}.npz" if source.model in SPECS else None)
     return {"model_sha256": file_sha256(path) if path else None,

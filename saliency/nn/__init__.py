@@ -5,6 +5,9 @@ A model is a `Module`; its `Parameter`s are leaves of the graph, so `y.backward(
 (`{k: v.detach().numpy()}`), and from `.pth`, `.npz` and `.safetensors` files (`saliency.nn.load`);
 a malformed weights file raises `WeightsError`.
 
+`load_onnx("net.onnx")` reads a model of any framework that writes ONNX as a Module of this
+engine (the `onnx` package, an optional extra, reads the file; see `saliency.nn.onnx`).
+
 `fuse(model)` lets adjacent modules of its Sequentials run as one op (Upsample(nearest) + 3x3
 Conv2d as one sub-pixel convolution), in place, without changing parameters, state-dict keys or
 submodules; `unfuse(model)` undoes it (see `saliency.nn.fusion`). The zoo's models are fused.
@@ -24,6 +27,7 @@ from .linear import Identity, Linear
 from .loss import CrossEntropyLoss, MSELoss, NLLLoss
 from .module import Module
 from .normalization import GroupNorm, InstanceNorm2d, LayerNorm
+from .onnx import OnnxError, load_onnx
 from .padding import ConstantPad2d, ReflectionPad2d, ReplicationPad2d, ZeroPad2d
 from .parameter import Parameter
 from .pixelshuffle import PixelShuffle, PixelUnshuffle
@@ -41,6 +45,7 @@ __all__ = ["AdaptiveAvgPool2d", "AdaptiveMaxPool2d", "AvgPool2d", "BatchNorm1d",
            "ReplicationPad2d", "Sequential", "Sigmoid", "SiLU", "Softmax", "Softplus", "Tanh", "Upsample",
            "UpsamplingBilinear2d", "UpsamplingNearest2d", "WeightsError", "ZeroPad2d", "functional", "fuse",
            "init", "load", "load_safetensors", "save", "save_safetensors", "unfuse"]
+__all__ += ["OnnxError", "load_onnx"]
 
 
 def __getattr__(name):
