@@ -98,7 +98,8 @@ def test_a_free_input_size_takes_any_image_and_its_shape_arithmetic_is_folded_pe
     inits = [_init("w", (2, 3, 3, 3)), numpy_helper.from_array(np.array(0, np.int64), "zero"),
              numpy_helper.from_array(np.array([0], np.int64), "axes0"),
              numpy_helper.from_array(np.array([-1], np.int64), "minus1")]
-    graph = helper.make_graph(nodes, "flat", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 3, "h", "w"])],
+    free = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 3, "h", "w"])
+    graph = helper.make_graph(nodes, "flat", [free],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
     path = _save(graph, tmp_path / "flat.onnx")
     model = load_onnx(path)
@@ -225,8 +226,8 @@ def test_an_unsupported_operator_is_one_line_naming_it_its_version_and_its_node(
     nodes = [helper.make_node("FusedConv", ["x"], ["y"], name="fused", domain="com.microsoft")]
     graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 4, 4])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)],
-                              ir_version=9)
+    opsets = [helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)]
+    model = helper.make_model(graph, opset_imports=opsets, ir_version=9)
     onnx.save(model, str(tmp_path / "ms.onnx"))
     with pytest.raises(OnnxError, match="com.microsoft.FusedConv .* is not in the standard operator set"):
         load_onnx(tmp_path / "ms.onnx")
