@@ -7,6 +7,7 @@ Needs torch, onnx and onnxruntime (the test extra); skipped without them.
 """
 import contextlib
 import functools
+import importlib.util
 import io
 import warnings
 
@@ -47,7 +48,10 @@ def _exported(path, exporter, opset, folder):
 
 
 def _cases():
-    return [pytest.param(path, exporter, opset, id=f"{porting.arch_name(path)}-{exporter}{opset}")
+    no_dynamo = pytest.mark.skipif(importlib.util.find_spec("onnxscript") is None,
+                                   reason="PyTorch's dynamo exporter needs onnxscript (pip install onnxscript)")
+    return [pytest.param(path, exporter, opset, id=f"{porting.arch_name(path)}-{exporter}{opset}",
+                         marks=[no_dynamo] if exporter == "dynamo" else [])
             for path in porting.arch_files() for exporter, opset in EXPORTS]
 
 
