@@ -7,11 +7,11 @@ that framework.
                                                          # model still takes (N, C, H, W) images)
 
 Reading needs the `onnx` package (the optional extra: pip install 'saliency-maps[onnx]'). The
-converters are in `ops_nn`, `ops_math` and `ops_shape`, one per (operator, version).
+converters are in `ops_nn`, `ops_math`, `ops_shape` and `ops_arith`, one per (operator, version).
 """
 from pathlib import Path
 
-from . import ops_math, ops_nn, ops_shape  # noqa: F401: the converters register on import
+from . import ops_arith, ops_math, ops_nn, ops_shape  # noqa: F401: the converters register on import
 from .model import OnnxModel
 from .reader import OnnxError, read
 from .registry import CONVERTERS
