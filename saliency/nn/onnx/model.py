@@ -17,6 +17,7 @@ import numpy as np
 
 from ...autograd.grad_mode import no_grad
 from ...autograd.tensor import Tensor
+from .. import init
 from ..module import Module
 from .reader import OnnxError
 from .registry import find
@@ -48,6 +49,10 @@ class OnnxModel(Module):
         self._build(graph)
 
     def _build(self, graph):
+        with init.skipped():  # a layer's weights are the file's: no random ones drawn first
+            self._build_steps(graph)
+
+    def _build_steps(self, graph):
         known = dict(graph.constants)
         names = set()
         for i, node in enumerate(graph.nodes):

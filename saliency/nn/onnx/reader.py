@@ -80,14 +80,23 @@ def read(path):
     if not path.is_file():
         raise OnnxError(f"{path} is not a file" if path.exists() else f"{path} does not exist")
     try:
-        data = path.read_bytes()
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if size == 0:
+                raise _Malformed("the file is empty")
+            buf = _File(f.fileno(), size)
+            skeleton, pieces = _split(buf, size)
+            proto = onnx.ModelProto.FromString(skeleton)
+            del skeleton
+            constants = _constants(path, proto, onnx, f.fileno(), buf, pieces)
+    except OnnxError:
+        raise
     except OSError as exc:
         raise OnnxError(f"cannot read {path}: {exc.strerror or exc}") from None
-    try:
-        proto = onnx.ModelProto.FromString(data)
+    except _Malformed as exc:
+        raise OnnxError(f"{path} is not an ONNX model (its protobuf does not parse: {exc})") from None
     except Exception as exc:  # noqa: BLE001: the protobuf parser's DecodeError and its kin
         raise OnnxError(f"{path} is not an ONNX model (its protobuf does not parse: {_first_line(exc)})") from None
-    del data
     if not proto.HasField("graph") or not proto.graph.node:
         raise OnnxError(f"{path} is not an ONNX model (it holds no graph)")
     if len(proto.functions):
@@ -98,13 +107,6 @@ def read(path):
         raise OnnxError(f"{path} imports no version of the standard operator set (ai.onnx)")
     tensors = _Tensors(path.parent)
     g = proto.graph
-    if len(g.sparse_initializer):
-        raise OnnxError(f"{path} holds sparse initializers ({g.sparse_initializer[0].values.name}, ...), which this "
-                        f"engine does not read")
-    constants = {}
-    for t in g.initializer:
-        constants[t.name] = tensors.array(t, f"initializer {t.name!r}")
-        t.Clear()  # its bytes are in the array now: the parsed file shrinks as it is read
     nodes = [_node(n, tensors) for n in g.node]
     inputs = [(v.name, _dims(v), _elem(v)) for v in g.input if v.name not in constants]
     graph = Graph(nodes, constants, inputs, [v.name for v in g.output], opsets, proto.producer_name)
@@ -113,6 +115,129 @@ def read(path):
             if out:
                 graph.names[out] = n
     return graph
+
+
+class _Malformed(ValueError):
+    """The file's protobuf is cut or damaged where `_split` reads it."""
+
+
+def _varint(buf, pos, end):
+    """(the varint at `pos` of `buf`, the position after it)."""
+    value = shift = 0
+    while True:
+        if pos >= end or shift > 63:
+            raise _Malformed("a number runs past its message" if pos >= end else "a number is too long")
+        byte = buf[pos]
+        value |= (byte & 0x7F) << shift
+        pos, shift = pos + 1, shift + 7
+        if byte < 0x80:
+            return value, pos
+
+
+def _field_end(buf, pos, end, wire):
+    """(the start of a field's value after its tag, the position after the field)."""
+    if wire == 0:
+        return pos, _varint(buf, pos, end)[1]
+    if wire == 1:
+        after = pos + 8
+    elif wire == 5:
+        after = pos + 4
+    elif wire == 2:
+        length, pos = _varint(buf, pos, end)
+        after = pos + length
+    else:
+        raise _Malformed(f"a field of wire type {wire}")
+    if after > end:
+        raise _Malformed("a field runs past the end of its message (a truncated file?)")
+    return pos, after
+
+
+def _encoded(value):
+    out = bytearray()
+    while True:
+        out.append((value & 0x7F) | (0x80 if value > 0x7F else 0))
+        value >>= 7
+        if not value:
+            return bytes(out)
+
+
+class _File:
+    """A file's bytes by index and slice, read on demand (pread) through a small window: scanning a
+    model's messages reads their tags and lengths, not the weights between them."""
+
+    WINDOW = 1 << 14
+
+    def __init__(self, fd, size):
+        self.fd, self.size, self.start, self.data = fd, size, 0, b""
+
+    def __getitem__(self, key):
+        if isinstance(key, slice):
+            a, b = key.start, key.stop
+            if b - a > self.WINDOW:
+                data = os.pread(self.fd, b - a, a)
+                if len(data) != b - a:
+                    raise _Malformed("the file ended inside a message")
+                return data
+            self._load(a, b)
+            return self.data[a - self.start:b - self.start]
+        self._load(key, key + 1)
+        return self.data[key - self.start]
+
+    def _load(self, a, b):
+        if a < self.start or b > self.start + len(self.data):
+            self.start, self.data = a, os.pread(self.fd, max(self.WINDOW, b - a), a)
+            if len(self.data) < b - a:
+                raise _Malformed("the file ended inside a message")
+
+
+def _split(buf, size):
+    """(the ModelProto's bytes without its graph's initializers, [(start, end)] of each initializer in
+    the file `buf` (a `_File`))."""
+    if size == 0:
+        raise _Malformed("the file is empty")
+    skeleton, pieces, pos = bytearray(), [], 0
+    while pos < size:
+        tag, after_tag = _varint(buf, pos, size)
+        start, after = _field_end(buf, after_tag, size, tag & 7)
+        if tag != (7 << 3 | 2):  # not the graph: kept as it is
+            skeleton += buf[pos:after]
+        else:
+            graph, dropped = _without(buf, start, after, 5 << 3 | 2)
+            pieces += dropped
+            skeleton += _encoded(tag) + _encoded(len(graph)) + graph
+        pos = after
+    return bytes(skeleton), pieces
+
+
+def _without(buf, start, end, drop):
+    """(the message at buf[start:end] without its fields of tag `drop`, [(start, end)] of their values)."""
+    kept, dropped, p = bytearray(), [], start
+    while p < end:
+        tag, q = _varint(buf, p, end)
+        body, after = _field_end(buf, q, end, tag & 7)
+        if tag == drop:
+            dropped.append((body, after))
+        else:
+            kept += buf[p:after]
+        p = after
+    return kept, dropped
+
+
+def _constants(path, proto, onnx, fd, buf, pieces):
+    """{name: array} of the graph's initializers, each of those at `pieces` of the file parsed
+    without its raw data, which is read from the file straight into its array: the weights' bytes
+    are in memory once."""
+    g = proto.graph
+    if len(g.sparse_initializer):
+        raise OnnxError(f"{path} holds sparse initializers ({g.sparse_initializer[0].values.name}, ...), which this "
+                        f"engine does not read")
+    tensors = _Tensors(Path(path).parent)
+    constants = {t.name: tensors.array(t, f"initializer {t.name!r}") for t in g.initializer}
+    for start, end in pieces:
+        rest, raw = _without(buf, start, end, 9 << 3 | 2)  # raw_data: field 9
+        t = onnx.TensorProto.FromString(bytes(rest))
+        constants[t.name] = tensors.array(t, f"initializer {t.name!r}", (fd, raw[-1]) if raw else None)
+    return constants
 
 
 def _first_line(exc):
@@ -167,13 +292,26 @@ def _attribute(a, tensors, where):
     raise OnnxError(f"{where}: attribute {a.name!r} is of a kind this engine does not read (type {kind})")
 
 
+def _read_into(array, fd, offset, what):
+    """`array` filled with the file's bytes at `offset` (as many as it holds), native byte order."""
+    view, done = memoryview(array).cast("B"), 0
+    while done < len(view):
+        got = os.preadv(fd, [view[done:]], offset + done)
+        if got <= 0:
+            raise OnnxError(f"{what}: the file ended inside its data")
+        done += got
+    return array.astype(array.dtype.newbyteorder("="), copy=False)
+
+
 class _Tensors:
     """Turns TensorProtos into arrays, external data read from files under `folder` only."""
 
     def __init__(self, folder):
         self.folder = Path(folder).resolve()
 
-    def array(self, t, what):
+    def array(self, t, what, raw=None):
+        """The array of the TensorProto `t`; `raw` (fd, (start, end)): where its raw data lies in the
+        file (`t` parsed without it), read straight into the array."""
         dtype = DTYPES.get(t.data_type)
         if dtype is None:
             raise OnnxError(f"{what} is of an element type this engine does not read (ONNX type {t.data_type}); "
@@ -184,6 +322,12 @@ class _Tensors:
         count = math.prod(dims)
         if t.data_location == 1:  # EXTERNAL
             return self._external(t, dtype, dims, count, what)
+        if raw is not None:
+            fd, (start, end) = raw
+            if end - start != count * dtype.itemsize:
+                raise OnnxError(f"{what} declares shape {dims} ({count * dtype.itemsize:,} bytes of "
+                                f"{dtype.name}) and holds {end - start:,} bytes")
+            return _read_into(np.empty(dims, dtype), fd, start, what)
         if t.HasField("raw_data"):
             raw = t.raw_data
             if len(raw) != count * dtype.itemsize:
