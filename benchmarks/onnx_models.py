@@ -3,12 +3,13 @@ loading a large ONNX file: its time and its memory.
 
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python benchmarks/onnx_models.py [--repeats 7]
 
-Maps: PyTorch builds each architecture (the zoo's depth U-Net from models/architectures.py, and
-tests/realmodels' resnet18 and mobilenet_v2 at their real widths, 224x224), exports it with its
-TorchScript exporter (opset 17), and ours loads the file (`saliency.nn.load_onnx`); the same file
-ported (its three import lines changed) gets the same weights. Per model, the median of
-alternating runs of a gradient map at batch 1 (forward and backward; for the depth model also a
-pixel seed's cropped one), and the ratio ONNX / ported (goal: <= 1.0).
+Maps: PyTorch builds each architecture (the zoo's depth U-Net from models/architectures.py; and
+torchvision's ResNet-50 and MobileNetV3-large at 224x224 with random weights), exports it with its
+TorchScript exporter (opset 17), and ours loads the file (`saliency.nn.load_onnx`); the same
+architecture as this package's .py file (the zoo's model, `saliency.models.load(name)`) gets the
+same weights. Per model, the median of alternating runs of a gradient map at batch 1 (forward and
+backward; for the depth model also a pixel seed's cropped one), and the ratio ONNX / .py (goal:
+<= 1.0).
 
 Loading: torchvision's ResNet-50 (random weights, 102 MB as float32) exported; a fresh process
 loads it and reports its time and its peak memory (VmHWM), beside a process that only imports
@@ -28,7 +29,6 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(HERE, "..", "tests"))
 
 from timing import PEAK, alternate  # noqa: E402
 
@@ -51,19 +51,14 @@ def _export(model, shape, path):
 
 def _pairs(folder):
     """(label, ONNX-loaded model, ported model, input (C, H, W), seed)."""
-    from realmodels import porting
-
     depth = zoo.load("depth")
-    out = [("depth U-Net 128x128", load_onnx(_export(batch.torch_twin(depth), (1, 3, 128, 128),
-                                                     os.path.join(folder, "depth.onnx"))), depth, (3, 128, 128),
-            None)]
-    for name in ("resnet18", "mobilenet_v2"):
-        path = next(p for p in porting.arch_files() if porting.arch_name(p) == name)
-        pair = porting.build_pair(path, kwargs={})
-        theirs, ours = pair.torch_model.float(), pair.our_model.float()
+    from_onnx = load_onnx(_export(batch.torch_twin(depth), (1, 3, 128, 128), os.path.join(folder, "depth.onnx")))
+    out = [("depth U-Net 128x128", from_onnx, depth, (3, 128, 128), None)]
+    for name in ("resnet50", "mobilenet_v3_large"):
+        ours, theirs = vision.build(name, folder)
         onnx_file = _export(theirs, (1, 3, 224, 224), os.path.join(folder, f"{name}.onnx"))
         out.append((f"{name} 224x224", load_onnx(onnx_file), ours, (3, 224, 224), None))
-    out.append(("depth U-Net, a pixel's cropped map", out[0][1], depth, (3, 128, 128), seeds.pixel(64, 40)))
+    out.append(("depth U-Net, a pixel's cropped map", from_onnx, depth, (3, 128, 128), seeds.pixel(64, 40)))
     return out
 
 
@@ -104,7 +99,7 @@ def main():
     args = parser.parse_args()
     rng = np.random.default_rng(0)
     with tempfile.TemporaryDirectory() as folder:
-        print(f"{'map at batch 1':<40} {'ONNX ms':>9} {'ported ms':>10} {'ratio':>6}")
+        print(f"{'map at batch 1':<40} {'ONNX ms':>9} {'.py ms':>10} {'ratio':>6}")
         for label, from_onnx, ported, shape, seed in _pairs(folder):
             x = rng.uniform(0, 1, shape).astype(np.float32)
             a, b = alternate(lambda: gradient(from_onnx, x, seed), lambda: gradient(ported, x, seed), args.repeats)

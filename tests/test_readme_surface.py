@@ -1,6 +1,8 @@
-"""The README's list of what a ported PyTorch file can use is the package's actual surface.
+"""The README's lists of what a ported PyTorch file can use and of the ONNX operators read are the
+package's actual surface.
 
-To update the list after adding a layer, function or method: python tests/test_readme_surface.py
+To update the lists after adding a layer, function, method or ONNX converter:
+python tests/test_readme_surface.py
 """
 import inspect
 import pathlib
@@ -13,6 +15,7 @@ import saliency.nn.functional as F
 
 README = pathlib.Path(__file__).resolve().parents[1] / "README.md"
 BLOCK = re.compile(r"(<!-- supported:[^\n]*-->\n)(.*?)(\n<!-- /supported -->)", re.S)
+ONNX_BLOCK = re.compile(r"(<!-- onnx-operators:[^\n]*-->\n)(.*?)(<!-- /onnx-operators -->)", re.S)
 
 
 def surface_lines():
@@ -23,6 +26,19 @@ def surface_lines():
     return ["* Layers (`nn.`): " + ", ".join(f"`{n}`" for n in layers) + ".",
             "* Functions (`F.`): " + ", ".join(f"`{n}`" for n in functions) + ".",
             "* Tensor methods and attributes (besides the operators): " + ", ".join(f"`{n}`" for n in methods) + "."]
+
+
+def onnx_lines():
+    from saliency.nn.onnx import operators
+
+    return [", ".join(f"`{op}` {'/'.join(map(str, versions))}" for op, versions in operators().items()) + "."]
+
+
+def test_the_readme_lists_exactly_the_onnx_operators_read():
+    found = ONNX_BLOCK.search(README.read_text(encoding="utf-8"))
+    assert found, "README.md has no <!-- onnx-operators --> block"
+    assert found.group(2).splitlines() == onnx_lines(), \
+        "README.md's ONNX operator list is out of date: run python tests/test_readme_surface.py"
 
 
 def test_the_readme_lists_exactly_the_supported_surface():
@@ -41,6 +57,7 @@ def test_every_listed_name_exists():
 
 if __name__ == "__main__":
     text = README.read_text(encoding="utf-8")
-    README.write_text(BLOCK.sub(lambda m: m.group(1) + "\n".join(surface_lines()) + m.group(3), text),
-                      encoding="utf-8")
+    text = BLOCK.sub(lambda m: m.group(1) + "\n".join(surface_lines()) + m.group(3), text)
+    text = ONNX_BLOCK.sub(lambda m: m.group(1) + "\n".join(onnx_lines()) + "\n" + m.group(3), text)
+    README.write_text(text, encoding="utf-8")
     sys.exit(0)
