@@ -9,17 +9,28 @@ import numpy as np
 
 from ...autograd.api import exported
 from ...autograd.tensor import Tensor
+from ..parameter import Parameter
 from .reader import OnnxError
-from .registry import Op, as_tensor, const, converter, first_tensor, ints
+from .registry import Op, as_tensor, converter, first_tensor, ints
 
 _ops = exported("saliency")  # the engine's functions, as saliency.where, saliency.maximum, ...
 
 
+def first_image(*values):
+    """The first value that depends on the image: a Tensor other than a node's float constant (the
+    Parameter its Op holds). None on shape arithmetic, which then runs on the arrays."""
+    return next((v for v in values if isinstance(v, Tensor) and not isinstance(v, Parameter)), None)
+
+
+def _value(v):
+    return np.asarray(v._array) if isinstance(v, Tensor) else np.asarray(v)
+
+
 def _binary(node, known, on_arrays, on_tensors):
     def run(a, b):
-        like = first_tensor(a, b)
+        like = first_image(a, b)
         if like is None:
-            return on_arrays(np.asarray(a), np.asarray(b))
+            return on_arrays(_value(a), _value(b))
         return on_tensors(as_tensor(a, like), as_tensor(b, like))
     return Op(node, run, known)
 
@@ -38,12 +49,12 @@ for _op, _arrays, _tensors in (("Add", np.add, lambda a, b: a + b), ("Sub", np.s
 @converter("Pow", 7, 12, 13, 15)
 def power(node, known):
     def run(x, p):
-        if first_tensor(x, p) is None:
-            return np.power(np.asarray(x), np.asarray(p)).astype(np.asarray(x).dtype)
+        if first_image(x, p) is None:
+            return np.power(_value(x), _value(p)).astype(_value(x).dtype)
         if isinstance(p, Tensor):
             raise OnnxError(f"{node.where()} (Pow): an exponent that depends on the image is not supported")
         p = np.asarray(p)
-        if p.size == 1:
+        if p.size == 1 and p.ndim <= x.ndim:
             value = float(p.reshape(-1)[0])
             return x * x if value == 2.0 else x.sqrt() if value == 0.5 else x.pow(value)
         return _ops["pow"](x, as_tensor(p, x))
@@ -84,11 +95,11 @@ def erf(node, known):
 
 def _variadic(node, known, on_arrays, on_tensors):
     def run(*xs):
-        like = first_tensor(*xs)
+        like = first_image(*xs)
         if like is None:
-            out = np.asarray(xs[0])
+            out = _value(xs[0])
             for v in xs[1:]:
-                out = on_arrays(out, np.asarray(v))
+                out = on_arrays(out, _value(v))
             return out
         out = as_tensor(xs[0], like)
         for v in xs[1:]:
@@ -114,29 +125,33 @@ def _mean(node, known):
 def _compare(op_type, versions, fn):
     def build(node, known):
         def run(a, b):
-            # a comparison's output is not differentiable: it is computed on the values, a constant
-            return fn(_value(a), _value(b))
+            return _of_image(fn(_value(a), _value(b)), a, b)
         return Op(node, run, known, keep=(0, 1))
     converter(op_type, *versions)(build)
 
 
-def _value(v):
-    return np.asarray(v._array) if isinstance(v, Tensor) else np.asarray(v)
+def _of_image(out, *inputs):
+    """A value of no gradient computed from `inputs`: a Tensor when one of them depends on the image
+    (so that no input shape's plan keeps it), else the array."""
+    return Tensor(out) if first_image(*inputs) is not None else out
 
 
 _compare("Equal", (11, 13, 19), np.equal)
 _compare("Greater", (9, 13), np.greater)
 _compare("Less", (9, 13), np.less)
-_unary("Not", (1,), np.logical_not, None)
+_unary("Not", (1,), np.logical_not, lambda x: Tensor(np.logical_not(_value(x))))
 
 
 @converter("Where", 9, 16)
 def where(node, known):
     def run(condition, a, b):
-        cond = const(condition, node, "condition") if not isinstance(condition, Tensor) else _value(condition)
-        like = first_tensor(a, b)
+        cond = _value(condition)
+        like = first_image(a, b)
+        if like is None and not isinstance(condition, Tensor):
+            return np.where(cond, _value(a), _value(b))
+        like = first_tensor(a, b) if like is None else like
         if like is None:
-            return np.where(cond, a, b)
+            return Tensor(np.where(cond, a, b))
         return _ops["where"](Tensor(np.asarray(cond, bool)), as_tensor(a, like), as_tensor(b, like))
     return Op(node, run, known, keep=(0,))
 
@@ -154,7 +169,8 @@ def _axes(node, x, axes_input, from_input):
     return None if axes is None else tuple(int(a) for a in axes)
 
 
-def _reduce(op_type, versions_attr, versions_input, on_arrays, on_tensors):
+def _reduce(op_type, versions_attr, versions_input, on_arrays, on_tensors, on_none=lambda x: x):
+    """`on_none(x)`: the reduction over no axis (noop_with_empty_axes), its steps other than reducing."""
     def make(from_input):
         def build(node, known):
             keep = bool(int(node.attrs.get("keepdims", 1)))
@@ -162,7 +178,7 @@ def _reduce(op_type, versions_attr, versions_input, on_arrays, on_tensors):
             def run(x, axes=None):
                 dims = _axes(node, x, axes, from_input)
                 if dims == ():
-                    return x
+                    return on_none(x)
                 if not isinstance(x, Tensor):
                     return on_arrays(np.asarray(x), axis=dims, keepdims=keep)
                 dims = tuple(range(x.ndim)) if dims is None else tuple(d % x.ndim for d in dims)
@@ -180,4 +196,4 @@ _reduce("ReduceSum", (11,), (13,), np.sum, lambda x, d, k: x.sum(dim=d, keepdim=
 _reduce("ReduceMax", (11, 12, 13), (18, 20), np.max, lambda x, d, k: x.amax(dim=d, keepdim=k))
 _reduce("ReduceMin", (11, 12, 13), (18, 20), np.min, lambda x, d, k: x.amin(dim=d, keepdim=k))
 _reduce("ReduceL2", (11, 13), (18,), lambda a, axis, keepdims: np.sqrt(np.sum(a * a, axis=axis, keepdims=keepdims)),
-        lambda x, d, k: (x * x).sum(dim=d, keepdim=k).sqrt())
+        lambda x, d, k: (x * x).sum(dim=d, keepdim=k).sqrt(), lambda x: x.abs() if isinstance(x, Tensor) else np.abs(x))

@@ -78,6 +78,19 @@ class _Padded:
             return x
         return x if t == b == l == r == 0 else F.pad(x, (l, r, t, b), value=value)
 
+    def after(self, y, x, ceil):
+        """A pool's output `y` on `before(x)` in ceil mode cut to ONNX's size: no window starting in the
+        end padding that `before` made part of the input."""
+        if not ceil or self.extra is None:
+            return y
+        t, l, b, r = self.extra
+        size = []
+        for i, (begin, end) in enumerate(((t, b), (l, r))):
+            span = x.shape[2 + i] + begin + end - (self.kernel[i] - 1) * self.dilation[i] - 1
+            n = -(-span // self.stride[i]) + 1
+            size.append(n - 1 if (n - 1) * self.stride[i] >= x.shape[2 + i] + begin else n)
+        return y[:, :, :size[0], :size[1]]
+
 
 def _two_d(x, op_type):
     if x.ndim != 4:
@@ -152,16 +165,19 @@ class OnnxConvTranspose(ConvTranspose2d):
         if self.onnx_output_shape is not None or self.auto.startswith("SAME"):
             want = (list(self.onnx_output_shape)[-2:] if self.onnx_output_shape is not None
                     else [x.shape[2 + i] * self.stride[i] for i in range(2)])
-            cut = [f - w for f, w in zip(full, want)]
-            if any(c < 0 for c in cut):
-                raise OnnxError(f"a ConvTranspose node's output_shape {want} is larger than its input gives {full}")
+            cut = [f - w for f, w in zip(full, want)]  # negative: zeros added, as an output_padding would
+            if any(-c >= max(s, d) for c, s, d in zip(cut, self.stride, self.dilation)):
+                raise OnnxError(f"a ConvTranspose node's output_shape {want} is larger than its input gives {full} "
+                                f"by a stride or more")
             begin = [c // 2 if self.auto == "SAME_UPPER" else c - c // 2 for c in cut]
             end = [c - s for c, s in zip(cut, begin)]
         else:
             begin, end = [self.pads[0], self.pads[1]], [self.pads[2], self.pads[3]]
-        if any(self.out_pad):
-            y = F.pad(y, (0, self.out_pad[1], 0, self.out_pad[0]))
-        y = y[:, :, begin[0]:full[0] - end[0], begin[1]:full[1] - end[1]]
+        grow = [max(0, -p) for p in begin + end]
+        if any(self.out_pad) or any(grow):
+            y = F.pad(y, (grow[1], self.out_pad[1] + grow[3], grow[0], self.out_pad[0] + grow[2]))
+        t, l, b, r = (max(0, p) for p in begin + end)
+        y = y[:, :, t:y.shape[2] - b, l:y.shape[3] - r]
         return y if self.bias is None else y + self.bias.reshape(1, -1, 1, 1)
 
 
@@ -183,6 +199,7 @@ class OnnxLinear(Linear):
         self.transpose_input = transpose_input
 
     def forward(self, x):
+        x = as_tensor(x, self.weight)
         return super().forward(x.t() if self.transpose_input else x)
 
 
@@ -318,7 +335,7 @@ class OnnxMaxPool(MaxPool2d):
 
     def forward(self, x):
         _two_d(x, "MaxPool")
-        return super().forward(self.onnx_pads.before(x, value=-np.inf))
+        return self.onnx_pads.after(super().forward(self.onnx_pads.before(x, value=-np.inf)), x, self.ceil_mode)
 
 
 @converter("MaxPool", 8, 10, 11, 12, 22)
@@ -338,22 +355,22 @@ def average_pool(node, known):
         _two_d(x, "AveragePool")
         if not pads.same and pads.extra is None:
             return F.avg_pool2d(x, kernel, stride, pads.layer, bool(ceil), include)
-        total = F.avg_pool2d(pads.before(x), kernel, stride, 0, bool(ceil), True)
+        total = pads.after(F.avg_pool2d(pads.before(x), kernel, stride, 0, bool(ceil), True), x, ceil)
         if include:
             return total
         ones = Tensor(np.ones((1, 1) + tuple(x.shape[2:]), x.dtype))  # the padded cells count for nothing
-        return total / F.avg_pool2d(pads.before(ones), kernel, stride, 0, bool(ceil), True)
+        return total / pads.after(F.avg_pool2d(pads.before(ones), kernel, stride, 0, bool(ceil), True), x, ceil)
     return Op(node, run)
 
 
 @converter("GlobalAveragePool", 1, 22)
 def global_average_pool(node, known):
-    return Op(node, lambda x: x.mean(dim=tuple(range(2, x.ndim)), keepdim=True))
+    return Op(node, lambda x: as_tensor(x).mean(dim=tuple(range(2, x.ndim)), keepdim=True))
 
 
 @converter("GlobalMaxPool", 1, 22)
 def global_max_pool(node, known):
-    return Op(node, lambda x: x.amax(dim=tuple(range(2, x.ndim)), keepdim=True))
+    return Op(node, lambda x: as_tensor(x).amax(dim=tuple(range(2, x.ndim)), keepdim=True))
 
 
 # ---- activations ----------------------------------------------------------------------------
@@ -392,7 +409,7 @@ def hard_sigmoid(node, known):
     alpha, beta = float(node.attrs.get("alpha", 0.2)), float(node.attrs.get("beta", 0.5))
     if math.isclose(alpha, 1 / 6, rel_tol=1e-6) and beta == 0.5:
         return _layer(Hardsigmoid())
-    return Op(node, lambda x: (x * alpha + beta).clamp(0.0, 1.0))
+    return Op(node, lambda x: (as_tensor(x) * alpha + beta).clamp(0.0, 1.0))
 
 
 @converter("Gelu", 20)
@@ -407,7 +424,8 @@ def gelu(node, known):
 def prelu(node, known):
     def run(x, slope):
         s = as_tensor(slope, x)
-        if s.ndim >= 1 and s.numel() == x.shape[1] and x.ndim >= 2:
+        aligned = (1,) * (x.ndim - s.ndim) + tuple(s.shape)  # numpy's broadcasting: s against x's last axes
+        if x.ndim >= 2 and len(aligned) == x.ndim and math.prod(aligned) == aligned[1] == x.shape[1]:
             return F.prelu(x, s.reshape(-1))
         return F.relu(x) - F.relu(-x) * s
     return Op(node, run, known)
@@ -415,27 +433,35 @@ def prelu(node, known):
 
 @converter("Clip", 11, 12, 13)
 def clip(node, known):
+    def bound(v, what):
+        v = const(v, node, what)
+        if v.size != 1:
+            raise OnnxError(f"{node.where()} (Clip): its {what} has {v.size} values; ONNX makes it a scalar")
+        return float(v.reshape(-1)[0])
+
     def run(x, lo=None, hi=None):
-        lo = None if lo is None else float(const(lo, node, "min"))
-        hi = None if hi is None else float(const(hi, node, "max"))
+        lo = None if lo is None else bound(lo, "min")
+        hi = None if hi is None else bound(hi, "max")
+        if lo is None and hi is None:
+            return x
         if isinstance(x, np.ndarray):
             return np.clip(x, lo, hi)
         if lo == 0.0 and hi is None:
             return F.relu(x)
         return x.clamp(lo, hi)
-    return Op(node, run, known)
+    return Op(node, run, known, keep=(1, 2))
 
 
 @converter("Softmax", 13)
 def softmax(node, known):
     axis = int(node.attrs.get("axis", -1))
-    return Op(node, lambda x: x.softmax(axis))
+    return Op(node, lambda x: as_tensor(x).softmax(axis))
 
 
 @converter("LogSoftmax", 13)
 def log_softmax(node, known):
     axis = int(node.attrs.get("axis", -1))
-    return Op(node, lambda x: x.log_softmax(axis))
+    return Op(node, lambda x: as_tensor(x).log_softmax(axis))
 
 
 @converter("Softmax", 11)
@@ -452,6 +478,6 @@ def log_softmax_11(node, known):
 
 def _coerced(x, axis, fn):
     """Opset 11's softmax: over the input flattened to 2-D at `axis`."""
-    shape = tuple(x.shape)
+    x, shape = as_tensor(x), tuple(x.shape)
     axis = axis % len(shape)
     return fn(x.reshape(math.prod(shape[:axis]), -1)).reshape(*shape)

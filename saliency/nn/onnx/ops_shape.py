@@ -12,8 +12,9 @@ import numpy as np
 from ...autograd.api import exported
 from ...autograd.tensor import Tensor
 from .. import functional as F
+from .ops_math import first_image
 from .reader import DTYPES, OnnxError
-from .registry import Op, as_tensor, const, converter, first_tensor, ints
+from .registry import Op, as_tensor, const, converter, ints
 
 _ops = exported("saliency")
 BIG = 1 << 62  # an end past any axis (ONNX writes INT64_MAX)
@@ -147,10 +148,10 @@ def concat(node, known):
     def run(*xs):
         parts = [v for v in xs if v is not None]
         xs = [v for v in parts if math.prod(v.shape) > 0] or parts[:1]  # an empty part adds nothing
-        like = first_tensor(*xs)
+        like = first_image(*xs)
         a = _axis(axis, len(xs[0].shape), node)
         if like is None:
-            return np.concatenate([np.asarray(v) for v in xs], axis=a)
+            return np.concatenate([np.asarray(v._array if isinstance(v, Tensor) else v) for v in xs], axis=a)
         return _ops["cat"]([as_tensor(v, like) for v in xs], a)
     return Op(node, run, known)
 
@@ -193,7 +194,7 @@ def _slice_of(start, end, step, size):
     end = end + size if end < 0 else end
     if step > 0:
         return slice(min(max(start, 0), size), min(max(end, 0), size), step)
-    start, end = min(max(start, -1), size - 1), min(max(end, -1), size - 1)
+    start, end = min(max(start, 0), size - 1), min(max(end, -1), size - 1)
     return slice(start, None if end < 0 else end, step)
 
 
@@ -263,9 +264,10 @@ def _pad(node, from_input):
             kw = {"constant_values": fill} if mode == "constant" else {}
             return np.pad(x, list(zip(begin, end)), mode=np_mode, **kw)
         used = [i for i in range(rank) if begin[i] or end[i]]
-        if mode != "constant" and (used[0] < rank - 2 or rank > 4):
+        last_two = max(rank - 2, 1)
+        if mode != "constant" and (used[0] < last_two or rank > 4):
             raise OnnxError(f"{node.where()} (Pad): {mode} padding of other axes than the last two is not supported")
-        first = min(used)
+        first = used[0] if mode == "constant" else last_two
         flat = []
         for i in range(rank - 1, first - 1, -1):
             flat += [begin[i], end[i]]
@@ -279,42 +281,45 @@ converter("Pad", 11, 13, 18, 19, 21)(lambda node, known: Op(node, _pad(node, Tru
 
 
 def _coordinates(mode, out, size, scale):
-    """The input coordinate of each output index of one axis (ONNX's coordinate_transformation_mode)."""
-    x = np.arange(out, dtype=np.float64)
+    """The input coordinate of each output index of one axis (ONNX's coordinate_transformation_mode),
+    in float32 as onnxruntime computes it (a coordinate on a rounding boundary then rounds as there)."""
+    f = np.float32
+    x, scale, half = np.arange(out, dtype=f), f(scale), f(0.5)
     if mode == "half_pixel":
-        return (x + 0.5) / scale - 0.5
+        return (x + half) / scale - half
     if mode == "pytorch_half_pixel":
-        return (x + 0.5) / scale - 0.5 if out > 1 else np.zeros(out)
+        return (x + half) / scale - half if out > 1 else np.zeros(out, f)
     if mode == "align_corners":
-        return x * (size - 1) / (out - 1) if out > 1 else np.zeros(out)
+        return x * f(size - 1) / f(out - 1) if out > 1 else np.zeros(out, f)
     if mode == "asymmetric":
         return x / scale
-    if mode == "half_pixel_symmetric":
-        adjustment = out / (scale * size)
-        offset = size / 2 * (1 - adjustment)
-        return offset + (x + 0.5) / scale - 0.5
+    if mode == "half_pixel_symmetric":  # onnxruntime's sum in float64
+        offset = f(size) / f(2) * (f(1) - f(out) / (scale * f(size)))
+        return (np.float64(offset) + (x.astype(np.float64) + 0.5) / np.float64(scale) - 0.5).astype(f)
     raise OnnxError(f"coordinate_transformation_mode {mode!r} is not supported")
 
 
-def _nearest(coords, rounding, size):
+def _nearest(coords, rounding, size, scale):
+    """The input index of each coordinate; "simple" (Resize 10, Upsample): floor, ceil when shrinking."""
+    if rounding == "simple":
+        rounding = "ceil" if scale < 1 else "floor"
     if rounding == "floor":
         idx = np.floor(coords)
     elif rounding == "ceil":
         idx = np.ceil(coords)
     else:
-        frac = coords - np.floor(coords)
-        half = np.isclose(frac, 0.5)
-        up = np.floor(coords) + 1
-        idx = np.where(half, np.floor(coords) if rounding == "round_prefer_floor" else up, np.round(coords))
+        half = coords - np.floor(coords) == 0.5
+        idx = np.where(half, np.floor(coords) if rounding == "round_prefer_floor" else np.ceil(coords),
+                       np.round(coords))
     return np.clip(idx, 0, size - 1).astype(np.int64)
 
 
 def _matrix(mode, coordinate, rounding, out, size, scale):
     """(out, size): the map from one axis of the input to the output's (rows sum to 1)."""
-    coords = _coordinates(coordinate, out, size, scale)
+    coords = _coordinates(coordinate, out, size, scale).astype(np.float64)
     m = np.zeros((out, size))
     if mode == "nearest":
-        m[np.arange(out), _nearest(coords, rounding, size)] = 1.0
+        m[np.arange(out), _nearest(coords, rounding, size, scale)] = 1.0
         return m
     coords = np.clip(coords, 0, size - 1)
     lo = np.floor(coords).astype(np.int64)
@@ -329,7 +334,7 @@ def _resize(node, version):
     a = node.attrs
     mode = a.get("mode", "nearest")
     coordinate = a.get("coordinate_transformation_mode", "half_pixel" if version >= 11 else "asymmetric")
-    rounding = a.get("nearest_mode", "round_prefer_floor" if version >= 11 else "floor")
+    rounding = a.get("nearest_mode", "round_prefer_floor" if version >= 11 else "simple")
     if mode not in ("nearest", "linear"):
         raise OnnxError(f"{node.where()} (Resize): mode {mode!r} is not supported (nearest and linear are)")
     if int(a.get("antialias", 0)):
@@ -354,7 +359,7 @@ def _resize(node, version):
                 scale[axis] = given_sizes[i] / x.shape[axis]
             elif given_scales is not None:
                 scale[axis] = float(given_scales[i])
-                out[axis] = int(math.floor(x.shape[axis] * scale[axis]))
+                out[axis] = int(np.floor(np.float32(scale[axis]) * np.float32(x.shape[axis])))
             else:
                 raise OnnxError(f"{node.where()} (Resize): neither scales nor sizes are given")
         if any(out[i] != x.shape[i] for i in range(min(2, rank))) or rank != 4:
@@ -376,7 +381,7 @@ def _fast(x, mode, coordinate, rounding, out, scale, by_size):
     size = (out[2], out[3])
     factor = None if by_size else (scale[2], scale[3])
     exact = by_size or all(float(s).is_integer() for s in factor)
-    if mode == "nearest" and coordinate == "asymmetric" and rounding == "floor" and exact:
+    if mode == "nearest" and coordinate == "asymmetric" and rounding in ("floor", "simple") and exact:
         return F.interpolate(x, size=size) if by_size else F.interpolate(x, scale_factor=factor)
     if mode == "linear" and coordinate in ("half_pixel", "pytorch_half_pixel") and exact and min(size) > 1:
         return F.interpolate(x, size=size, mode="bilinear", align_corners=False) if by_size else \
@@ -386,17 +391,19 @@ def _fast(x, mode, coordinate, rounding, out, scale, by_size):
     return None
 
 
-converter("Resize", 10, 11, 13, 18, 19)(lambda node, known: Op(node, _resize(node, 11), known))
+converter("Resize", 11, 13, 18, 19)(lambda node, known: Op(node, _resize(node, 11), known, keep=(1, 2, 3)))
 
 
 @converter("Upsample", 7, 9, 10)
+@converter("Resize", 10)
 def upsample(node, known):
+    """Upsample, and Resize 10 (its inputs and semantics: asymmetric coordinates, floor or ceil)."""
     scales_attr = node.attrs.get("scales")
-    run = _resize(node, 9)  # asymmetric coordinates, floor rounding: Upsample's
+    run = _resize(node, 9)
 
     def upsample_run(x, scales=None):
         return run(x, None, np.asarray(scales_attr if scales is None else const(scales, node, "scales")), None)
-    return Op(node, upsample_run, known)
+    return Op(node, upsample_run, known, keep=(1,))
 
 
 # ---- values of no gradient: constants, shapes, casts ------------------------------------------
@@ -423,9 +430,9 @@ def cast(node, known):
 
     def run(x):
         if isinstance(x, Tensor):
-            if np.issubdtype(dtype, np.floating):
+            if np.issubdtype(dtype, np.floating) and np.issubdtype(x._array.dtype, np.floating):
                 return x  # float to float: the engine keeps the model's dtype
-            return np.asarray(x._array).astype(dtype.newbyteorder("="))  # integers have no gradient
+            return Tensor(x._array.astype(dtype.newbyteorder("=")))  # to or from integers: no gradient
         return np.asarray(x).astype(dtype.newbyteorder("="))
     return Op(node, run)
 
