@@ -9,7 +9,9 @@ once at load and become constants: the layers after them get them as their weigh
 The rest is shape arithmetic that depends on the input's size (Shape -> Gather -> Concat ->
 Reshape, pad amounts of SAME padding): it is folded for each input shape the model sees, the
 first time it sees it, and kept (`plans`); a forward pass then runs only the nodes that depend on
-the image's values.
+the image's values. A node is folded when its inputs are all constants or it reads only their
+shapes (its module's `shape_only`: Shape, Size); one that reads the image's values runs every
+time, even when it returns an array (a comparison's mask).
 """
 import re
 
@@ -19,6 +21,7 @@ from ...autograd.grad_mode import no_grad
 from ...autograd.tensor import Tensor
 from .. import init
 from ..module import Module
+from ..parameter import Parameter
 from .reader import OnnxError
 from .registry import find
 
@@ -121,8 +124,8 @@ class OnnxModel(Module):
             for o, value in zip(outs, outputs):
                 if o:
                     env[o] = value
-            if any(isinstance(v, Tensor) for v in outputs):
-                steps.append(step)
+            if any(isinstance(v, Tensor) for v in outputs) or (_reads_image(args) and not _shape_only(module)):
+                steps.append(step)  # depends on the image's values: runs every time
         read = {ins[k] for _, _, ins, _, takes in steps for k in takes if ins[k]}
         constants = {n: v for n, v in env.items() if n in read and not isinstance(v, Tensor)}
         if len(self.plans) >= PLANS:
@@ -136,6 +139,17 @@ class OnnxModel(Module):
     def extra_repr(self):
         c = self.input_shape
         return f"opset {self.opset}, input {self.layout}" + (f" {c}" if c else "")
+
+
+def _reads_image(args):
+    """Whether a step's inputs include a value of the image's (a Tensor that is not a frozen constant)."""
+    return any(isinstance(a, Tensor) and not isinstance(a, Parameter) for a in args)
+
+
+def _shape_only(module):
+    """Whether a module reads only its inputs' shapes (Shape, Size): its outputs are constants for
+    an input shape even when its input is the image's."""
+    return getattr(module, "shape_only", False)
 
 
 def _call(module, args):

@@ -9,17 +9,10 @@ import numpy as np
 
 from ...autograd.api import exported
 from ...autograd.tensor import Tensor
-from ..parameter import Parameter
 from .reader import OnnxError
-from .registry import Op, as_tensor, converter, first_tensor, ints
+from .registry import Op, as_tensor, converter, first_image, first_tensor, ints
 
 _ops = exported("saliency")  # the engine's functions, as saliency.where, saliency.maximum, ...
-
-
-def first_image(*values):
-    """The first value that depends on the image: a Tensor other than a node's float constant (the
-    Parameter its Op holds). None on shape arithmetic, which then runs on the arrays."""
-    return next((v for v in values if isinstance(v, Tensor) and not isinstance(v, Parameter)), None)
 
 
 def _value(v):

@@ -12,9 +12,8 @@ import numpy as np
 from ...autograd.api import exported
 from ...autograd.tensor import Tensor
 from .. import functional as F
-from .ops_math import first_image
 from .reader import DTYPES, OnnxError
-from .registry import Op, as_tensor, const, converter, ints
+from .registry import Op, as_tensor, const, converter, first_image, ints
 
 _ops = exported("saliency")
 BIG = 1 << 62  # an end past any axis (ONNX writes INT64_MAX)
@@ -32,7 +31,7 @@ def _reshape_to(x, shape):
     return np.reshape(x, shape) if not isinstance(x, Tensor) else x.reshape(*shape)
 
 
-@converter("Reshape", 5, 13, 14, 19, 21)
+@converter("Reshape", 5, 13, 14, 19, 21, 23, 24, 25)
 def reshape(node, known):
     allow_zero = int(node.attrs.get("allowzero", 0))
 
@@ -44,7 +43,7 @@ def reshape(node, known):
     return Op(node, run, known)
 
 
-@converter("Flatten", 1, 9, 11, 13, 21)
+@converter("Flatten", 1, 9, 11, 13, 21, 23, 24, 25)
 def flatten(node, known):
     axis = int(node.attrs.get("axis", 1))
 
@@ -54,7 +53,7 @@ def flatten(node, known):
     return Op(node, run)
 
 
-@converter("Transpose", 1, 13, 21)
+@converter("Transpose", 1, 13, 21, 23, 24, 25)
 def transpose(node, known):
     perm = node.attrs.get("perm")
 
@@ -89,9 +88,9 @@ def _unsqueeze(node, from_input):
 
 
 converter("Squeeze", 1, 11)(lambda node, known: Op(node, _squeeze(node, False)))
-converter("Squeeze", 13, 21)(lambda node, known: Op(node, _squeeze(node, True), known))
+converter("Squeeze", 13, 21, 23, 24, 25)(lambda node, known: Op(node, _squeeze(node, True), known))
 converter("Unsqueeze", 1, 11)(lambda node, known: Op(node, _unsqueeze(node, False)))
-converter("Unsqueeze", 13, 21)(lambda node, known: Op(node, _unsqueeze(node, True), known))
+converter("Unsqueeze", 13, 21, 23, 24, 25)(lambda node, known: Op(node, _unsqueeze(node, True), known))
 
 
 @converter("Expand", 8, 13)
@@ -277,7 +276,7 @@ def _pad(node, from_input):
 
 
 converter("Pad", 2)(lambda node, known: Op(node, _pad(node, False)))
-converter("Pad", 11, 13, 18, 19, 21)(lambda node, known: Op(node, _pad(node, True), known))
+converter("Pad", 11, 13, 18, 19, 21, 23, 24, 25)(lambda node, known: Op(node, _pad(node, True), known))
 
 
 def _coordinates(mode, out, size, scale):
@@ -408,7 +407,7 @@ def upsample(node, known):
 
 # ---- values of no gradient: constants, shapes, casts ------------------------------------------
 
-converter("Identity", 1, 13, 14, 16, 19, 21)(lambda node, known: Op(node, lambda x: x))
+converter("Identity", 1, 13, 14, 16, 19, 21, 23, 24, 25)(lambda node, known: Op(node, lambda x: x))
 
 
 @converter("Dropout", 7, 10, 12, 13, 22)
@@ -422,7 +421,7 @@ def dropout(node, known):
     return Op(node, run, known)
 
 
-@converter("Cast", 6, 9, 13, 19, 21)
+@converter("Cast", 6, 9, 13, 19, 21, 23, 24, 25)
 def cast(node, known):
     dtype = DTYPES.get(int(node.attrs["to"]))
     if dtype is None:
@@ -437,7 +436,7 @@ def cast(node, known):
     return Op(node, run)
 
 
-@converter("Constant", 9, 11, 12, 13, 19, 21)
+@converter("Constant", 9, 11, 12, 13, 19, 21, 23, 24, 25)
 def constant(node, known):
     a = node.attrs
     if "value" in a:
@@ -455,7 +454,7 @@ def constant(node, known):
     return Op(node, lambda: value)
 
 
-@converter("ConstantOfShape", 9, 20, 21)
+@converter("ConstantOfShape", 9, 20, 21, 23, 24, 25)
 def constant_of_shape(node, known):
     value = np.asarray(node.attrs.get("value", np.zeros(1, np.float32))).reshape(-1)
 
@@ -464,18 +463,24 @@ def constant_of_shape(node, known):
     return Op(node, run, known)
 
 
-@converter("Shape", 1, 13, 15, 19, 21)
+@converter("Shape", 1, 13, 15, 19, 21, 23, 24, 25)
 def shape(node, known):
     start, end = node.attrs.get("start", 0), node.attrs.get("end")
 
     def run(x):
         return np.asarray(tuple(x.shape)[start:end], np.int64)
-    return Op(node, run)
+    return _shape_only(Op(node, run))
 
 
-@converter("Size", 1, 13, 19, 21)
+@converter("Size", 1, 13, 19, 21, 23, 24, 25)
 def size(node, known):
-    return Op(node, lambda x: np.asarray(math.prod(x.shape), np.int64))
+    return _shape_only(Op(node, lambda x: np.asarray(math.prod(x.shape), np.int64)))
+
+
+def _shape_only(module):
+    """Marks a module that reads only its input's shape: folded per input shape (model.py)."""
+    module.shape_only = True
+    return module
 
 
 @converter("Range", 11)

@@ -294,7 +294,9 @@ def _attribute(a, tensors, where):
 
 def _read_into(array, fd, offset, what):
     """`array` filled with the file's bytes at `offset` (as many as it holds), native byte order."""
-    view, done = memoryview(array).cast("B"), 0
+    if array.size == 0:
+        return array
+    view, done = memoryview(array.reshape(-1)).cast("B"), 0
     while done < len(view):
         got = os.preadv(fd, [view[done:]], offset + done)
         if got <= 0:

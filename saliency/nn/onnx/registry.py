@@ -111,3 +111,9 @@ def as_tensor(v, like=None):
 def first_tensor(*values):
     """The first Tensor among `values`, or None (all constant)."""
     return next((v for v in values if isinstance(v, Tensor)), None)
+
+
+def first_image(*values):
+    """The first value that depends on the image: a Tensor other than a node's float constant (the
+    Parameter its Op holds). None on shape arithmetic, which then runs on the arrays."""
+    return next((v for v in values if isinstance(v, Tensor) and not isinstance(v, Parameter)), None)
