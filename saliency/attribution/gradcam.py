@@ -42,9 +42,11 @@ def default_layer(model):
 def named_layer(model, name):
     """The module called `name` in model.named_modules() (as print(model) shows it), or InputError
     naming the model's convolutions."""
+    from ..nn import Conv2d
+
     modules = dict(getattr(model, "named_modules", list)())
     if name not in modules or not name:
-        convs = [n for n, m in modules.items() if type(m).__name__ == "Conv2d"]
+        convs = [n for n, m in modules.items() if isinstance(m, Conv2d) or type(m).__name__ == "Conv2d"]
         raise InputError(f"the model has no layer {name!r}; its convolutions are: {', '.join(convs) or 'none'}")
     return modules[name]
 

@@ -77,6 +77,9 @@ def test_grad_cam_hooks_and_the_randomisation_check_see_the_layers(tmp_path):
     cam = gradcam(model, x, seeds.one_hot(2))  # the default layer: the last Conv2d
     named = gradcam(model, x, seeds.one_hot(2), layer="features_conv2_Conv")
     np.testing.assert_array_equal(cam.map, named.map)
+    listed = "its convolutions are: features_conv1_Conv, features_conv2_Conv"
+    with pytest.raises(sl.attribution.InputError, match=listed):
+        gradcam(model, x, seeds.one_hot(2), layer="conv2")
     seen = []
     handle = model.features_relu1_Relu.register_forward_hook(lambda m, i, o: seen.append(tuple(o.shape)))
     model(x[None])
