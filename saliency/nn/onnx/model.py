@@ -57,9 +57,13 @@ class OnnxModel(Module):
 
     def _build_steps(self, graph):
         known = dict(graph.constants)
-        names = set()
+        names, made = set(), {self.input_name}
         for i, node in enumerate(graph.nodes):
             build = find(node, graph.opsets)
+            unknown = [n for n in node.inputs if n and n not in known and n not in made]
+            if unknown:
+                raise OnnxError(f"{node.where()} ({node.op_type}) reads {unknown[0]!r}, which no earlier node makes "
+                                f"(the graph is damaged, or not in the order ONNX requires)")
             if all(not n or n in known for n in node.inputs):  # no input depends on the image: a constant
                 module = build(node, known)
                 takes = getattr(module, "onnx_inputs", None) or range(len(node.inputs))
@@ -70,6 +74,7 @@ class OnnxModel(Module):
                         known[name] = _array(value, node)
                 continue
             module = build(node, known)
+            made.update(o for o in node.outputs if o)
             name = _module_name(node, i, names)
             self.add_module(name, module)
             takes = getattr(module, "onnx_inputs", None)

@@ -237,6 +237,14 @@ def test_an_unsupported_operator_is_one_line_naming_it_its_version_and_its_node(
         load_onnx(tmp_path / "ms.onnx")
 
 
+def test_a_node_reading_a_value_nothing_makes_is_one_line(tmp_path):
+    nodes = [helper.make_node("Add", ["x", "ghost"], ["y"], name="add")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 4, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    with pytest.raises(OnnxError, match="node 'add' \\(Add\\) reads 'ghost', which no earlier node makes"):
+        load_onnx(_save(graph, tmp_path / "ghost.onnx"))
+
+
 def test_a_model_of_two_inputs_is_refused(tmp_path):
     nodes = [helper.make_node("Add", ["x", "z"], ["y"])]
     graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 4, 4]),
