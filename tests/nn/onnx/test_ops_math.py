@@ -8,57 +8,15 @@ import pytest
 
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
-from onnx import TensorProto, defs, helper, numpy_helper  # noqa: E402
+from onnx import TensorProto, helper  # noqa: E402
 
 import saliency as sl  # noqa: E402
-from saliency.nn.onnx import OnnxError, load_onnx, ops_math  # noqa: E402
+from saliency.nn.onnx import OnnxError, ops_math  # noqa: E402
 from saliency.nn.onnx.registry import CONVERTERS  # noqa: E402
 
-IR_VERSION = 10
-MAX_OPSET = 22
+from _graphs import load, normal, opset_for, save, session  # noqa: E402
+
 N = helper.make_node
-
-
-def opset_for(op, version):
-    """An opset whose schema of `op` is `version`: the newest up to 21 (the helper nodes' schemas
-    are then their newest), else the oldest."""
-    found = []
-    for opset in range(7, MAX_OPSET + 1):
-        try:
-            if defs.get_schema(op, opset).since_version == version:
-                found.append(opset)
-        except Exception:  # noqa: BLE001: no such operator at this opset
-            pass
-    assert found, (op, version)
-    below = [o for o in found if o <= 21]
-    return below[-1] if below else found[0]
-
-
-def save(tmp_path, nodes, shape, opset, inits=None, outputs=("y",), elem=TensorProto.FLOAT, name="m.onnx"):
-    x = helper.make_tensor_value_info("x", elem, shape)
-    outs = [helper.make_tensor_value_info(o, elem, None) for o in outputs]
-    graph = helper.make_graph(nodes, "g", [x], outs,
-                              initializer=[numpy_helper.from_array(np.asarray(v), k) for k, v in (inits or {}).items()])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=IR_VERSION)
-    path = tmp_path / name
-    onnx.save(model, str(path))
-    return path
-
-
-def session(path):
-    """onnxruntime's kernels, without its graph rewrites (ORT 1.32 rewrites Gather(x, Range(5, -7, -2))
-    into a Slice that keeps 3 of the 6 columns)."""
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-
-
-def load(path, shape):
-    return load_onnx(path, layout="NCHW" if len(shape) == 4 else None)
-
-
-def normal(rng, shape):
-    return rng.standard_normal(shape).astype(np.float32)
 
 
 def positive(rng, shape):
@@ -68,7 +26,7 @@ def positive(rng, shape):
 def check(tmp_path, nodes, shape, opset, inits=None, make=normal, rtol=1e-5, atol=1e-5, runs=2):
     """Our model's output against onnxruntime's on `runs` inputs of `shape` (one plan)."""
     path = save(tmp_path, nodes, shape, opset, inits)
-    ours, theirs = load(path, shape), session(path)
+    ours, theirs = load(path, len(shape)), session(path)
     rng = np.random.default_rng(0)
     for _ in range(runs):
         x = make(rng, shape)
@@ -106,7 +64,7 @@ def numeric_grad(path, x, v, eps=1e-6):
 
 
 def our_grad(path, x, v):
-    model = load(path, x.shape)
+    model = load(path, x.ndim)
     xs = sl.tensor(x, requires_grad=True)
     y = model(xs)
     y.backward(sl.tensor(v))
@@ -244,7 +202,7 @@ def test_pow_gradient(tmp_path, exponent):
 def test_pow_of_an_exponent_from_the_image_is_refused(tmp_path):
     path = save(tmp_path, [N("Pow", ["c", "x"], ["y"])], SHAPE, 15, {"c": np.array(2.0, np.float32)})
     with pytest.raises(OnnxError, match="exponent"):
-        load(path, SHAPE)(sl.tensor(positive(np.random.default_rng(0), SHAPE)))
+        load(path, len(SHAPE))(sl.tensor(positive(np.random.default_rng(0), SHAPE)))
 
 
 # ---- elementwise unary --------------------------------------------------------------------------
@@ -295,7 +253,7 @@ def test_rounding_on_shape_arithmetic(tmp_path, op, version):
 def test_rounding_of_the_image_is_refused(tmp_path, op):
     path = save(tmp_path, [N(op, ["x"], ["y"])], SHAPE, 13)
     with pytest.raises(OnnxError, match=op):
-        load(path, SHAPE)(sl.tensor(normal(np.random.default_rng(0), SHAPE)))
+        load(path, len(SHAPE))(sl.tensor(normal(np.random.default_rng(0), SHAPE)))
 
 
 # ---- variadic -----------------------------------------------------------------------------------

@@ -6,62 +6,20 @@ import pytest
 
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
-from onnx import TensorProto, defs, helper, numpy_helper  # noqa: E402
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 import saliency as sl  # noqa: E402
-from saliency.nn.onnx import OnnxError, load_onnx, ops_shape  # noqa: E402
+from saliency.nn.onnx import OnnxError, ops_shape  # noqa: E402
 from saliency.nn.onnx.registry import CONVERTERS  # noqa: E402
 
-IR_VERSION = 10
-MAX_OPSET = 25
+from _graphs import load, normal, opset_for, save, session  # noqa: E402
+
 INT64_MAX, INT64_MIN = np.iinfo(np.int64).max, np.iinfo(np.int64).min
 N = helper.make_node
 
 
-def opset_for(op, version):
-    """An opset whose schema of `op` is `version`: the newest up to 21 (the helper nodes' schemas
-    are then their newest), else the oldest."""
-    found = []
-    for opset in range(7, MAX_OPSET + 1):
-        try:
-            if defs.get_schema(op, opset).since_version == version:
-                found.append(opset)
-        except Exception:  # noqa: BLE001: no such operator at this opset
-            pass
-    assert found, (op, version)
-    below = [o for o in found if o <= 21]
-    return below[-1] if below else found[0]
-
-
 def i64(*values):
     return np.array(values, np.int64)
-
-
-def save(tmp_path, nodes, dims, opset, inits=None, outputs=("y",), name="m.onnx"):
-    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, dims)
-    outs = [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in outputs]
-    graph = helper.make_graph(nodes, "g", [x], outs,
-                              initializer=[numpy_helper.from_array(np.asarray(v), k) for k, v in (inits or {}).items()])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=IR_VERSION)
-    path = tmp_path / name
-    onnx.save(model, str(path))
-    return path
-
-
-def session(path):
-    """onnxruntime's kernels, without its graph rewrites (ORT 1.32 rewrites Gather(x, Range(5, -7, -2))
-    into a Slice that keeps 3 of the 6 columns)."""
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-
-
-def load(path, rank):
-    return load_onnx(path, layout="NCHW" if rank == 4 else None)
-
-
-def normal(rng, shape):
-    return rng.standard_normal(shape).astype(np.float32)
 
 
 def check(tmp_path, nodes, shape, opset, inits=None, more=(), runs=2, rtol=1e-5, atol=1e-5, reference=None):
