@@ -121,20 +121,19 @@ class Explorer:
             x, note = self.read(io.BytesIO(data))
             self._show(np.asarray(x), "uploaded image")
         except (VizError, InputError, ModelError) as exc:
-            raise RequestError(" ".join(str(exc).split())) from None
+            raise RequestError(_one_line(exc)) from None
         return note
 
     def open(self, index):
         """Show image `index` of the store (its text, as a request gives it) from now on."""
-        if self.store is None:
-            raise RequestError("no store is open: start the page with saliency explore STORE")
+        store = self._stored()
         if self.model is None:
             raise RequestError(self.why)
         try:
-            index = self.store.index(index)
-            self._show(self.store.input(self.model, index), self.store.store.files[index], index)
+            index = store.index(index)
+            self._show(store.input(self.model, index), store.store.files[index], index)
         except (StoreError, InputError, ModelError) as exc:
-            raise RequestError(" ".join(str(exc).split())) from None
+            raise RequestError(_one_line(exc)) from None
 
     def top_classes(self):
         """The TOP classes of highest score (a classifier's output), best first."""
@@ -197,7 +196,7 @@ class Explorer:
         try:
             graph, steps = live.work(seeds_module.parse(spec) if spec else None)
         except (SeedError, ValueError) as exc:
-            raise RequestError(" ".join(str(exc).split())) from None
+            raise RequestError(_one_line(exc)) from None
         return {"graph": graph, "steps": steps}
 
     def map_of(self, query, stream=None):
@@ -224,25 +223,39 @@ class Explorer:
                 return None
             return method(self.model, live.x, seed, **options)
         except (InputError, SeedError, RuleError, ModelError, registry.OptionError, ValueError, TypeError) as exc:
-            raise RequestError(" ".join(str(exc).split())) from None
+            raise RequestError(_one_line(exc)) from None
+
+    def _stored(self):
+        """The StoreView, or the RequestError of a page of one image."""
+        if self.store is None:
+            raise RequestError("no store is open: start the page with saliency explore STORE")
+        return self.store
+
+    def table(self):
+        """The store's summary and its rows (GET /api/store)."""
+        store = self._stored()
+        return {**store.summary(), "rows": store.rows()}
 
     def stored_map(self, index):
         """The store's map of image `index` (its text, as a request gives it)."""
-        if self.store is None:
-            raise RequestError("no store is open: start the page with saliency explore STORE")
+        store = self._stored()
         try:
-            return self.store.map(self.store.index(index))
+            return store.map(store.index(index))
         except StoreError as exc:
-            raise RequestError(" ".join(str(exc).split())) from None
+            raise RequestError(_one_line(exc)) from None
 
     def stored_picture(self, index):
         """Image `index` of the store as the model saw it, a PNG."""
-        if self.store is None:
-            raise RequestError("no store is open: start the page with saliency explore STORE")
+        store = self._stored()
         try:
-            return _png(to_rgb(self.store.picture(self.store.index(index))))
+            return _png(to_rgb(store.picture(store.index(index))))
         except StoreError as exc:
-            raise RequestError(" ".join(str(exc).split())) from None
+            raise RequestError(_one_line(exc)) from None
+
+
+def _one_line(exc):
+    """An exception's message as one line (the page's error line)."""
+    return " ".join(str(exc).split())
 
 
 class _Shown:
@@ -417,9 +430,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             if url.path == "/api/map":
                 return self._map(explorer, query)
             if url.path == "/api/store":
-                if explorer.store is None:
-                    raise RequestError("no store is open: start the page with saliency explore STORE")
-                return self._json(200, {**explorer.store.summary(), "rows": explorer.store.rows()})
+                return self._json(200, explorer.table())
             if url.path == "/api/store/map":
                 return self._picture(explorer.stored_map(query.get("index")), query, None, [])
             if url.path == "/api/store/image.png":

@@ -105,12 +105,8 @@ class OnnxModel(Module):
         return self._run(steps, env)
 
     def _run(self, steps, env):
-        for name, module, ins, outs, takes in steps:
-            args = [env[ins[k]] if ins[k] else None for k in takes]
-            outputs = _call(module, args)
-            for o, value in zip(outs, outputs):
-                if o:
-                    env[o] = value
+        for step in steps:
+            _step(step, env)
         out = env[self.output_names[0]]
         if not isinstance(out, Tensor):
             raise OnnxError(f"the model's output {self.output_names[0]!r} does not depend on its input's values")
@@ -123,13 +119,8 @@ class OnnxModel(Module):
         env[self.input_name] = x
         steps = []
         for step in self._steps:
-            name, module, ins, outs, takes = step
-            args = [env[ins[k]] if ins[k] else None for k in takes]
-            outputs = _call(module, args)
-            for o, value in zip(outs, outputs):
-                if o:
-                    env[o] = value
-            if any(isinstance(v, Tensor) for v in outputs) or (_reads_image(args) and not _shape_only(module)):
+            args, outputs = _step(step, env)
+            if any(isinstance(v, Tensor) for v in outputs) or (_reads_image(args) and not _shape_only(step[1])):
                 steps.append(step)  # depends on the image's values: runs every time
         read = {ins[k] for _, _, ins, _, takes in steps for k in takes if ins[k]}
         constants = {n: v for n, v in env.items() if n in read and not isinstance(v, Tensor)}
@@ -155,6 +146,17 @@ def _shape_only(module):
     """Whether a module reads only its inputs' shapes (Shape, Size): its outputs are constants for
     an input shape even when its input is the image's."""
     return getattr(module, "shape_only", False)
+
+
+def _step(step, env):
+    """Run one step on the values of `env` ({name: value}), adding its outputs to it; (its inputs, its outputs)."""
+    _, module, ins, outs, takes = step
+    args = [env[ins[k]] if ins[k] else None for k in takes]
+    outputs = _call(module, args)
+    for name, value in zip(outs, outputs):
+        if name:
+            env[name] = value
+    return args, outputs
 
 
 def _call(module, args):

@@ -97,20 +97,24 @@ def _two_d(x, op_type):
         raise OnnxError(f"a {op_type} node on a {x.ndim}-D input: this engine runs 2-D layers on (N, C, H, W)")
 
 
+def _convolution(node, known):
+    """(weight, bias or None, groups, kernel, strides, dilations) of a Conv or ConvTranspose node."""
+    w = _weight(node, known, 1, "weight")
+    if w.ndim != 4:
+        raise OnnxError(f"{node.where()} ({node.op_type}) has a {w.ndim - 2}-D kernel; this engine runs 2-D "
+                        f"convolutions")
+    a = node.attrs
+    return (w, _weight(node, known, 2, "bias"), int(a.get("group", 1)), tuple(a.get("kernel_shape", w.shape[2:])),
+            tuple(a.get("strides", (1, 1))), tuple(a.get("dilations", (1, 1))))
+
+
 class OnnxConv(Conv2d):
     """A Conv node: Conv2d with ONNX's pads."""
 
     onnx_inputs = (0,)
 
     def __init__(self, node, known):
-        w = _weight(node, known, 1, "weight")
-        if w.ndim != 4:
-            raise OnnxError(f"{node.where()} (Conv) has a {w.ndim - 2}-D kernel; this engine runs 2-D convolutions")
-        b = _weight(node, known, 2, "bias")
-        a = node.attrs
-        groups = int(a.get("group", 1))
-        kernel = tuple(a.get("kernel_shape", w.shape[2:]))
-        stride, dilation = tuple(a.get("strides", (1, 1))), tuple(a.get("dilations", (1, 1)))
+        w, b, groups, kernel, stride, dilation = _convolution(node, known)
         self.onnx_pads = _Padded(node, kernel, stride, dilation)
         super().__init__(w.shape[1] * groups, w.shape[0], kernel, stride, self.onnx_pads.layer, dilation, groups,
                          bias=b is not None)
@@ -135,14 +139,8 @@ class OnnxConvTranspose(ConvTranspose2d):
     onnx_inputs = (0,)
 
     def __init__(self, node, known):
-        w = _weight(node, known, 1, "weight")
-        if w.ndim != 4:
-            raise OnnxError(f"{node.where()} (ConvTranspose) has a {w.ndim - 2}-D kernel; this engine runs 2-D ones")
-        b = _weight(node, known, 2, "bias")
+        w, b, groups, kernel, stride, dilation = _convolution(node, known)
         a = node.attrs
-        groups = int(a.get("group", 1))
-        kernel = tuple(a.get("kernel_shape", w.shape[2:]))
-        stride, dilation = tuple(a.get("strides", (1, 1))), tuple(a.get("dilations", (1, 1)))
         self.auto = a.get("auto_pad", "NOTSET")
         self.onnx_output_shape = a.get("output_shape")
         self.pads = [int(p) for p in a.get("pads", [0, 0, 0, 0])] if self.auto == "NOTSET" else [0, 0, 0, 0]
