@@ -1,7 +1,7 @@
-"""`saliency evaluate`: deletion and insertion curves of every map of one or more stores (made by
-`saliency batch`), and the randomisation check on a sample, written up as a short report:
-OUT/evaluation.md (a table per store and method), OUT/evaluation.png (the mean curves) and
-OUT/evaluation.json (every number)."""
+"""`saliency evaluate`: the metrics of every map of one or more stores (made by `saliency batch`;
+by default the deletion and insertion curves, and the randomisation check on a sample), written
+up as a short report: OUT/evaluation.md (a table of the stores and their metrics),
+OUT/evaluation.png (the mean curves and the numbers) and OUT/evaluation.json (every number)."""
 import json
 from pathlib import Path
 
@@ -124,39 +124,91 @@ def check_steps(store, steps):
                        f"step per pixel, e.g. --steps 16")
 
 
-def evaluate(store, net, steps, sample, sign, progress, dask_client=None, source=None):
+def metric_options(texts):
+    """{metric: {option: value}} from --metric-option texts "METRIC.OPTION=VALUE", each value read by
+    the option's own parser; a MapError naming a text that does not fit."""
+    from saliency.attribution import metrics
+
+    out = {}
+    for text in texts or ():
+        name, _, value = text.partition("=")
+        metric, _, option = name.strip().partition(".")
+        if not value or metric not in metrics.METRICS or not option:
+            raise MapError(f"--metric-option takes METRIC.OPTION=VALUE with METRIC one of "
+                           f"{', '.join(metrics.METRICS)}, e.g. max_sensitivity.radius=0.1; got {text!r}")
+        options = {o.name: o for o in metrics.METRICS[metric].options}
+        if option not in options:
+            have = ", ".join(options) or "none"
+            raise MapError(f"the metric {metric} has no option {option!r} (its options: {have})")
+        out.setdefault(metric, {})[option] = options[option].parse(value)
+    return out
+
+
+def evaluate(store, net, steps, sample, sign, progress, dask_client=None, source=None, metrics=None, options=None,
+             masks=None, random_seed=0):
     """`attribution.evaluate_store` of `store` (the randomisation check with the options its run
-    recorded); with `dask_client`, the curves computed on its workers (each building the model of
-    `source`), the randomisation check here."""
+    recorded); with `dask_client`, the metrics of each batch computed on its workers (each
+    building the model of `source`), the randomisation check here."""
+    from saliency.attribution import metrics as known
+
+    metrics = known.DEFAULT if metrics is None else metrics
+    kwargs = {"steps": steps, "sign": sign, "metrics": metrics, "metric_options": options, "masks": masks}
     curves = None
     if dask_client is not None:
-        attribution.store_evaluation.check(net, store, sign=sign)  # a store it cannot evaluate: one line, no task
-        curves = distributed.curves(dask_client, source, store, steps=steps, sign=sign, progress=progress)
-    return attribution.evaluate_store(net, store, steps=steps, sample=sample, sign=sign, progress=progress,
-                                      curves=curves)
+        attribution.store_evaluation.check(net, store, **kwargs)  # a store it cannot evaluate: one line, no task
+        curves = distributed.curves(dask_client, source, store, random_seed=random_seed, progress=progress, **kwargs)
+    return attribution.evaluate_store(net, store, sample=sample, progress=progress, curves=curves,
+                                      random_seed=random_seed, **kwargs)
 
 
 def _mean_std(values):
-    return f"{np.mean(values):.4f} ± {np.std(values):.4f}" if len(values) else "-"
+    values = np.asarray(values, np.float64)
+    known = values[np.isfinite(values)]
+    if not len(known):
+        return "-"
+    told = f"{np.mean(known):.4f} ± {np.std(known):.4f}"
+    return told if len(known) == len(values) else f"{told} ({len(known)} of {len(values)})"
+
+
+def _columns(results):
+    """(metric, field, label, better) of every column some result has, in METRICS's order."""
+    from saliency.attribution import metrics
+
+    named = {m for ev in results.values() for m in ev.metrics}
+    return [(m, field, label, better) for m in metrics.METRICS if m in named
+            for field, label, better in metrics.METRICS[m].columns]
 
 
 def report(results, out, steps, sign):
     """Write OUT/evaluation.md, .png and .json; returns the summary table's lines."""
+    from saliency.attribution import metrics
+
     out = Path(out)
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise MapError(f"cannot create the output folder {out}: {exc.strerror or exc}") from None
-    rows = ["| store | method | seed | images | deletion AUC (lower is better) | insertion AUC (higher is better) |",
-            "| --- | --- | --- | ---: | ---: | ---: |"]
+    columns = _columns(results)
+    rows = ["| store | method | seed | images | " + " | ".join(f"{label} ({better} is better)"
+                                                                for _, _, label, better in columns) + " |",
+            "| --- | --- | --- | ---: |" + " ---: |" * len(columns)]
     for label, ev in results.items():
-        rows.append(f"| {label} | {ev.method} | {ev.seed} | {len(ev.files)} | {_mean_std(ev.deletion_auc)} | "
-                    f"{_mean_std(ev.insertion_auc)} |")
-    text = [f"# Deletion and insertion, {steps} steps, pixels ordered by "
+        cells = [_mean_std(ev.values[field]) if field in ev.values else "-" for _, field, _, _ in columns]
+        rows.append(f"| {label} | {ev.method} | {ev.seed} | {len(ev.files)} | " + " | ".join(cells) + " |")
+    if not columns:
+        rows = [r.replace(" |  |", " |") for r in rows]
+    named = [m for m in metrics.METRICS if any(m in ev.metrics for ev in results.values())]
+    text = [f"# Evaluation: {', '.join(named)}; pixels ordered by "
             f"{'|map|' if sign == 'abs' else 'the signed map'}", ""] + rows + [""]
-    text += ["The score is the seed's output (a classifier's logit of the class the map was made for, or the "
-             "sum of a dense output); the areas are under the curves over the fraction of pixels changed "
-             "(evaluation.png: the mean curves, a band of one standard deviation).", ""]
+    text += ["Each cell is the mean ± standard deviation over the images (with how many had a value, where some "
+             "had none: an empty mask, an all-zero map). A score is the seed's output (a classifier's logit of "
+             "the class the map was made for, or the sum of a dense output). evaluation.png: the mean curves, a "
+             "band of one standard deviation, and the numbers as bars.", ""]
+    for m in named:
+        options = next(ev.options[m] for ev in results.values() if m in ev.options)
+        shown = ", ".join(f"{k} {metrics.METRICS[m].options_text(k, v)}" for k, v in options.items())
+        text += [f"- **{m}**{f' ({shown})' if shown else ''}: " + metrics.METRICS[m].about.replace("\n", " ")]
+    text += [""]
     for label, ev in results.items():
         if ev.correlations is None:
             continue
@@ -166,16 +218,51 @@ def report(results, out, steps, sign):
                  "| layers randomised, top down, to | mean correlation |", "| --- | ---: |"]
         text += [f"| {layer} | {np.mean(c):.3f} |" for layer, c in zip(ev.layers, ev.correlations)] + [""]
     write_text(out / "evaluation.md", "\n".join(text))
-    first = next(iter(results.values()))
-    viz.save(viz.deletion_insertion_figure(first.fractions, {label: (ev.deletion, ev.insertion)
-                                                             for label, ev in results.items()}),
-             out / "evaluation.png")
-    numbers = {label: {"method": ev.method, "seed": ev.seed, "files": ev.files, "fractions": ev.fractions.tolist(),
-                       "deletion_auc": ev.deletion_auc.tolist(), "insertion_auc": ev.insertion_auc.tolist(),
-                       "mean_deletion": ev.deletion.mean(axis=0).tolist() if len(ev.files) else [],
-                       "mean_insertion": ev.insertion.mean(axis=0).tolist() if len(ev.files) else [],
-                       "randomisation": None if ev.correlations is None else
-                       {"layers": ev.layers, "correlations": np.asarray(ev.correlations).tolist()}}
-               for label, ev in results.items()}
-    write_text(out / "evaluation.json", json.dumps(numbers, indent=1) + "\n")
+    curves, numbers = {}, {}
+    for m in named:
+        for field, title in metrics.METRICS[m].curves:
+            have = {label: ev.values[field] for label, ev in results.items() if field in ev.values and len(ev.files)}
+            if have:
+                points = next(ev.points[field] for ev in results.values() if field in ev.points)
+                curves[title] = (points, have)
+    for m, field, title, better in columns:
+        if not metrics.METRICS[m].curves:
+            numbers[f"{title} ({better} is better)"] = {label: ev.values[field] for label, ev in results.items()
+                                                         if field in ev.values}
+    if curves or numbers:
+        viz.save(viz.evaluation_figure(curves, numbers), out / "evaluation.png")
+    write_text(out / "evaluation.json", json.dumps({label: _numbers(ev) for label, ev in results.items()},
+                                                   indent=1, allow_nan=False, default=_plain) + "\n")
     return rows
+
+
+def _plain(value):
+    """json.dumps's fallback: NumPy numbers and tuples as JSON's."""
+    if isinstance(value, np.generic):
+        return value.item()
+    raise TypeError(f"{type(value).__name__} is not JSON")
+
+
+def _listed(values):
+    """An array as nested lists with NaN as null (JSON has no NaN)."""
+    values = np.asarray(values, np.float64)
+    return np.where(np.isfinite(values), values, None).tolist()
+
+
+def _numbers(ev):
+    """Every number of one store's evaluation, for evaluation.json."""
+    from saliency.attribution import metrics
+
+    out = {"method": ev.method, "seed": ev.seed, "files": ev.files, "metrics": list(ev.metrics),
+           "options": {m: {k: metrics.METRICS[m].options_text(k, v) for k, v in o.items()}
+                       for m, o in ev.options.items()}}
+    for field, values in ev.values.items():
+        out[field] = _listed(values)
+        if field in ev.points:
+            out[f"{field}_points"] = _listed(ev.points[field])
+            out[f"mean_{field}"] = _listed(values.mean(axis=0)) if len(values) else []
+    if ev.fractions is not None:
+        out["fractions"] = _listed(ev.fractions)
+    out["randomisation"] = None if ev.correlations is None else {
+        "layers": ev.layers, "correlations": _listed(ev.correlations)}
+    return out

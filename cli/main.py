@@ -5,6 +5,7 @@ from pathlib import Path
 
 import typer
 
+from saliency.attribution import metrics as metric_registry
 from saliency.attribution import registry
 
 from .method_options import add_method_options
@@ -44,6 +45,7 @@ def _input_errors():
             OSError)
 
 
+METRIC_DEFAULT, METRIC_NAMES = metric_registry.DEFAULT, tuple(metric_registry.METRICS)
 METHOD_HELP = "One of: " + ", ".join(registry.METHODS) + "."
 MODEL_HELP = ("Zoo model name, a torchvision architecture (resnet50, vit_b_16, deeplabv3_resnet50, ...: "
               "saliency models lists them), or path/to/file.py:Name (a Module class or a function that builds "
@@ -307,19 +309,33 @@ def evaluate(stores: list[str] = typer.Argument(..., help="Map stores made by sa
                                            "their images must be at the same paths on every worker)."),
              random_seed: int = typer.Option(None, "--random-seed", help="Random seed of the initial weights of a "
                                              "--model file given no --weights (default: the store's)."),
+             metrics: str = typer.Option(",".join(METRIC_DEFAULT), "--metrics", help="Comma-separated metrics, or "
+                                         "all: " + ", ".join(METRIC_NAMES) + "."),
+             masks: str = typer.Option(None, "--masks", help="Folder of ground-truth masks named after the images "
+                                       "(cat.jpg -> cat.png; white: the object), for pointing_game and "
+                                       "relevance_mass."),
+             metric_option: list[str] = typer.Option(None, "--metric-option", help="METRIC.OPTION=VALUE, e.g. "
+                                                     "max_sensitivity.radius=0.1 or road.fractions=0.1,0.5,0.9 "
+                                                     "(repeatable)."),
+             metric_seed: int = typer.Option(0, "--metric-seed", help="Seed of the metrics' random draws (noise, "
+                                             "perturbations, the random logit's class)."),
              **preprocess_options):
-    """Deletion and insertion curves of every map of each store, and the randomisation check on a
-    sample: a table per store (printed, and in OUT/evaluation.md), the mean curves
-    (OUT/evaluation.png) and every number (OUT/evaluation.json). With --workers or --scheduler
-    the curves are computed on Dask, as saliency batch computes maps; the numbers are the same."""
+    """The metrics of every map of each store (by default the deletion and insertion curves, and
+    the randomisation check on a sample): a table of the stores (printed, and in
+    OUT/evaluation.md), the mean curves and numbers (OUT/evaluation.png) and every number per
+    image (OUT/evaluation.json). With --workers or --scheduler the metrics are computed on Dask,
+    as saliency batch computes maps; the numbers are the same."""
     from saliency.attribution import distributed
 
     from .batch import Progress
+    from saliency.attribution.metrics import parse_names
+
     from .evaluate import (
         check_preprocess,
         check_steps,
         evaluate as run,
         find_store,
+        metric_options,
         model_of,
         model_source,
         report,
@@ -332,6 +348,9 @@ def evaluate(stores: list[str] = typer.Argument(..., help="Map stores made by sa
         request = take(preprocess_options)
         if sign not in ("abs", "all"):
             raise UserError(f"--sign must be abs or all, got {sign!r}")
+        names, options = parse_names(metrics), metric_options(metric_option)
+        if masks is not None and not Path(masks).is_dir():
+            raise UserError(f"--masks {masks} is not a folder")
         folder = report_folder(out)  # a model that calls os.chdir cannot move it; unwritable: before any work
         for path in stores:
             found.append(find_store(path))
@@ -346,7 +365,8 @@ def evaluate(stores: list[str] = typer.Argument(..., help="Map stores made by sa
                 net = model_of(source, store)
                 check_preprocess(store, net, request)  # the images are read as the store records
                 with Progress(len(store), f"evaluating {path}{where}") as bar:
-                    results[label] = run(store, net, steps, sample, sign, bar, dask_client, source)
+                    results[label] = run(store, net, steps, sample, sign, bar, dask_client, source, names, options,
+                                         masks, metric_seed)
         lines = report(results, folder, steps, sign)
     except _input_errors() as exc:
         raise UserError(str(exc)) from None
@@ -354,6 +374,31 @@ def evaluate(stores: list[str] = typer.Argument(..., help="Map stores made by sa
         for store in found:
             store.close()
     typer.echo("\n".join(lines + [f"wrote {Path(out) / 'evaluation.md'}, evaluation.png and evaluation.json"]))
+
+
+@app.command()
+def shapes(out: str = typer.Argument(..., help="Folder to write images/, masks/ and labels.csv into (new or empty)."),
+           count: int = typer.Option(64, "--count", "-n", min=1, help="How many images."),
+           random_seed: int = typer.Option(0, "--random-seed", help="Seed of the drawing; the same seed gives the "
+                                           "same images.")):
+    """Images of the shapes dataset (the zoo's shapes model's task) with their ground-truth masks, for
+    saliency batch and saliency evaluate --masks OUT/masks (pointing game, relevance mass)."""
+    from saliency.models.data import write_shapes
+
+    from .batch import Progress
+
+    folder = Path(out)
+    taken = [folder / name for name in ("images", "masks", "labels.csv")
+             if (folder / name).exists() and (not (folder / name).is_dir() or any((folder / name).iterdir()))]
+    if taken:
+        raise UserError(f"{taken[0]} already exists; give a new or empty folder (nothing is overwritten)")
+    try:
+        with Progress(count, f"drawing {count} shapes") as bar:
+            write_shapes(folder, count, random_seed, progress=bar)
+    except OSError as exc:
+        raise UserError(f"cannot write into {folder}: {exc.strerror or exc}") from None
+    typer.echo(f"wrote {count} images to {folder / 'images'}, their masks to {folder / 'masks'} and "
+               f"{folder / 'labels.csv'}")
 
 
 @app.command()

@@ -53,6 +53,37 @@ def shapes(n, seed=0, *, return_info=False):
     return _shapes(n, seed, return_info=return_info)
 
 
+def write_shapes(folder, n, seed=0, *, progress=None):
+    """Write n shape images as PNGs to FOLDER/images/shape_NNNNN.png and each one's ground-truth mask
+    (the shape's coverage of at least one half, white on black) to FOLDER/masks/shape_NNNNN.png,
+    and FOLDER/labels.csv (file, class index, class name); returns the images' paths. Each image
+    is written as a new file (an existing one is a FileExistsError: nothing of a user's is
+    overwritten). `progress(done, n)` is called after each image."""
+    from PIL import Image
+
+    folder = Path(folder)
+    images, labels, info = _shapes(n, seed, return_info=True)
+    paths = []
+    for name in ("images", "masks"):
+        (folder / name).mkdir(parents=True, exist_ok=True)
+    digits = max(5, len(str(max(n - 1, 0))))
+    rows = ["file,class,name"]
+    for i in range(n):
+        stem = f"shape_{i:0{digits}d}.png"
+        picture = (np.moveaxis(images[i], 0, -1) * 255).round().clip(0, 255).astype(np.uint8)
+        mask = np.where(info["mask"][i] >= 0.5, 255, 0).astype(np.uint8)
+        for array, path in ((picture, folder / "images" / stem), (mask, folder / "masks" / stem)):
+            with open(path, "xb") as f:
+                Image.fromarray(array).save(f, format="PNG")
+        paths.append(folder / "images" / stem)
+        rows.append(f"{stem},{labels[i]},{SHAPE_CLASSES[labels[i]]}")
+        if progress is not None:
+            progress(i + 1, n)
+    with open(folder / "labels.csv", "x") as f:
+        f.write("\n".join(rows) + "\n")
+    return paths
+
+
 def scenes(n, seed=0, *, objects=(1, MAX_OBJECTS), return_params=False):
     """n ray-cast scenes: (images, depths, masks); see the module docstring for the conventions.
 

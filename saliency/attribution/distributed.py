@@ -1,4 +1,4 @@
-"""A batch run, or the curves of a store's maps, on a Dask cluster (`pip install 'saliency-maps[scale]'`).
+"""A batch run, or the metrics of a store's maps, on a Dask cluster (`pip install 'saliency-maps[scale]'`).
 
     from saliency.attribution import Run, distributed
     from saliency.models.zoo import ModelSource
@@ -13,8 +13,8 @@ the run (whose `model` is a picklable callable that builds the model: a `zoo.Mod
 map. A worker builds the model once per process and keeps it (`_models`), then reads its task's
 images: for `batch` it computes their maps (`pipeline.fill`) and writes them into the store
 itself (the client made the store, `pipeline.prepare`, and holds its lock); for `curves` it
-reads their maps from the store and returns only the deletion and insertion curves
-(`store_evaluation.batch_curves`). Maps never pass through the scheduler.
+reads their maps from the store and returns only their metrics' numbers
+(`store_evaluation.batch_scores`). Maps never pass through the scheduler.
 
 A batch is marked done only after its maps are written and a task skips the batches already
 done, so a task that Dask runs again after its worker died rewrites only the batches that worker
@@ -23,12 +23,13 @@ every worker can read (and the store's, write): on one machine, any folder.
 """
 import contextlib
 import pickle
+from pathlib import Path
 
 from ..kernels.memory import KEEP_BYTES
 from ._core import InputError
 from .pipeline import fill, prepare
 from .store import open_store
-from .store_evaluation import batch_curves
+from .store_evaluation import batch_scores
 
 TASK_IMAGES = 256
 INSTALL = "pip install 'saliency-maps[scale]'"
@@ -177,20 +178,24 @@ def batch(dask_client, run, images, *, model=None, progress=None):
         return store.check_whole()  # read back: every batch done and whole, or a StoreError
 
 
-def _curves_task(source, store_path, batches, steps, sign):
-    """One task, on a worker: the deletion and insertion curves of the batches `batches` of the
-    store at `store_path`."""
-    return batch_curves(_model(source), store_path, batches, steps=steps, sign=sign)
+def _scores_task(source, store_path, batches, options):
+    """One task, on a worker: the metrics of the batches `batches` of the store at `store_path`
+    (`options`: batch_scores's keywords)."""
+    return batch_scores(_model(source), store_path, batches, **options)
 
 
-def curves(dask_client, source, store, *, steps=16, sign="abs", progress=None):
-    """The deletion and insertion curves of every map of `store` (made by the model `source()`
-    builds), computed on `dask_client`'s workers: the BatchCurves of its batches, for
-    `evaluate_store`'s `curves=`. The caller checks the store first (`store_evaluation.check`, in
-    its own process: a damaged store is one line before any task is sent) and holds its lock for
-    reading."""
+def curves(dask_client, source, store, *, steps=16, sign="abs", metrics=("deletion_insertion",), metric_options=None,
+           masks=None, random_seed=0, progress=None):
+    """The metrics (by default the deletion and insertion curves) of every map of `store` (made by
+    the model `source()` builds), computed on `dask_client`'s workers: the BatchScores of its
+    batches, for `evaluate_store`'s `curves=`, equal to those computed in one process. The caller
+    checks the store first (`store_evaluation.check`, in its own process: a damaged store is one
+    line before any task is sent) and holds its lock for reading. A masks folder must be at the
+    same path on every worker, as the images are."""
     done = store.done
     todo = [k for k in range(store.batches) if done[k * store.batch_size:(k + 1) * store.batch_size].any()]
-    futures = {dask_client.submit(_reporting, _curves_task, source, str(store.path), group, steps, sign,
+    options = {"steps": steps, "sign": sign, "metrics": metrics, "metric_options": metric_options,
+               "masks": str(masks) if isinstance(masks, Path) else masks, "random_seed": random_seed}
+    futures = {dask_client.submit(_reporting, _scores_task, source, str(store.path), group, options,
                                   pure=False): group for group in _tasks(todo, store.batch_size)}
     return [c for result in _gather(dask_client, store, futures, progress) for c in result]

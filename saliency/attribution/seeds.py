@@ -332,8 +332,9 @@ class _Pixels(Seed):
 
 class _Classes(Seed):
     def __init__(self, ks):
-        if np.ndim(ks) != 1 or len(ks) == 0:
-            raise SeedError(f"classes() takes a non-empty list of class indices, got {ks!r}")
+        if np.ndim(ks) not in (1, 2) or len(ks) == 0:
+            raise SeedError(f"classes() takes a non-empty list of class indices (or of one class index per image "
+                            f"each), got {ks!r}")
         self.items = [_OneHot(k) for k in ks]
         self.count = len(self.items)
 
@@ -401,7 +402,8 @@ def pixels(points, *, channel=None):
 
 
 def classes(ks):
-    """K class seeds [k, ...] in one backward pass: v of shape (K, N, n_classes)."""
+    """K class seeds [k, ...] in one backward pass: v of shape (K, N, n_classes). Each k is a class
+    index, or a list of one class index per image (as one_hot() takes)."""
     return _Classes(ks)
 
 

@@ -22,7 +22,7 @@ centre crop, mean and std) and gives the crop the network saw, to draw its maps 
 `value_panels` draws maps that are values in a unit (a radius in pixels, a depth in metres), each
 with a colour bar labelled with that unit, optionally over the image. Errors are VizError (a ValueError), ImageError for unreadable image files.
 """
-from .curves import deletion_insertion_figure
+from .curves import deletion_insertion_figure, evaluation_figure
 from .errors import ImageError, VizError
 from .figures import channel_panels, default_title, grid, heatmap_figure, panels, png_bytes, render
 from .files import load_image
@@ -53,6 +53,7 @@ __all__ = [
     "common_scale",
     "default_title",
     "deletion_insertion_figure",
+    "evaluation_figure",
     "get_cmap",
     "grid",
     "heatmap",

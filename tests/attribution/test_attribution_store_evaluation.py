@@ -1,5 +1,5 @@
 """saliency.attribution.evaluate_store: the curves of every map of a store and the randomisation
-check, the same whether a store's batches are evaluated here or elsewhere (`batch_curves`)."""
+check, the same whether a store's batches are evaluated here or elsewhere (`batch_scores`)."""
 import numpy as np
 import pytest
 
@@ -48,7 +48,7 @@ def test_curves_computed_elsewhere_in_any_order_give_the_same_evaluation(shapes,
     store = attribution.batch(shapes, images, "gradient", out=tmp_path, batch_size=2, use_zarr=False)
     here = attribution.evaluate_store(shapes, store, images=images, steps=4, sample=2)
     parts = [c for group in ([3, 1], [2, 0])
-             for c in store_evaluation.batch_curves(shapes, store, group, images=images, steps=4)]
+             for c in store_evaluation.batch_scores(shapes, store, group, images=images, steps=4)]
     assert [c.batch for c in parts] == [3, 1, 2, 0] and [len(c.rows) for c in parts] == [1, 2, 2, 2]
     elsewhere = attribution.evaluate_store(shapes, store, images=images, steps=4, sample=2, curves=parts)
     assert elsewhere.files == here.files and elsewhere.layers == here.layers
@@ -56,5 +56,5 @@ def test_curves_computed_elsewhere_in_any_order_give_the_same_evaluation(shapes,
         np.testing.assert_array_equal(getattr(elsewhere, field), getattr(here, field))  # bit for bit
     with pytest.raises(attribution.InputError, match="^curves holds batch 1 twice; pass each batch's curves once$"):
         attribution.evaluate_store(shapes, store, images=images, steps=4, curves=parts + parts[1:2])
-    with pytest.raises(attribution.InputError, match=r"^curves of batch 0 have 5 points, not steps \+ 1 = 3; "):
+    with pytest.raises(attribution.InputError, match=r"^curves of batch 0 have 5 points of deletion, not 3; "):
         attribution.evaluate_store(shapes, store, images=images, steps=2, curves=parts)

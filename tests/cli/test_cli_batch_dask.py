@@ -25,8 +25,12 @@ pytestmark = [pytest.mark.slow, pytest.mark.skipif(os.name != "posix", reason="w
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory):
     path = tmp_path_factory.mktemp("images")
-    for i, chw in enumerate(data.shapes(48, seed=43)[0]):
+    masks = path.parent / (path.name + "_masks")
+    masks.mkdir()
+    images, _, info = data.shapes(48, seed=43, return_info=True)
+    for i, chw in enumerate(images):
         Image.fromarray((np.moveaxis(chw, 0, -1) * 255).round().astype(np.uint8)).save(path / f"img{i:02d}.png")
+        Image.fromarray(np.where(info["mask"][i] >= 0.5, 255, 0).astype(np.uint8)).save(masks / f"img{i:02d}.png")
     (path / "broken.png").write_bytes(b"not a png")
     return path
 
@@ -155,11 +159,15 @@ def test_a_worker_killed_mid_write_leaves_every_batch_written_whole_once(folder,
     assert files == {p.relative_to(single.path) for p in single.path.rglob("*") if p.is_file()}  # nothing left over
 
 
-def test_evaluate_on_two_worker_processes_reports_the_numbers_of_one_process(single, tmp_path, capsys, monkeypatch):
+def test_evaluate_on_two_worker_processes_reports_the_numbers_of_one_process(folder, single, tmp_path, capsys,
+                                                                             monkeypatch):
     from saliency.attribution import distributed as runner
 
     monkeypatch.setattr(runner, "TASK_IMAGES", 16)  # 4 tasks of up to four batches
-    args = ["evaluate", str(single.path), "--steps", "4", "--sample", "2"]
+    masks = folder.parent / (folder.name + "_masks")  # every metric, each with its random draws
+    args = ["evaluate", str(single.path), "--steps", "4", "--sample", "2", "--metrics", "all",
+            "--masks", str(masks), "--metric-option", "road.fractions=0.2,0.7", "--metric-option",
+            "max_sensitivity.samples=2", "--metric-option", "infidelity.samples=3"]
     for out, more in (("one", []), ("dask", ["--workers", "2"])):
         with pytest.raises(SystemExit) as info:
             main(args + ["--out", str(tmp_path / out)] + more)
@@ -168,6 +176,7 @@ def test_evaluate_on_two_worker_processes_reports_the_numbers_of_one_process(sin
     assert "on 2 workers" in capsys.readouterr().err
     one, dask = (json.loads((tmp_path / out / "evaluation.json").read_text()) for out in ("one", "dask"))
     assert len(one[str(single.path)]["deletion_auc"]) == 48           # broken.png has no map
+    assert len(one[str(single.path)]["road_morf_curve"][0]) == 2 and len(one[str(single.path)]["sparseness"]) == 48
     assert dask == one                                                # every number, to the last bit
     assert (tmp_path / "dask" / "evaluation.md").read_text() == (tmp_path / "one" / "evaluation.md").read_text()
     assert (tmp_path / "dask" / "evaluation.png").stat().st_size > 0
