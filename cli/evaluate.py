@@ -189,8 +189,8 @@ def report(results, out, steps, sign):
     except OSError as exc:
         raise MapError(f"cannot create the output folder {out}: {exc.strerror or exc}") from None
     columns = _columns(results)
-    rows = ["| store | method | seed | images | " + " | ".join(f"{label} ({better} is better)"
-                                                                for _, _, label, better in columns) + " |",
+    heads = [f"{label} ({better} is better)" for _, _, label, better in columns]
+    rows = ["| store | method | seed | images | " + " | ".join(heads) + " |",
             "| --- | --- | --- | ---: |" + " ---: |" * len(columns)]
     for label, ev in results.items():
         cells = [_mean_std(ev.values[field]) if field in ev.values else "-" for _, field, _, _ in columns]
@@ -227,8 +227,8 @@ def report(results, out, steps, sign):
                 curves[title] = (points, have)
     for m, field, title, better in columns:
         if not metrics.METRICS[m].curves:
-            numbers[f"{title} ({better} is better)"] = {label: ev.values[field] for label, ev in results.items()
-                                                         if field in ev.values}
+            numbers[f"{title} ({better} is better)"] = {
+                label: ev.values[field] for label, ev in results.items() if field in ev.values}
     if curves or numbers:
         viz.save(viz.evaluation_figure(curves, numbers), out / "evaluation.png")
     write_text(out / "evaluation.json", json.dumps({label: _numbers(ev) for label, ev in results.items()},

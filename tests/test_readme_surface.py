@@ -1,7 +1,7 @@
-"""The README's lists of what a ported PyTorch file can use and of the ONNX operators read are the
-package's actual surface.
+"""The README's lists of what a ported PyTorch file can use, of the ONNX operators read and of the
+metrics of `saliency evaluate` are the package's actual surface.
 
-To update the lists after adding a layer, function, method or ONNX converter:
+To update the lists after adding a layer, function, method, ONNX converter or metric:
 python tests/test_readme_surface.py
 """
 import inspect
@@ -16,6 +16,7 @@ import saliency.nn.functional as F
 README = pathlib.Path(__file__).resolve().parents[1] / "README.md"
 BLOCK = re.compile(r"(<!-- supported:[^\n]*-->\n)(.*?)(\n<!-- /supported -->)", re.S)
 ONNX_BLOCK = re.compile(r"(<!-- onnx-operators:[^\n]*-->\n)(.*?)(<!-- /onnx-operators -->)", re.S)
+METRICS_BLOCK = re.compile(r"(<!-- metrics:[^\n]*-->\n)(.*?)(<!-- /metrics -->)", re.S)
 
 
 def surface_lines():
@@ -32,6 +33,25 @@ def onnx_lines():
     from saliency.nn.onnx import operators
 
     return [", ".join(f"`{op}` {'/'.join(map(str, versions))}" for op, versions in operators().items()) + "."]
+
+
+def metric_lines():
+    """Each metric of `saliency evaluate --metrics`: its name, options with their defaults, and its two lines."""
+    from saliency.attribution.metrics import METRICS
+
+    lines = []
+    for name, m in METRICS.items():
+        options = ", ".join(f"{k}={m.options_text(k, v)}" for k, v in m.defaults().items())
+        head = f"* `{name}`" + (f" ({options})" if options else "") + ": "
+        lines.append(head + m.about.replace("\n", "\n  "))
+    return "\n".join(lines).splitlines()
+
+
+def test_the_readme_says_what_each_metric_says():
+    found = METRICS_BLOCK.search(README.read_text(encoding="utf-8"))
+    assert found, "README.md has no <!-- metrics --> block"
+    assert found.group(2).splitlines() == metric_lines(), \
+        "README.md's list of metrics is out of date: run python tests/test_readme_surface.py"
 
 
 def test_the_readme_lists_exactly_the_onnx_operators_read():
@@ -59,5 +79,6 @@ if __name__ == "__main__":
     text = README.read_text(encoding="utf-8")
     text = BLOCK.sub(lambda m: m.group(1) + "\n".join(surface_lines()) + m.group(3), text)
     text = ONNX_BLOCK.sub(lambda m: m.group(1) + "\n".join(onnx_lines()) + "\n" + m.group(3), text)
+    text = METRICS_BLOCK.sub(lambda m: m.group(1) + "\n".join(metric_lines()) + "\n" + m.group(3), text)
     README.write_text(text, encoding="utf-8")
     sys.exit(0)

@@ -532,7 +532,7 @@ METRICS = {m.name: m for m in (
     Metric("deletion_insertion",
            "The seed's output as the most important pixels are removed (deletion: lower is better) or inserted into\n"
            "a blank image (insertion: higher is better), as areas under the curves (Petsiuk et al. 2018).",
-           deletion_insertion, (Option("steps", int, "fractions of the pixels changed: 0, 1/STEPS, ...", minimum=1),),
+           deletion_insertion, (),
            (), (("deletion_auc", "deletion AUC", "lower"), ("insertion_auc", "insertion AUC", "higher")),
            _deletion_insertion, (("deletion", "deletion"), ("insertion", "insertion")), _steps_points),
     Metric("randomisation",
@@ -600,4 +600,3 @@ def parse_names(text):
 def run(name, batch, options):
     """The fields of metric `name` for one `MetricBatch`, with its checked `options`."""
     return METRICS[name].compute(batch, options)
-

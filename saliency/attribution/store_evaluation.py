@@ -139,7 +139,7 @@ def _metric_plan(metrics, metric_options, steps):
             raise InputError(f"options given for the metric {name}, which is not evaluated "
                              f"(metrics: {', '.join(names)})")
     options = {m: _metrics.METRICS[m].check(given.get(m)) for m in names}
-    if "deletion_insertion" in options and "steps" not in (given.get("deletion_insertion") or {}):
+    if "deletion_insertion" in options:  # its one option is evaluate's own keyword (--steps)
         options["deletion_insertion"]["steps"] = steps
     return tuple(m for m in _metrics.METRICS if m in names), options
 
@@ -239,7 +239,7 @@ def evaluate(model, store, *, images=None, steps=16, sample=8, sign="abs", seed=
     `batch` read them: pixels ordered by |map| with sign="abs", by the signed map with "all". The
     cascading randomisation check (`evaluation.randomisation_check`) runs the store's method on
     the first `sample` images. `metric_options`: {metric: {option: value}} over each metric's
-    defaults (`steps` is deletion and insertion's). `masks`: ground truth for the localisation
+    defaults (deletion and insertion take `steps`). `masks`: ground truth for the localisation
     metrics, a folder of mask images named after the images or a bool array (images, H, W)
     (`masks.Masks`). `random_seed`: the seed of every random draw (noise, perturbations, the
     random logit's class), per batch and metric. `seed`: the seed the maps were made with

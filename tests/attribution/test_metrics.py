@@ -175,9 +175,9 @@ def test_impute_adds_the_noise_to_the_removed_pixels_only():
     keep = np.random.default_rng(7).random((2, 8, 8)) > 0.4
     draws = np.random.default_rng(8).standard_normal(x.shape)
     plain, noisy = metrics.impute(x, keep, noise=0), metrics.impute(x, keep, noise=0.5, draws=draws)
-    np.testing.assert_array_equal(noisy[np.broadcast_to(keep[:, None], x.shape)], x[np.broadcast_to(keep[:, None],
-                                                                                                   x.shape)])
-    removed = ~np.broadcast_to(keep[:, None], x.shape)
+    kept = np.broadcast_to(keep[:, None], x.shape)
+    np.testing.assert_array_equal(noisy[kept], x[kept])
+    removed = ~kept
     np.testing.assert_allclose((noisy - plain)[removed], 0.5 * draws[removed], rtol=1e-12)
 
 
@@ -225,7 +225,8 @@ def test_every_metric_of_a_store_is_the_metric_of_its_images(shapes, shapes_stor
     j = list(metrics.METRICS).index("infidelity")
     want = metrics.infidelity(shapes, x[first], maps[first], samples=3, rng=np.random.default_rng([0, 0, j]))
     np.testing.assert_allclose(ev.values["infidelity"][first], want, rtol=1e-6)
-    assert ev.values["road_morf_curve"].shape == (7, 2) and list(ev.points["road_morf_curve"]) == [1229 / 4096, 2458 / 4096]
+    assert ev.values["road_morf_curve"].shape == (7, 2)
+    assert list(ev.points["road_morf_curve"]) == [1229 / 4096, 2458 / 4096]      # round(f * H * W) pixels
     assert np.isfinite(ev.values["max_sensitivity"]).all() and np.isfinite(ev.values["random_logit"]).all()
 
 
@@ -276,3 +277,22 @@ def test_metrics_run_on_float32_models_and_rule_based_maps(shapes):
     assert np.isfinite(metrics.max_sensitivity(shapes, x, attribution.lrp, samples=2)).all()
     assert np.isfinite(metrics.random_logit(shapes, x, attribution.lrp)).all()
     assert np.isfinite(metrics.infidelity(shapes, x, lrp.map, samples=2)).all()
+
+
+def test_a_store_of_a_rule_based_method_and_one_of_a_dense_model_are_evaluated(shapes, shapes_store, tmp_path):
+    from saliency import models
+
+    _, _, paths = shapes_store
+    lrp = attribution.batch(shapes, paths[:3], "lrp", out=tmp_path / "lrp", use_zarr=False)
+    ev = attribution.evaluate_store(shapes, lrp.path, metrics="max_sensitivity,random_logit,infidelity",
+                                    metric_options={"max_sensitivity": {"samples": 2}, "infidelity": {"samples": 2}})
+    for field in ("max_sensitivity", "random_logit", "infidelity"):
+        assert ev.values[field].shape == (3,) and np.isfinite(ev.values[field]).all(), field
+    depth = models.load("depth")
+    x = models.data.scenes(2, seed=3)[0]
+    dense = attribution.batch(depth, x, "gradient", out=tmp_path / "depth", use_zarr=False)
+    ev = attribution.evaluate_store(depth, dense.path, images=x, metrics="road,max_sensitivity,sparseness",
+                                    metric_options={"road": {"fractions": (0.5,)}, "max_sensitivity": {"samples": 1}})
+    assert ev.values["road_morf_curve"].shape == (2, 1) and np.isfinite(ev.values["max_sensitivity"]).all()
+    with pytest.raises(attribution.InputError, match=r"random_logit needs a classifier's output \(N, classes\)"):
+        attribution.evaluate_store(depth, dense.path, images=x, metrics="random_logit")
