@@ -16,7 +16,7 @@ class Blur:
     """The image under a Gaussian blur of standard deviation `sigma` pixels (default: the larger
     side / 16), each channel on its own, the edges reflected."""
 
-    sigma: float = None
+    sigma: float | None = None
 
     def __call__(self, x):
         x = np.asarray(x)

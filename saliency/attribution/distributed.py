@@ -24,6 +24,7 @@ every worker can read (and the store's, write): on one machine, any folder.
 import contextlib
 import pickle
 from pathlib import Path
+from typing import Any, Callable
 
 from ..kernels.memory import KEEP_BYTES
 from ._core import InputError
@@ -34,7 +35,7 @@ from .store_evaluation import batch_scores
 TASK_IMAGES = 256
 INSTALL = "pip install 'saliency-maps[scale]'"
 
-_models = {}  # in each worker process: {pickled model source: model}
+_models: dict[bytes, Callable[..., Any]] = {}  # in each worker process: {pickled model source: model}
 
 
 class ClusterError(InputError):

@@ -28,7 +28,7 @@ class Composite:
 
     conv: Rule
     linear: Rule
-    first: Rule = None
+    first: Rule | None = None
     first_of: tuple = ("conv", "linear")
 
 

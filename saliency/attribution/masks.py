@@ -8,12 +8,18 @@ store's resize and centre crop, nearest-neighbour, no normalisation), so mask an
 pixel for pixel; without a recorded preprocessing it is stretched to the map size as the image
 was.
 """
+from __future__ import annotations
+
 import dataclasses
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Optional, Sequence, Union
 
 import numpy as np
 
 from ._core import InputError
+
+if TYPE_CHECKING:
+    from ..viz.preprocess import Preprocess
 
 
 class Masks:
@@ -22,9 +28,13 @@ class Masks:
     images need a mask (bool per name; default all): a folder must hold the mask of each of those
     (an InputError naming the first missing before any is read), the others need none."""
 
-    def __init__(self, masks, names, shape, preprocess=None, needed=None):
+    def __init__(self, masks: Union[str, Path, np.ndarray], names: Sequence[Any], shape: Sequence[int],
+                 preprocess: Optional[Preprocess] = None, needed: Optional[np.ndarray] = None) -> None:
         self.shape = tuple(shape)
-        self.array = self.folder = None
+        self.array: Optional[np.ndarray] = None
+        self.folder: Optional[Path] = None
+        self.paths: list[Optional[Path]] = []
+        self.preprocess: Optional[Preprocess] = None
         if isinstance(masks, (str, Path)):
             self.folder = Path(masks)
             if not self.folder.is_dir():
@@ -40,9 +50,10 @@ class Masks:
                                  f"{(len(names),) + self.shape}, got {_described(masks)}")
             self.array = a
 
-    def _path(self, name):
+    def _path(self, name: Any) -> Path:
         from .. import viz
 
+        assert self.folder is not None
         stem = Path(str(name)).stem
         for ext in sorted(viz.files.IMAGE_SUFFIXES):
             for candidate in (self.folder / (stem + ext), self.folder / (stem + ext.upper())):
@@ -51,14 +62,16 @@ class Masks:
         raise InputError(f"no mask for {name} in {self.folder} (looked for {stem}.png, {stem}.jpg and the other "
                          f"image formats); name each mask after its image")
 
-    def read(self, rows):
+    def read(self, rows: Sequence[int]) -> np.ndarray:
         if self.array is not None:
             return self.array[np.asarray(rows)]
         return np.stack([self._read(self.paths[i]) for i in rows])
 
-    def _read(self, path):
+    def _read(self, path: Optional[Path]) -> np.ndarray:
         from .. import viz
 
+        if path is None:
+            raise InputError("an image that needs no mask was asked for its mask")
         try:
             if self.preprocess is not None:
                 picture = self.preprocess.picture(path)[0]
@@ -72,6 +85,6 @@ class Masks:
         return picture >= 0.5
 
 
-def _described(value):
+def _described(value: Any) -> str:
     shape = getattr(value, "shape", None)
     return f"an array of shape {shape} and dtype {value.dtype}" if shape is not None else type(value).__name__

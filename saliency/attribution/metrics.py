@@ -16,9 +16,12 @@ what it needs (a method, masks, a classifier), its numbers per image and which w
 its options (with the function's defaults) and two lines on what it says. `run` computes one
 for a batch of a store's images.
 """
+from __future__ import annotations
+
 import inspect
 import time
 from dataclasses import dataclass
+from typing import Any, Callable, Optional, Sequence, Union
 
 import numpy as np
 
@@ -32,21 +35,29 @@ from .result import Attribution
 
 ROAD_FRACTIONS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 
+# A model: a saliency.nn.Module or any function from a Tensor (N, C, H, W) to a Tensor (N, ...).
+Model = Callable[[Tensor], Tensor]
+# A map: an array (N, C', H, W) or (C', H, W), a Tensor, or a method's Attribution.
+MapLike = Union[np.ndarray, Tensor, Attribution]
+# A method: (model, x, seed) -> its Attribution (or the map itself), e.g. attribution.gradient.
+MethodLike = Callable[[Model, np.ndarray, Any], Union[Attribution, np.ndarray]]
+Array = np.ndarray
 
-def _rng(rng):
+
+def _rng(rng: Optional[np.random.Generator]) -> np.random.Generator:
     rng = np.random.default_rng(0) if rng is None else rng
     if not isinstance(rng, np.random.Generator):
         raise TypeError(f"rng must be an np.random.Generator (np.random.default_rng(seed)), got {type(rng).__name__}")
     return rng
 
 
-def _positive_int(value, name):
+def _positive_int(value: Any, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
         raise ValueError(f"{name} must be a positive int, got {value!r}")
     return int(value)
 
 
-def _one_seed(seed, call, model, attribution=None):
+def _one_seed(seed: Any, call: Call, model: Model, attribution: Optional[MapLike] = None) -> tuple[Any, Array, Array]:
     """(seed resolved at x, its v, the output at x) for a metric taking one seed."""
     if seed is None and isinstance(attribution, Attribution):
         seed = attribution.seed
@@ -57,12 +68,13 @@ def _one_seed(seed, call, model, attribution=None):
     return seed, v, y
 
 
-def _importance(amap):
+def _importance(amap: Array) -> Array:
     """The map summed over channels, flattened per image: (N, H*W) float64."""
     return amap.sum(axis=1, dtype=np.float64).reshape(len(amap), -1)
 
 
-def _scores(call, images, v, batch, progress=None, done=0, total=None):
+def _scores(call: Call, images: Array, v: Array, batch: Optional[int],
+            progress: Optional[Callable[[int, int], Any]] = None, done: int = 0, total: Optional[int] = None) -> Array:
     """The seed-weighted outputs of the stacked copies `images` (copies*N, C, H, W), copy-major:
     (copies, N)."""
     n = call.n
@@ -74,11 +86,11 @@ def _scores(call, images, v, batch, progress=None, done=0, total=None):
         y = call.forward(images[j0 * n:j1 * n])
         out[j0:j1] = weighted(y, tile(v, j1 - j0, False), False).reshape(j1 - j0, n)
         if progress is not None:
-            progress(done + j1, total)
+            progress(done + j1, copies if total is None else total)
     return out
 
 
-def _unbatch(call, *values):
+def _unbatch(call: Call, *values: Any) -> tuple[Any, ...]:
     if not call.unbatched:
         return values
     return tuple(v[0] if isinstance(v, np.ndarray) and v.ndim else v for v in values)
@@ -100,12 +112,13 @@ class Road:
     seed: object
     seconds: float
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return (f"Road({len(self.fractions)} fractions, seed='{self.seed}', morf_mean={np.round(self.morf_mean, 4)}, "
                 f"lerf_mean={np.round(self.lerf_mean, 4)})")
 
 
-def impute(x, keep, *, noise=0.01, rng=None, draws=None):
+def impute(x: Array, keep: Array, *, noise: float = 0.01, rng: Optional[np.random.Generator] = None,
+           draws: Optional[Array] = None) -> Array:
     """ROAD's noisy linear imputation (Rong et al. 2022): each removed pixel (keep False) becomes the
     mean of its 8 neighbours weighted 1/6 (edges) and 1/12 (diagonals), removed neighbours being
     unknowns of the same linear system and neighbours outside the image dropped, solved exactly
@@ -124,8 +137,9 @@ def impute(x, keep, *, noise=0.01, rng=None, draws=None):
     return out
 
 
-def road(model, x, attribution, seed=None, *, fractions=ROAD_FRACTIONS, noise=0.01, rng=None, batch=None,
-         progress=None):
+def road(model: Model, x: Array, attribution: MapLike, seed: Any = None, *,
+         fractions: Sequence[float] = ROAD_FRACTIONS, noise: float = 0.01, rng: Optional[np.random.Generator] = None,
+         batch: Optional[int] = None, progress: Optional[Callable[[int, int], Any]] = None) -> Road:
     """ROAD (Rong et al. 2022, "A consistent and efficient evaluation strategy for attribution
     methods"): for each fraction, remove that fraction of the pixels most relevant first (MoRF)
     and least relevant first (LeRF), fill them by `impute` (which removes the removal's shape
@@ -134,17 +148,17 @@ def road(model, x, attribution, seed=None, *, fractions=ROAD_FRACTIONS, noise=0.
     [0, 1). `progress(done, total)` follows the forward passes (2 * len(fractions) copies)."""
     call = Call(model, x)
     amap = _map_of(attribution, call)
-    fractions = np.asarray(fractions, np.float64).reshape(-1)
-    if fractions.size == 0 or not np.all((fractions >= 0) & (fractions < 1)):
+    shares = np.asarray(fractions, np.float64).reshape(-1)
+    if shares.size == 0 or not np.all((shares >= 0) & (shares < 1)):
         raise ValueError(f"fractions must be numbers in [0, 1) (at 1 no pixel is left to impute from), "
-                         f"got {fractions.tolist()}")
+                         f"got {shares.tolist()}")
     seed, v, _ = _one_seed(seed, call, model, attribution)
     rng = _rng(rng)
     xs = call.x
     n, pixels = xs.shape[0], xs.shape[2] * xs.shape[3]
     rank = np.empty((n, pixels), np.int64)
     np.put_along_axis(rank, np.argsort(-_importance(amap), axis=1, kind="stable"), np.arange(pixels)[None], axis=1)
-    counts = np.rint(fractions * pixels).astype(np.int64)
+    counts = np.rint(shares * pixels).astype(np.int64)
     keeps = np.concatenate([rank >= counts[:, None, None], rank < pixels - counts[:, None, None]])  # (2F, N, P)
     copies = len(keeps)
     per = call.chunk(batch, copies)
@@ -156,23 +170,25 @@ def road(model, x, attribution, seed=None, *, fractions=ROAD_FRACTIONS, noise=0.
         scores[j0:j1] = _scores(call, images, v, None)
         if progress is not None:
             progress(j1, copies)
-    f = len(fractions)
+    f = len(shares)
     morf, lerf = scores[:f].T, scores[f:].T
     morf_mean, lerf_mean = morf.mean(axis=1), lerf.mean(axis=1)
     morf, lerf, morf_mean, lerf_mean = _unbatch(call, morf, lerf, morf_mean, lerf_mean)
-    return Road(fractions, morf, lerf, morf_mean, lerf_mean, seed, time.perf_counter() - call.t0)
+    return Road(shares, morf, lerf, morf_mean, lerf_mean, seed, time.perf_counter() - call.t0)
 
 
 # --- robustness and fidelity -------------------------------------------------------------------------
 
-def _maps_of(method, model, x, seed):
+def _maps_of(method: MethodLike, model: Model, x: Array, seed: Any) -> Array:
     out = method(model, x, seed)
     a = out.map if isinstance(out, Attribution) else out
     return np.asarray(a._array if isinstance(a, Tensor) else a, np.float64)
 
 
-def max_sensitivity(model, x, method, seed=None, *, attribution=None, radius=0.2, samples=10, perturbations=None,
-                    rng=None, batch=None):
+def max_sensitivity(model: Model, x: Array, method: MethodLike, seed: Any = None, *,
+                    attribution: Optional[MapLike] = None, radius: float = 0.2, samples: int = 10,
+                    perturbations: Optional[Array] = None, rng: Optional[np.random.Generator] = None,
+                    batch: Optional[int] = None) -> Array:
     """Max-sensitivity (Yeh et al. 2019, "On the (in)fidelity and sensitivity of explanations"):
     max over samples s of ||a(x + d_s) - a(x)|| / ||a(x)|| (Frobenius norms of the maps), d_s
     uniform in [-radius, radius] per input value; a map that changes little under noise the
@@ -215,7 +231,8 @@ def max_sensitivity(model, x, method, seed=None, *, attribution=None, radius=0.2
 INFIDELITY_PERTURBATIONS = ("gaussian", "square")
 
 
-def perturb(x, kind="gaussian", *, scale=0.1, size=None, samples=10, baseline=0.0, rng=None):
+def perturb(x: Array, kind: str = "gaussian", *, scale: float = 0.1, size: Optional[int] = None, samples: int = 10,
+            baseline: float = 0.0, rng: Optional[np.random.Generator] = None) -> Array:
     """Infidelity's perturbations I_s, (samples, N, C, H, W), for x (N, C, H, W): "gaussian":
     I ~ N(0, scale^2) per value (the perturbed input x - I is x with noise); "square": a square of
     side `size` pixels (default H // 4, at least 1) at a random place of each image, where I =
@@ -241,8 +258,9 @@ def perturb(x, kind="gaussian", *, scale=0.1, size=None, samples=10, baseline=0.
     raise ValueError(f"perturbation must be one of {', '.join(INFIDELITY_PERTURBATIONS)}, got {kind!r}")
 
 
-def infidelity(model, x, attribution, seed=None, *, perturbation="gaussian", scale=0.1, samples=10, normalize=True,
-               perturbations=None, rng=None, batch=None):
+def infidelity(model: Model, x: Array, attribution: MapLike, seed: Any = None, *, perturbation: str = "gaussian",
+               scale: float = 0.1, samples: int = 10, normalize: bool = True, perturbations: Optional[Array] = None,
+               rng: Optional[np.random.Generator] = None, batch: Optional[int] = None) -> Array:
     """Infidelity (Yeh et al. 2019) as Captum defines it: the mean over perturbations I_s of
     (beta * sum(I_s * a) - (f(x) - f(x - I_s)))^2, f the seed-weighted output; how far the map's
     linear prediction of the output's change is from the change itself (lower is better). With
@@ -279,7 +297,7 @@ def infidelity(model, x, attribution, seed=None, *, perturbation="gaussian", sca
 
 # --- localisation, against ground-truth masks ---------------------------------------------------------
 
-def _masks_for(mask, amap, call_shape=None):
+def _masks_for(mask: Array, amap: Array) -> Array:
     m = np.asarray(mask)
     if m.dtype != bool:
         raise TypeError(f"mask must be a bool array (True on the object), got dtype {m.dtype}")
@@ -292,7 +310,7 @@ def _masks_for(mask, amap, call_shape=None):
     return m.reshape(len(m), -1)
 
 
-def _plain_map(attribution):
+def _plain_map(attribution: MapLike) -> tuple[Array, bool]:
     """(the map as float64 (N, C', H, W), whether it had no batch dimension)."""
     a = attribution.map if isinstance(attribution, Attribution) else attribution
     a = np.asarray(a._array if isinstance(a, Tensor) else a, np.float64)
@@ -303,7 +321,7 @@ def _plain_map(attribution):
     return a, False
 
 
-def pointing_game(attribution, mask):
+def pointing_game(attribution: MapLike, mask: Array) -> Union[Array, float]:
     """Pointing game (Zhang et al. 2018): 1.0 where a pixel of largest importance lies on the
     object (`mask` True), else 0.0; NaN for an empty mask. (N,) or a number."""
     a, single = _plain_map(attribution)
@@ -314,7 +332,7 @@ def pointing_game(attribution, mask):
     return float(out[0]) if single else out
 
 
-def relevance_mass(attribution, mask):
+def relevance_mass(attribution: MapLike, mask: Array) -> Union[Array, float]:
     """Relevance mass accuracy (Arras et al. 2022): the share of the total importance that lies on
     the object (`mask` True); 1 is all of it. NaN for an empty mask or a map summing to 0."""
     a, single = _plain_map(attribution)
@@ -326,7 +344,7 @@ def relevance_mass(attribution, mask):
     return float(out[0]) if single else out
 
 
-def sparseness(attribution):
+def sparseness(attribution: MapLike) -> Union[Array, float]:
     """Sparseness (Chalasani et al. 2020): the Gini index of |importance| over the pixels, 0 for a
     map spread evenly, towards 1 for one that is all on a few pixels; NaN for an all-zero map."""
     a, single = _plain_map(attribution)
@@ -334,7 +352,7 @@ def sparseness(attribution):
     return float(out[0]) if single else out
 
 
-def gini(values):
+def gini(values: Array) -> Array:
     """The Gini index of non-negative values along the last axis: sum_i (2i - n - 1) v_(i) / (n sum v)
     with v_(1) <= ... <= v_(n); NaN where they sum to 0."""
     v = np.sort(np.asarray(values, np.float64), axis=-1)
@@ -347,7 +365,7 @@ def gini(values):
 
 # --- random logit -------------------------------------------------------------------------------------
 
-def ssim(a, b, *, window=7):
+def ssim(a: Array, b: Array, *, window: int = 7) -> Array:
     """The structural similarity (Wang et al. 2004) of the 2-D maps a and b (..., H, W): the mean
     over every window x window patch inside the maps of its SSIM, with the patches' sample
     (co)variances, K1 = 0.01, K2 = 0.03 and the data range of the two maps together (as
@@ -361,7 +379,7 @@ def ssim(a, b, *, window=7):
     span = (hi - lo)[..., None, None]
     c1, c2 = (0.01 * span) ** 2, (0.03 * span) ** 2
 
-    def mean(z):  # the mean over every k x k window, by cumulative sums
+    def mean(z: Array) -> Array:  # the mean over every k x k window, by cumulative sums
         c = np.cumsum(np.cumsum(z, axis=-2), axis=-1)
         c = np.pad(c, [(0, 0)] * (c.ndim - 2) + [(1, 0), (1, 0)])
         return (c[..., k:, k:] - c[..., :-k, k:] - c[..., k:, :-k] + c[..., :-k, :-k]) / (k * k)
@@ -376,7 +394,9 @@ def ssim(a, b, *, window=7):
     return s.mean(axis=(-2, -1))
 
 
-def random_logit(model, x, method, seed=None, *, others=None, rng=None, absolute=True):
+def random_logit(model: Model, x: Array, method: MethodLike, seed: Any = None, *,
+                 others: Optional[Sequence[int]] = None, rng: Optional[np.random.Generator] = None,
+                 absolute: bool = True) -> Array:
     """Random logit (Sixt et al. 2020, "When explanations lie"): the SSIM (`ssim`) of the importance
     of the map of the seed's class (default: the predicted one) and of a random other class, both
     maps from one backward pass (K = 2 batched seeds); a map that explains the class, not the
@@ -396,12 +416,13 @@ def random_logit(model, x, method, seed=None, *, others=None, rng=None, absolute
         raise InputError("random_logit needs a classifier of at least 2 classes")
     if others is None:
         draw = _rng(rng).integers(0, n_classes - 1, len(k))
-        others = draw + (draw >= k)
-    others = np.asarray(others, np.int64).reshape(-1)
-    if others.shape != k.shape or np.any(others == k) or np.any((others < 0) | (others >= n_classes)):
+        other = draw + (draw >= k)
+    else:
+        other = np.asarray(others, np.int64).reshape(-1)
+    if other.shape != k.shape or np.any(other == k) or np.any((other < 0) | (other >= n_classes)):
         raise ValueError(f"others must hold one class per image, each in 0..{n_classes - 1} and not the "
-                         f"seed's, got {np.asarray(others).tolist()}")
-    maps = _maps_of(method, model, call.x, _seeds.classes([tuple(k.tolist()), tuple(others.tolist())]))
+                         f"seed's, got {np.asarray(other).tolist()}")
+    maps = _maps_of(method, model, call.x, _seeds.classes([tuple(k.tolist()), tuple(other.tolist())]))
     maps = np.abs(maps) if absolute else maps
     imp = maps.sum(axis=2)  # (2, N, H, W)
     out = ssim(imp[0], imp[1])
@@ -426,25 +447,25 @@ class Metric:
 
     name: str
     about: str
-    function: object
-    options: tuple
-    needs: tuple
-    columns: tuple
-    compute: object = None
-    curves: tuple = ()
-    points: object = None
+    function: Callable[..., Any]
+    options: tuple[Option, ...]
+    needs: tuple[str, ...]
+    columns: tuple[tuple[str, str, str], ...]
+    compute: Optional[Callable[[MetricBatch, dict[str, Any]], dict[str, Array]]] = None
+    curves: tuple[tuple[str, str], ...] = ()
+    points: Optional[Callable[[dict[str, Any], int], Array]] = None
     sample: bool = False
 
-    def defaults(self):
+    def defaults(self) -> dict[str, Any]:
         signature = inspect.signature(self.function).parameters
         return {o.name: signature[o.name].default for o in self.options}
 
-    def options_text(self, name, value):
+    def options_text(self, name: str, value: Any) -> Any:
         """An option's value as its command line and a report show it (a number or a text)."""
-        option = next((o for o in self.options if o.name == name), None)
-        return option.text(value) if option is not None and option.text is not None else value
+        text = next((o.text for o in self.options if o.name == name), None)
+        return text(value) if callable(text) else value
 
-    def check(self, given):
+    def check(self, given: Optional[dict[str, Any]]) -> dict[str, Any]:
         """The options with `given` (name -> value) over the defaults; OptionError naming one it does not have."""
         known = {o.name: o for o in self.options}
         out = self.defaults()
@@ -463,47 +484,57 @@ class MetricBatch:
     seed)` (the store's method with its options, or None), masks (n, H, W) bool or None, and the
     batch's random generator."""
 
-    model: object
-    x: np.ndarray
-    maps: np.ndarray
+    model: Model
+    x: Array
+    maps: Array
     sign: str
-    seed: object
-    method: object
-    masks: object
+    seed: Any
+    method: Optional[MethodLike]
+    masks: Optional[Array]
     rng: np.random.Generator
 
     @property
-    def judged(self):
+    def judged(self) -> Array:
         """The maps whose importance the metrics order and sum: |map| with sign "abs"."""
         return np.abs(self.maps) if self.sign == "abs" else self.maps
 
+    def needs_method(self) -> MethodLike:
+        if self.method is None:
+            raise InputError("this metric makes maps with the store's method, which was not given")
+        return self.method
 
-def _deletion_insertion(b, o):
+    def needs_masks(self) -> Array:
+        if self.masks is None:
+            raise InputError("this metric needs ground-truth masks (masks=)")
+        return self.masks
+
+
+def _deletion_insertion(b: MetricBatch, o: dict[str, Any]) -> dict[str, Array]:
     c = deletion_insertion(b.model, b.x, b.judged, b.seed, steps=o["steps"])
     return {"deletion_auc": c.deletion_auc, "insertion_auc": c.insertion_auc, "deletion": c.deletion,
             "insertion": c.insertion}
 
 
-def _road(b, o):
+def _road(b: MetricBatch, o: dict[str, Any]) -> dict[str, Array]:
     r = road(b.model, b.x, b.judged, b.seed, fractions=o["fractions"], noise=o["noise"], rng=b.rng)
     return {"road_morf": r.morf_mean, "road_lerf": r.lerf_mean, "road_morf_curve": r.morf, "road_lerf_curve": r.lerf}
 
 
-def _max_sensitivity(b, o):
-    return {"max_sensitivity": max_sensitivity(b.model, b.x, b.method, b.seed, attribution=b.maps,
+def _max_sensitivity(b: MetricBatch, o: dict[str, Any]) -> dict[str, Array]:
+    return {"max_sensitivity": max_sensitivity(b.model, b.x, b.needs_method(), b.seed, attribution=b.maps,
                                                radius=o["radius"], samples=o["samples"], rng=b.rng)}
 
 
-def _infidelity(b, o):
+def _infidelity(b: MetricBatch, o: dict[str, Any]) -> dict[str, Array]:
     return {"infidelity": infidelity(b.model, b.x, b.maps, b.seed, perturbation=o["perturbation"], scale=o["scale"],
                                      samples=o["samples"], normalize=o["normalize"], rng=b.rng)}
 
 
-def _random_logit(b, o):
-    return {"random_logit": random_logit(b.model, b.x, b.method, b.seed, rng=b.rng, absolute=b.sign == "abs")}
+def _random_logit(b: MetricBatch, o: dict[str, Any]) -> dict[str, Array]:
+    return {"random_logit": random_logit(b.model, b.x, b.needs_method(), b.seed, rng=b.rng, absolute=b.sign == "abs")}
 
 
-def _fractions(text):
+def _fractions(text: Union[str, Sequence[float]]) -> tuple[float, ...]:
     """ROAD's fractions from their command-line text, e.g. "0.1,0.5,0.9"."""
     if isinstance(text, (tuple, list)):
         values = tuple(float(t) for t in text)
@@ -514,15 +545,15 @@ def _fractions(text):
     return values
 
 
-def _fractions_text(values):
+def _fractions_text(values: Sequence[float]) -> str:
     return ",".join(f"{f:g}" for f in values)
 
 
-def _steps_points(options, pixels):
+def _steps_points(options: dict[str, Any], pixels: int) -> Array:
     return np.rint(np.arange(options["steps"] + 1) * pixels / options["steps"]) / pixels
 
 
-def _road_points(options, pixels):
+def _road_points(options: dict[str, Any], pixels: int) -> Array:
     return np.rint(np.asarray(options["fractions"]) * pixels) / pixels
 
 
@@ -564,12 +595,12 @@ METRICS = {m.name: m for m in (
            "Pointing game (Zhang et al. 2018): whether the map's largest pixel lies on the object of the\n"
            "ground-truth mask; its mean is the share of hits (higher is better).",
            pointing_game, (), ("masks",), (("pointing_game", "pointing game", "higher"),),
-           lambda b, o: {"pointing_game": pointing_game(b.judged, b.masks)}),
+           lambda b, o: {"pointing_game": np.asarray(pointing_game(b.judged, b.needs_masks()))}),
     Metric("relevance_mass",
            "Relevance mass accuracy (Arras et al. 2022): the share of the map's total that lies on the object\n"
            "of the ground-truth mask (higher is better).",
            relevance_mass, (), ("masks",), (("relevance_mass", "relevance mass", "higher"),),
-           lambda b, o: {"relevance_mass": relevance_mass(b.judged, b.masks)}),
+           lambda b, o: {"relevance_mass": np.asarray(relevance_mass(b.judged, b.needs_masks()))}),
     Metric("random_logit",
            "Random logit (Sixt et al. 2020): SSIM of the map of the class and that of a random other class; a map\n"
            "that tells classes apart scores low (lower is better).",
@@ -578,13 +609,13 @@ METRICS = {m.name: m for m in (
            "Sparseness (Chalasani et al. 2020): the Gini index of |map|, towards 1 when the map is on a few\n"
            "pixels, 0 when spread evenly (higher: a more concentrated map).",
            sparseness, (), (), (("sparseness", "sparseness", "higher"),),
-           lambda b, o: {"sparseness": sparseness(b.judged)}),
+           lambda b, o: {"sparseness": np.asarray(sparseness(b.judged))}),
 )}
 
 DEFAULT = ("deletion_insertion", "randomisation")  # what `saliency evaluate` computes without --metrics
 
 
-def parse_names(text):
+def parse_names(text: str) -> tuple[str, ...]:
     """The metric names of a --metrics value ("road,sparseness", "all"), in METRICS's order; an
     InputError naming an unknown one."""
     names = [t.strip() for t in str(text).split(",") if t.strip()]
@@ -595,8 +626,3 @@ def parse_names(text):
         raise InputError(f"--metrics takes names from: {', '.join(METRICS)} (or all), comma-separated; "
                          f"got {text!r}")
     return tuple(m for m in METRICS if m in names)
-
-
-def run(name, batch, options):
-    """The fields of metric `name` for one `MetricBatch`, with its checked `options`."""
-    return METRICS[name].compute(batch, options)

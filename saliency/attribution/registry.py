@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from ._core import InputError
 
-METHODS = {}  # name -> Method, in the order the methods were declared
+METHODS: dict[str, "Method"] = {}  # name -> Method, in the order the methods were declared
 
 
 class OptionError(InputError):
@@ -40,9 +40,9 @@ class Option:
     name: str
     kind: object
     help: str
-    flag: str = None
-    choices: tuple = None
-    minimum: float = None
+    flag: str | None = None
+    choices: tuple | None = None
+    minimum: float | None = None
     text: object = None
 
     @property

@@ -31,8 +31,8 @@ class Attribution:
     output: np.ndarray
     seconds: float
     extras: dict = field(default_factory=dict)
-    input: np.ndarray = None
-    classes: list = None
+    input: np.ndarray | None = None
+    classes: list | None = None
 
     def __array__(self, dtype=None, copy=None):
         if dtype is not None and dtype != self.map.dtype:

@@ -40,14 +40,14 @@ class Run:
 
     method: registry.Method
     seed: object = None
-    seed_spec: str = None
+    seed_spec: str | None = None
     options: dict = field(default_factory=dict)
     style: object = None
     png: object = None
     batch_size: int = BATCH_SIZE
     out: object = None
     resume: bool = False
-    use_zarr: bool = None
+    use_zarr: bool | None = None
     record: dict = field(default_factory=dict)
     model: object = None
     preprocess: object = None

@@ -20,9 +20,11 @@ import sys
 import time
 import warnings
 from pathlib import Path
+from types import ModuleType
 
 from .store_files import StoreError
 
+fcntl: ModuleType | None  # the module, or None where it does not exist
 try:
     import fcntl
 except ImportError:  # Windows

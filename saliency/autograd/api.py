@@ -9,10 +9,14 @@ surfaces are generated from this registry (`exported(surface)`), so they cannot 
 tests/autograd/test_public_names.py checks them against PyTorch's.
 
 Arguments may be Tensors, arrays or numbers where PyTorch accepts numbers; results are Tensors.
+The annotations are PyTorch's, with `TensorLike` (a Tensor or anything np.asarray takes) where an
+op converts its argument.
 """
+from __future__ import annotations
+
 import builtins  # this module defines sum, max, min, abs and pow as ops
-import collections
 import math
+from typing import TYPE_CHECKING, Any, Callable, Literal, NamedTuple, Sequence, TypeVar, overload
 
 import numpy as np
 
@@ -35,19 +39,28 @@ from .ops.shuffle import PixelShuffle, PixelUnshuffle
 from .ops.shape import Cat, Expand, GetItem, Pad, Permute, Reshape, Squeeze, Stack, Transpose, Unsqueeze
 from .rng import generator as _random_generator
 from .tensor import Tensor, as_array, index_key, to_arguments
+from .tensor import device as Device  # an annotation; not `device`, which a Tensor method names (Tensor.device)
+
+if TYPE_CHECKING:
+    from numpy.typing import DTypeLike
+
+    from .._typing import FloatArray, Index, Number, Shape, Size
+    from .node import Function
+    from .tensor import TensorLike
 
 SURFACES = ("Tensor", "saliency", "F")
-_registry = {surface: {} for surface in SURFACES}  # surface -> {name: function}
+_registry: dict[str, dict[str, Callable[..., Any]]] = {surface: {} for surface in SURFACES}  # surface -> {name: fn}
+_Fn = TypeVar("_Fn", bound=Callable[..., Any])
 
 
-def public(*where, name=None, also=()):
+def public(*where: str, name: str | None = None, also: Sequence[str] = ()) -> Callable[[_Fn], _Fn]:
     """Declare the decorated function public on each surface of `where` (see SURFACES), under
     `name` (default: the function's own) and, as a Tensor method, also under the names `also`."""
     unknown = set(where) - set(SURFACES)
     if unknown:
         raise ValueError(f"unknown surface(s) {sorted(unknown)}; the surfaces are {SURFACES}")
 
-    def declare(fn):
+    def declare(fn: _Fn) -> _Fn:
         for surface in where:
             _registry[surface][name or fn.__name__] = fn
         for alias in also:
@@ -56,16 +69,16 @@ def public(*where, name=None, also=()):
     return declare
 
 
-def exported(surface):
+def exported(surface: str) -> dict[str, Callable[..., Any]]:
     """{name: function} of every op declared public on `surface`."""
     return dict(_registry[surface])
 
 
-def _tensor(x):
+def _tensor(x: TensorLike) -> Tensor:
     return x if isinstance(x, Tensor) else Tensor(x)
 
 
-def _operand(other, like):
+def _operand(other: TensorLike | Number, like: Tensor) -> Tensor | Number | np.ndarray:
     """The other operand of a binary op: Tensors and Python numbers as they are, anything else
     as an array (integer arrays take the float dtype of the tensor they meet)."""
     if isinstance(other, (Tensor, int, float)):
@@ -76,7 +89,7 @@ def _operand(other, like):
     return arr
 
 
-def _shape_args(args):
+def _shape_args(args: Sequence[Any]) -> Shape:
     """reshape(2, 3) and reshape((2, 3)) alike."""
     if len(args) == 1 and isinstance(args[0], (tuple, list)):
         return tuple(int(n) for n in args[0])
@@ -85,144 +98,145 @@ def _shape_args(args):
 
 # ---- the backward pass ------------------------------------------------------------------------
 @public("Tensor")
-def backward(self, gradient=None, retain_graph=None, inputs=None):
+def backward(self: Tensor, gradient: TensorLike | None = None, retain_graph: bool | None = None,
+             inputs: Tensor | Sequence[Tensor] | None = None) -> None:
     """Accumulate v^T J into the .grad of every leaf, where v = `gradient` (1 for a scalar)."""
     _run_backward(self, gradient, retain_graph=retain_graph, inputs=inputs)
 
 
 # ---- arithmetic -------------------------------------------------------------------------------
 @public("Tensor", "saliency", also=("__add__",))
-def add(input, other):
+def add(input: Tensor, other: TensorLike | Number) -> Tensor:
     return Add.apply(input, _operand(other, input))
 
 
 @public("Tensor")
-def __radd__(input, other):
+def __radd__(input: Tensor, other: TensorLike | Number) -> Tensor:
     return Add.apply(_operand(other, input), input)
 
 
 @public("Tensor", "saliency", also=("__sub__",))
-def sub(input, other):
+def sub(input: Tensor, other: TensorLike | Number) -> Tensor:
     return Sub.apply(input, _operand(other, input))
 
 
 @public("Tensor")
-def __rsub__(input, other):
+def __rsub__(input: Tensor, other: TensorLike | Number) -> Tensor:
     return Sub.apply(_operand(other, input), input)
 
 
 @public("Tensor", "saliency", also=("__mul__",))
-def mul(input, other):
+def mul(input: Tensor, other: TensorLike | Number) -> Tensor:
     return Mul.apply(input, _operand(other, input))
 
 
 @public("Tensor")
-def __rmul__(input, other):
+def __rmul__(input: Tensor, other: TensorLike | Number) -> Tensor:
     return Mul.apply(_operand(other, input), input)
 
 
 @public("Tensor", "saliency", also=("__truediv__",))
-def div(input, other):
+def div(input: Tensor, other: TensorLike | Number) -> Tensor:
     return Div.apply(input, _operand(other, input))
 
 
 @public("Tensor")
-def __rtruediv__(input, other):
+def __rtruediv__(input: Tensor, other: TensorLike | Number) -> Tensor:
     return Div.apply(_operand(other, input), input)
 
 
 @public("Tensor", "saliency", also=("__pow__",))
-def pow(input, exponent):
+def pow(input: Tensor, exponent: TensorLike | Number) -> Tensor:
     return Pow.apply(input, _operand(exponent, input))
 
 
 @public("Tensor")
-def __rpow__(input, other):
+def __rpow__(input: Tensor, other: TensorLike | Number) -> Tensor:
     return Pow.apply(_operand(other, input), input)
 
 
 @public("Tensor", "saliency", also=("__matmul__",))
-def matmul(input, other):
+def matmul(input: Tensor, other: TensorLike) -> Tensor:
     return Matmul.apply(input, _operand(other, input))
 
 
 @public("Tensor")
-def __rmatmul__(input, other):
+def __rmatmul__(input: Tensor, other: TensorLike) -> Tensor:
     return Matmul.apply(_operand(other, input), input)
 
 
 @public("Tensor", "saliency")
-def mm(input, mat2):
+def mm(input: Tensor, mat2: TensorLike) -> Tensor:
     if input.ndim != 2 or np.ndim(mat2) != 2:
         raise ValueError(f"mm needs two matrices, got shapes {input.shape} and {np.shape(mat2)}; use matmul")
     return Matmul.apply(input, _operand(mat2, input))
 
 
 @public("Tensor", "saliency", also=("__neg__",))
-def neg(input):
+def neg(input: Tensor) -> Tensor:
     return Neg.apply(input)
 
 
 @public("Tensor", "saliency", also=("__abs__",))
-def abs(input):
+def abs(input: Tensor) -> Tensor:
     return Abs.apply(input)
 
 
 @public("Tensor")
-def __getitem__(input, key):
+def __getitem__(input: Tensor, key: Index | Tensor | tuple[Index | Tensor, ...]) -> Tensor:
     return GetItem.apply(input, key=index_key(key))
 
 
 @public("Tensor", "saliency")
-def exp(input):
+def exp(input: Tensor) -> Tensor:
     return Exp.apply(input)
 
 
 @public("Tensor", "saliency")
-def log(input):
+def log(input: Tensor) -> Tensor:
     return Log.apply(input)
 
 
 @public("Tensor", "saliency")
-def sqrt(input):
+def sqrt(input: Tensor) -> Tensor:
     return Sqrt.apply(input)
 
 
 @public("Tensor", "saliency", "F")
-def relu(input, inplace=False):
+def relu(input: Tensor, inplace: bool = False) -> Tensor:
     """max(x, 0). `inplace` is accepted and ignored: the result is a new tensor (the same values)."""
     return Relu.apply(input)
 
 
 @public("Tensor", "saliency", "F")
-def sigmoid(input):
+def sigmoid(input: Tensor) -> Tensor:
     return Sigmoid.apply(input)
 
 
 @public("Tensor", "saliency", "F")
-def tanh(input):
+def tanh(input: Tensor) -> Tensor:
     return Tanh.apply(input)
 
 
 @public("Tensor", "saliency")
-def clamp(input, min=None, max=None):
+def clamp(input: Tensor, min: Number | None = None, max: Number | None = None) -> Tensor:
     return Clamp.apply(input, lo=min, hi=max)
 
 
 @public("Tensor", "saliency")
-def maximum(input, other):
+def maximum(input: TensorLike, other: TensorLike | Number) -> Tensor:
     input = _tensor(input)
     return Maximum.apply(input, _operand(other, input))
 
 
 @public("Tensor", "saliency")
-def minimum(input, other):
+def minimum(input: TensorLike, other: TensorLike | Number) -> Tensor:
     input = _tensor(input)
     return Minimum.apply(input, _operand(other, input))
 
 
 @public("saliency")
-def where(condition, input, other):
+def where(condition: TensorLike, input: TensorLike | Number, other: TensorLike | Number) -> Tensor:
     """Elements of input where condition holds, else of other (condition carries no gradient)."""
     cond = as_array(condition)
     like = input if isinstance(input, Tensor) else (other if isinstance(other, Tensor) else Tensor(input))
@@ -230,18 +244,19 @@ def where(condition, input, other):
 
 
 @public("Tensor", "saliency")
-def softmax(input, dim):
+def softmax(input: Tensor, dim: int) -> Tensor:
     return Softmax.apply(input, dim=dim)
 
 
 @public("Tensor", "saliency")
-def log_softmax(input, dim):
+def log_softmax(input: Tensor, dim: int) -> Tensor:
     return LogSoftmax.apply(input, dim=dim)
 
 
 @public("F")
-def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
-                                 enable_gqa=False):
+def scaled_dot_product_attention(query: TensorLike, key: TensorLike, value: TensorLike,
+                                 attn_mask: TensorLike | None = None, dropout_p: float = 0.0, is_causal: bool = False,
+                                 scale: float | None = None, enable_gqa: bool = False) -> Tensor:
     """softmax(query @ key^T * scale + bias) @ value over the last two dimensions: query (..., L, E), key
     (..., S, E), value (..., S, Ev) -> (..., L, Ev), the leading dimensions broadcast; scale None is
     1 / sqrt(E). attn_mask broadcasts to (..., L, S): boolean (True: the query attends to that key) or
@@ -263,7 +278,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
                              f"divide the query heads {query.shape[-3]}")
         key, value = (_repeat_heads(t, groups) for t in (key, value))
     dtype = np.result_type(query.dtype, key.dtype)
-    mask = None
+    mask: Tensor | np.ndarray | None = None
     if is_causal:
         if attn_mask is not None:
             raise ValueError("scaled_dot_product_attention: an explicit attn_mask should not be set when "
@@ -277,7 +292,8 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
             mask = mask.astype(dtype)
     keep, factor = None, 1.0
     if dropout_p > 0.0:
-        shape = np.broadcast_shapes(query.shape[:-1] + (S,), key.shape[:-2] + (L, S), np.shape(mask))
+        shape = np.broadcast_shapes(query.shape[:-1] + (S,), key.shape[:-2] + (L, S),
+                                    () if mask is None else np.shape(mask))
         draw = np.float64 if dtype == np.float64 else np.float32
         keep = _random_generator(None).random(shape, dtype=draw) >= dropout_p
         factor = 0.0 if dropout_p >= 1.0 else 1.0 / (1.0 - dropout_p)
@@ -285,7 +301,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     return ScaledDotProductAttention.apply(query, key, value, mask, scale=scale, keep=keep, factor=factor)
 
 
-def _repeat_heads(t, groups):
+def _repeat_heads(t: Tensor, groups: int) -> Tensor:
     """t (..., H, S, E) -> (..., H * groups, S, E), each head repeated `groups` times in a row."""
     shape = t.shape
     out = Expand.apply(Unsqueeze.apply(t, dim=-3), shape=shape[:-2] + (groups,) + shape[-2:])
@@ -293,7 +309,7 @@ def _repeat_heads(t, groups):
 
 
 @public("F")
-def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
+def normalize(input: TensorLike, p: float = 2.0, dim: int = 1, eps: float = 1e-12, out: Tensor | None = None) -> Tensor:
     """input / max(||input||_p, eps) along dim: unit vectors (a zero vector stays zero)."""
     if out is not None:
         raise NotImplementedError("normalize(out=...) is not supported; use the returned tensor")
@@ -304,7 +320,7 @@ def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
 # ---- activations (ops/activation.py); `inplace` is accepted and ignored: an in-place op would cut the
 # graph, and the values are the same -----------------------------------------------------------------
 @public("F")
-def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
+def hardtanh(input: TensorLike, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False) -> Tensor:
     """min(max(x, min_val), max_val); the gradient is 1 strictly between the bounds, 0 elsewhere."""
     if min_val > max_val:
         raise ValueError(f"hardtanh's min_val ({min_val}) cannot be greater than its max_val ({max_val})")
@@ -312,43 +328,43 @@ def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
 
 
 @public("F")
-def relu6(input, inplace=False):
+def relu6(input: TensorLike, inplace: bool = False) -> Tensor:
     """min(max(x, 0), 6): hardtanh(x, 0, 6), with its node (HardtanhBackward0) as in PyTorch."""
     return Hardtanh.apply(_tensor(input), lo=0.0, hi=6.0)
 
 
 @public("F")
-def leaky_relu(input, negative_slope=0.01, inplace=False):
+def leaky_relu(input: TensorLike, negative_slope: float = 0.01, inplace: bool = False) -> Tensor:
     """x where x > 0, negative_slope * x elsewhere."""
     return LeakyRelu.apply(_tensor(input), slope=negative_slope)
 
 
 @public("F")
-def elu(input, alpha=1.0, inplace=False):
+def elu(input: TensorLike, alpha: float = 1.0, inplace: bool = False) -> Tensor:
     """x where x > 0, alpha * (exp(x) - 1) elsewhere."""
     return Elu.apply(_tensor(input), alpha=alpha)
 
 
 @public("F")
-def silu(input, inplace=False):
+def silu(input: TensorLike, inplace: bool = False) -> Tensor:
     """x * sigmoid(x) (swish)."""
     return Silu.apply(_tensor(input))
 
 
 @public("F")
-def hardswish(input, inplace=False):
+def hardswish(input: TensorLike, inplace: bool = False) -> Tensor:
     """x * relu6(x + 3) / 6."""
     return Hardswish.apply(_tensor(input))
 
 
 @public("F")
-def hardsigmoid(input, inplace=False):
+def hardsigmoid(input: TensorLike, inplace: bool = False) -> Tensor:
     """relu6(x + 3) / 6."""
     return Hardsigmoid.apply(_tensor(input))
 
 
 @public("F")
-def gelu(input, *, approximate="none"):
+def gelu(input: TensorLike, *, approximate: str = "none") -> Tensor:
     """x * Phi(x), Phi the standard normal CDF; approximate='tanh' uses PyTorch's tanh formula."""
     if approximate not in ("none", "tanh"):
         raise ValueError(f"gelu's approximate must be 'none' or 'tanh', got {approximate!r}")
@@ -356,100 +372,114 @@ def gelu(input, *, approximate="none"):
 
 
 @public("Tensor", "saliency")
-def erf(input):
+def erf(input: TensorLike) -> Tensor:
     """The error function, 2 / sqrt(pi) * integral of exp(-t^2) from 0 to x."""
     return Erf.apply(_tensor(input))
 
 
 @public("F")
-def softplus(input, beta=1.0, threshold=20.0):
+def softplus(input: TensorLike, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
     """log(1 + exp(beta * x)) / beta, and x itself where beta * x > threshold."""
     return Softplus.apply(_tensor(input), beta=beta, threshold=threshold)
 
 
 @public("F")
-def mish(input, inplace=False):
+def mish(input: TensorLike, inplace: bool = False) -> Tensor:
     """x * tanh(softplus(x))."""
     return Mish.apply(_tensor(input))
 
 
 @public("Tensor", "saliency", "F")
-def prelu(input, weight):
+def prelu(input: TensorLike, weight: TensorLike) -> Tensor:
     """x where x > 0, weight * x elsewhere; weight has one element, or one per channel (dimension 1)."""
     return Prelu.apply(_tensor(input), _tensor(weight))
 
 
 # ---- reductions -------------------------------------------------------------------------------
-# (values, indices), as returned by max(dim) and min(dim)
-_ValuesIndices = collections.namedtuple("max_min", ["values", "indices"])
+class _ValuesIndices(NamedTuple):
+    """(values, indices), as returned by max(dim) and min(dim)."""
+    values: Tensor
+    indices: Tensor
 
 
 @public("Tensor", "saliency")
-def sum(input, dim=None, keepdim=False):
+def sum(input: Tensor, dim: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
     return Sum.apply(input, dim=dim, keepdim=keepdim)
 
 
 @public("Tensor", "saliency")
-def mean(input, dim=None, keepdim=False):
+def mean(input: Tensor, dim: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
     return Mean.apply(input, dim=dim, keepdim=keepdim)
 
 
 @public("Tensor", "saliency")
-def amax(input, dim=None, keepdim=False):
+def amax(input: Tensor, dim: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
     return Amax.apply(input, dim=dim, keepdim=keepdim)
 
 
 @public("Tensor", "saliency")
-def amin(input, dim=None, keepdim=False):
+def amin(input: Tensor, dim: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
     return Amin.apply(input, dim=dim, keepdim=keepdim)
 
 
+@overload
+def max(input: Tensor, dim: None = None, keepdim: bool = False) -> Tensor: ...
+@overload
+def max(input: Tensor, dim: int, keepdim: bool = False) -> _ValuesIndices: ...
+
+
 @public("Tensor", "saliency")
-def max(input, dim=None, keepdim=False):
+def max(input: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor | _ValuesIndices:
     """The largest element; with dim, the (values, indices) of each row's first maximum."""
     return MaxAll.apply(input) if dim is None else _pick(input, dim, keepdim, np.argmax, "Max")
 
 
+@overload
+def min(input: Tensor, dim: None = None, keepdim: bool = False) -> Tensor: ...
+@overload
+def min(input: Tensor, dim: int, keepdim: bool = False) -> _ValuesIndices: ...
+
+
 @public("Tensor", "saliency")
-def min(input, dim=None, keepdim=False):
+def min(input: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor | _ValuesIndices:
     """The smallest element; with dim, the (values, indices) of each row's first minimum."""
     return MinAll.apply(input) if dim is None else _pick(input, dim, keepdim, np.argmin, "Min")
 
 
-def _pick(input, dim, keepdim, fn, kind):
+def _pick(input: Tensor, dim: int, keepdim: bool, fn: Callable[..., Any], kind: str) -> _ValuesIndices:
     index = arg_index(input._array, dim, True, fn)
     values = MaxDim.apply(input, index=index, dim=dim, keepdim=keepdim, kind=kind)
     return _ValuesIndices(values, Tensor._make(arg_index(input._array, dim, keepdim, fn), False, None))
 
 
 @public("Tensor", "saliency")
-def argmax(input, dim=None, keepdim=False):
+def argmax(input: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
     return Tensor._make(arg_index(input._array, dim, keepdim, np.argmax), False, None)
 
 
 @public("Tensor", "saliency")
-def argmin(input, dim=None, keepdim=False):
+def argmin(input: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
     return Tensor._make(arg_index(input._array, dim, keepdim, np.argmin), False, None)
 
 
 @public("Tensor", "saliency")
-def norm(input, p=2, dim=None, keepdim=False):
+def norm(input: Tensor, p: Number = 2, dim: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
     return Norm.apply(input, p=p, dim=dim, keepdim=keepdim)
 
 
 @public("Tensor", "saliency")
-def logsumexp(input, dim=None, keepdim=False):
+def logsumexp(input: Tensor, dim: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
     return LogSumExp.apply(input, dim=dim, keepdim=keepdim)
 
 
 # ---- shapes -----------------------------------------------------------------------------------
 @public("Tensor", "saliency", also=("view",))
-def reshape(input, *shape):
+def reshape(input: Tensor, *shape: Size) -> Tensor:
     return Reshape.apply(input, shape=_shape_args(shape))
 
 
 @public("Tensor", "saliency", "F")
-def flatten(input, start_dim=0, end_dim=-1):
+def flatten(input: TensorLike, start_dim: int = 0, end_dim: int = -1) -> Tensor:
     """Merge dimensions start_dim..end_dim into one."""
     input = _tensor(input)
     if not input.ndim:
@@ -462,12 +492,12 @@ def flatten(input, start_dim=0, end_dim=-1):
 
 
 @public("Tensor", "saliency")
-def transpose(input, dim0, dim1):
+def transpose(input: Tensor, dim0: int, dim1: int) -> Tensor:
     return Transpose.apply(input, dim0=dim0, dim1=dim1)
 
 
 @public("Tensor", "saliency")
-def t(input):
+def t(input: Tensor) -> Tensor:
     if input.ndim > 2:
         raise ValueError(f"t() expects a tensor with at most 2 dimensions, got shape {input.shape}; "
                          f"use transpose(dim0, dim1)")
@@ -475,32 +505,32 @@ def t(input):
 
 
 @public("Tensor", "saliency")
-def permute(input, *dims):
+def permute(input: Tensor, *dims: Size) -> Tensor:
     return Permute.apply(input, dims=_shape_args(dims))
 
 
 @public("Tensor", "saliency")
-def squeeze(input, dim=None):
+def squeeze(input: Tensor, dim: int | Sequence[int] | None = None) -> Tensor:
     return Squeeze.apply(input, dim=dim)
 
 
 @public("Tensor", "saliency")
-def unsqueeze(input, dim):
+def unsqueeze(input: Tensor, dim: int) -> Tensor:
     return Unsqueeze.apply(input, dim=dim)
 
 
 @public("Tensor")
-def expand(input, *sizes):
+def expand(input: Tensor, *sizes: Size) -> Tensor:
     return Expand.apply(input, shape=_shape_args(sizes))
 
 
 @public("Tensor", "saliency")
-def broadcast_to(input, size):
+def broadcast_to(input: TensorLike, size: Sequence[int]) -> Tensor:
     return Expand.apply(_tensor(input), shape=tuple(size))
 
 
 @public("Tensor", "saliency")
-def roll(input, shifts, dims=None):
+def roll(input: Tensor, shifts: int | Sequence[int], dims: int | Sequence[int] | None = None) -> Tensor:
     """Shift cyclically along `dims` by `shifts` (ints, or sequences of equal length): element i of a
     dimension moves to (i + shift) mod n. Without dims, the flattened tensor rolls by one shift."""
     shifts = _int_tuple(shifts, "shifts")
@@ -516,7 +546,7 @@ def roll(input, shifts, dims=None):
     return Roll.apply(input, shifts=shifts, dims=tuple(normalize_dims(d, input.ndim)[0] for d in dims))
 
 
-def _int_tuple(v, what):
+def _int_tuple(v: int | Sequence[int], what: str) -> tuple[int, ...]:
     values = tuple(v) if isinstance(v, (tuple, list)) else (v,)
     if not all(isinstance(n, (int, np.integer)) and not isinstance(n, bool) for n in values):
         raise TypeError(f"roll: {what} must be an int or a sequence of ints, got {v!r}")
@@ -524,12 +554,14 @@ def _int_tuple(v, what):
 
 
 @public("Tensor", "saliency")
-def clone(input):
+def clone(input: Tensor) -> Tensor:
     return Clone.apply(input)
 
 
 @public("Tensor")
-def to(input, *args, dtype=None, device=None, non_blocking=False, copy=False, memory_format=None):
+def to(input: Tensor, *args: DTypeLike | str | Device | Tensor, dtype: DTypeLike | None = None,
+       device: str | Device | None = None, non_blocking: bool = False, copy: bool = False,
+       memory_format: object | None = None) -> Tensor:
     """The tensor in `dtype` (a Cast node when it changes), as PyTorch's to(dtype), to(device),
     to(device, dtype) or to(other): the only device is the CPU; another one is an error."""
     dtype, _ = to_arguments(args, dtype, device)
@@ -538,64 +570,70 @@ def to(input, *args, dtype=None, device=None, non_blocking=False, copy=False, me
     return Cast.apply(input, dtype=dtype)
 
 
-def _new(input, fill, size, dtype, device, requires_grad):
+def _new(input: Tensor, fill: Number, size: Sequence[Size], dtype: DTypeLike | None, device: str | Device | None,
+         requires_grad: bool) -> Tensor:
     """A tensor of `size` filled with `fill`, of input's dtype unless `dtype` (PyTorch's Tensor.new_*)."""
     dtype, _ = to_arguments((), dtype, device)
     return Tensor(np.full(_shape_args(size), fill, dtype=dtype or input.dtype), requires_grad=requires_grad)
 
 
 @public("Tensor")
-def new_zeros(input, *size, dtype=None, device=None, requires_grad=False, layout=None, pin_memory=False):
+def new_zeros(input: Tensor, *size: Size, dtype: DTypeLike | None = None, device: str | Device | None = None,
+              requires_grad: bool = False, layout: object | None = None, pin_memory: bool = False) -> Tensor:
     """Zeros of `size` (a sequence, or ints) with input's dtype unless `dtype`; not on the graph."""
     return _new(input, 0, size, dtype, device, requires_grad)
 
 
 @public("Tensor")
-def new_ones(input, *size, dtype=None, device=None, requires_grad=False, layout=None, pin_memory=False):
+def new_ones(input: Tensor, *size: Size, dtype: DTypeLike | None = None, device: str | Device | None = None,
+             requires_grad: bool = False, layout: object | None = None, pin_memory: bool = False) -> Tensor:
     return _new(input, 1, size, dtype, device, requires_grad)
 
 
 @public("Tensor")
-def new_empty(input, *size, dtype=None, device=None, requires_grad=False, layout=None, pin_memory=False):
+def new_empty(input: Tensor, *size: Size, dtype: DTypeLike | None = None, device: str | Device | None = None,
+              requires_grad: bool = False, layout: object | None = None, pin_memory: bool = False) -> Tensor:
     """Zeros: an 'uninitialised' tensor with defined values."""
     return _new(input, 0, size, dtype, device, requires_grad)
 
 
 @public("Tensor")
-def new_full(input, size, fill_value, *, dtype=None, device=None, requires_grad=False, layout=None,
-             pin_memory=False):
+def new_full(input: Tensor, size: Size, fill_value: Number, *, dtype: DTypeLike | None = None,
+             device: str | Device | None = None, requires_grad: bool = False, layout: object | None = None,
+             pin_memory: bool = False) -> Tensor:
     return _new(input, fill_value, (size,), dtype, device, requires_grad)
 
 
 @public("Tensor")
-def new_tensor(input, data, *, dtype=None, device=None, requires_grad=False, layout=None, pin_memory=False):
+def new_tensor(input: Tensor, data: TensorLike, *, dtype: DTypeLike | None = None, device: str | Device | None = None,
+               requires_grad: bool = False, layout: object | None = None, pin_memory: bool = False) -> Tensor:
     """A copy of `data` (not on the graph) with input's dtype unless `dtype`."""
     dtype, _ = to_arguments((), dtype, device)
     return Tensor(np.array(as_array(data), dtype=dtype or input.dtype, copy=True), requires_grad=requires_grad)
 
 
 @public("Tensor")
-def type_as(input, other):
+def type_as(input: Tensor, other: Tensor) -> Tensor:
     return to(input, other.dtype)
 
 
 @public("Tensor")
-def view_as(input, other):
+def view_as(input: Tensor, other: Tensor) -> Tensor:
     return Reshape.apply(input, shape=tuple(other.shape))
 
 
 @public("Tensor")
-def reshape_as(input, other):
+def reshape_as(input: Tensor, other: Tensor) -> Tensor:
     return Reshape.apply(input, shape=tuple(other.shape))
 
 
 @public("Tensor")
-def expand_as(input, other):
+def expand_as(input: Tensor, other: Tensor) -> Tensor:
     return Expand.apply(input, shape=tuple(other.shape))
 
 
 @public("Tensor")
-def repeat(input, *sizes):
+def repeat(input: Tensor, *sizes: Size) -> Tensor:
     """Tile the tensor `sizes[i]` times along dimension i (leading sizes add dimensions)."""
     sizes = _shape_args(sizes)
     if len(sizes) < input.ndim:
@@ -609,7 +647,7 @@ def repeat(input, *sizes):
 
 
 @public("Tensor", "saliency")
-def split(input, split_size_or_sections, dim=0):
+def split(input: Tensor, split_size_or_sections: int | Sequence[int], dim: int = 0) -> tuple[Tensor, ...]:
     """Pieces along `dim`: of `split_size_or_sections` elements each (the last may be smaller), or
     of the listed sizes, which must add up to the dimension's size."""
     (axis,) = normalize_dims(dim, input.ndim)
@@ -631,7 +669,7 @@ def split(input, split_size_or_sections, dim=0):
 
 
 @public("Tensor", "saliency")
-def chunk(input, chunks, dim=0):
+def chunk(input: Tensor, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
     """At most `chunks` pieces along `dim`, each of ceil(size / chunks) elements but the last."""
     if chunks <= 0:
         raise ValueError(f"chunk expects a positive number of chunks, got {chunks}")
@@ -640,17 +678,17 @@ def chunk(input, chunks, dim=0):
 
 
 @public("saliency")
-def cat(tensors, dim=0):
+def cat(tensors: Sequence[TensorLike], dim: int = 0) -> Tensor:
     return Cat.apply(*[_tensor(t) for t in tensors], dim=dim)
 
 
 @public("saliency")
-def stack(tensors, dim=0):
+def stack(tensors: Sequence[TensorLike], dim: int = 0) -> Tensor:
     return Stack.apply(*[_tensor(t) for t in tensors], dim=dim)
 
 
 @public("saliency", "F")
-def pad(input, pad, mode="constant", value=None):
+def pad(input: TensorLike, pad: Sequence[int], mode: str = "constant", value: float | None = None) -> Tensor:
     """Pad (or, with negative sizes, crop) the last len(pad) // 2 dimensions; `pad` lists (before,
     after) sizes from the last dimension backwards. mode 'constant' (with `value`, default 0) pads any
     number of dimensions; 'reflect', 'replicate' and 'circular' pad the last 1, 2 or 3 dimensions of
@@ -681,44 +719,46 @@ def pad(input, pad, mode="constant", value=None):
 
 # ---- losses -----------------------------------------------------------------------------------
 @public("saliency", "F")
-def nll_loss(input, target, reduction="mean"):
+def nll_loss(input: TensorLike, target: TensorLike, reduction: str = "mean") -> Tensor:
     """Negative log-likelihood of integer class targets; input (log-probabilities) is (N, C) or (N, C, ...)."""
     target = as_array(target)
     return NllLoss.apply(_tensor(input), target=target, reduction=reduction)
 
 
 @public("saliency", "F")
-def cross_entropy(input, target, reduction="mean"):
+def cross_entropy(input: TensorLike, target: TensorLike, reduction: str = "mean") -> Tensor:
     """nll_loss(log_softmax(input, dim=1), target): logits (N, C) or (N, C, ...), or (C,) with a scalar target."""
     logits = _tensor(input)
-    target = as_array(target)
+    labels = as_array(target)
     if logits.ndim == 1:
-        out = nll_loss(logits.unsqueeze(0).log_softmax(1), target.reshape(1), reduction)
+        out = nll_loss(logits.unsqueeze(0).log_softmax(1), labels.reshape(1), reduction)
         return out.squeeze(0) if reduction == "none" else out
-    return nll_loss(logits.log_softmax(1), target, reduction)
+    return nll_loss(logits.log_softmax(1), labels, reduction)
 
 
 @public("saliency", "F")
-def mse_loss(input, target, reduction="mean"):
+def mse_loss(input: TensorLike, target: TensorLike, reduction: str = "mean") -> Tensor:
     """Mean (or sum) of squared differences; input and target must have the same shape."""
     input = _tensor(input)
     return MseLoss.apply(input, _operand(target, input), reduction=reduction)
 
 
 # ---- convolution, pooling, resizing, normalisation (NCHW; kernels in saliency.kernels) -----------------
-def _pair(v):
+def _pair(v: Any) -> tuple[Any, ...]:
     return tuple(v) if isinstance(v, (tuple, list)) else (v, v)
 
 
 @public("saliency", "F")
-def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+def conv2d(input: TensorLike, weight: TensorLike, bias: TensorLike | None = None, stride: Size = 1, padding: Size = 0,
+           dilation: Size = 1, groups: int = 1) -> Tensor:
     """2-D cross-correlation: input (N, C, H, W), weight (O, C/groups, kh, kw), bias (O,) or None."""
     return Convolution.apply(_tensor(input), _tensor(weight), None if bias is None else _tensor(bias),
                              stride=stride, padding=padding, dilation=dilation, groups=groups)
 
 
 @public("saliency", "F")
-def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
+def conv_transpose2d(input: TensorLike, weight: TensorLike, bias: TensorLike | None = None, stride: Size = 1,
+                     padding: Size = 0, output_padding: Size = 0, groups: int = 1, dilation: Size = 1) -> Tensor:
     """2-D transposed convolution (the adjoint of conv2d): input (N, C, H, W), weight (C, O/groups, kh,
     kw), bias (O,) or None -> (N, O, (H - 1) * stride - 2 * padding + dilation * (kh - 1) +
     output_padding + 1, likewise W)."""
@@ -728,7 +768,8 @@ def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_paddi
 
 
 @public("F")
-def upsample_conv2d(input, weight, bias=None, scale_factor=2):
+def upsample_conv2d(input: TensorLike, weight: TensorLike, bias: TensorLike | None = None,
+                    scale_factor: float = 2) -> Tensor:
     """conv2d(interpolate(input, scale_factor, 'nearest'), weight, bias, padding=1) for a 3x3 weight,
     as one sub-pixel convolution (4/9 of the work; the upsampled image is never built)."""
     if int(scale_factor) != scale_factor or scale_factor < 1:
@@ -737,7 +778,7 @@ def upsample_conv2d(input, weight, bias=None, scale_factor=2):
                                      scale=int(scale_factor))
 
 
-def _pool_arg(v, name, positive=True):
+def _pool_arg(v: Any, name: str, positive: bool = True) -> tuple[int, ...]:
     """An int or a pair of ints (a 1-element list counts for both axes), as PyTorch's pooling reads it."""
     if isinstance(v, (tuple, list)):
         if len(v) == 1:
@@ -752,7 +793,7 @@ def _pool_arg(v, name, positive=True):
     return pair
 
 
-def _pooled(input, run):
+def _pooled(input: TensorLike, run: Callable[[Tensor], Any]) -> Any:
     """`run` on (N, C, H, W); an unbatched (C, H, W) input, which PyTorch also pools, goes through as a
     batch of one."""
     input = _tensor(input)
@@ -764,7 +805,7 @@ def _pooled(input, run):
     return run(input)
 
 
-def _with_indices(out, node_type, compute):
+def _with_indices(out: Tensor, node_type: type[Function], compute: Callable[[], Any]) -> tuple[Tensor, Tensor]:
     """(out, int64 indices into each H*W plane of the input) for return_indices=True: the node's saved
     indices when out is on the graph, else computed again."""
     node = out.grad_fn
@@ -772,18 +813,39 @@ def _with_indices(out, node_type, compute):
     return out, Tensor(np.asarray(indices, np.int64))
 
 
+@overload
+def max_pool2d(input: TensorLike, kernel_size: Size, stride: Size | None = None, padding: Size = 0, dilation: Size = 1,
+               ceil_mode: bool = False, return_indices: Literal[False] = False) -> Tensor: ...
+
+
+@overload
+def max_pool2d(input: TensorLike, kernel_size: Size, stride: Size | None, padding: Size, dilation: Size,
+               ceil_mode: bool, return_indices: Literal[True]) -> tuple[Tensor, Tensor]: ...
+
+
+@overload
+def max_pool2d(input: TensorLike, kernel_size: Size, stride: Size | None = None, padding: Size = 0, dilation: Size = 1,
+               ceil_mode: bool = False, *, return_indices: Literal[True]) -> tuple[Tensor, Tensor]: ...
+
+
+@overload
+def max_pool2d(input: TensorLike, kernel_size: Size, stride: Size | None = None, padding: Size = 0, dilation: Size = 1,
+               ceil_mode: bool = False, return_indices: bool = False) -> Tensor | tuple[Tensor, Tensor]: ...
+
+
 @public("saliency", "F")
-def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+def max_pool2d(input: TensorLike, kernel_size: Size, stride: Size | None = None, padding: Size = 0, dilation: Size = 1,
+               ceil_mode: bool = False, return_indices: bool = False) -> Tensor | tuple[Tensor, Tensor]:
     """Maximum over sliding windows (padding is -inf); stride None (or []) is the kernel size.
     return_indices=True also gives the flat index iy * W + ix of each maximum, as PyTorch's."""
     k = _pool_arg(kernel_size, "kernel_size")
     s = k if stride is None or (isinstance(stride, (tuple, list)) and len(stride) == 0) else _pool_arg(stride, "stride")
     p, d = _pool_arg(padding, "padding", positive=False), _pool_arg(dilation, "dilation")
-    cfg = dict(kernel_size=k, stride=s, padding=p)
+    cfg: dict[str, Any] = dict(kernel_size=k, stride=s, padding=p)
     if d != (1, 1) or ceil_mode:
         cfg.update(dilation=d, ceil_mode=bool(ceil_mode))
 
-    def run(x):
+    def run(x: Tensor) -> Tensor | tuple[Tensor, Tensor]:
         out = MaxPool2d.apply(x, **cfg)
         if not return_indices:
             return out
@@ -793,20 +855,20 @@ def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
 
 
 @public("F")
-def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
-               divisor_override=None):
+def avg_pool2d(input: TensorLike, kernel_size: Size, stride: Size | None = None, padding: Size = 0,
+               ceil_mode: bool = False, count_include_pad: bool = True, divisor_override: int | None = None) -> Tensor:
     """Mean over sliding windows: the window's sum divided by its cells up to the end of the padding
     (count_include_pad=True), by its cells inside the input (False), or by divisor_override."""
     k = _pool_arg(kernel_size, "kernel_size")
     s = k if stride is None or (isinstance(stride, (tuple, list)) and len(stride) == 0) else _pool_arg(stride, "stride")
-    cfg = dict(kernel_size=k, stride=s, padding=_pool_arg(padding, "padding", positive=False))
+    cfg: dict[str, Any] = dict(kernel_size=k, stride=s, padding=_pool_arg(padding, "padding", positive=False))
     if ceil_mode or not count_include_pad or divisor_override is not None:
         cfg.update(ceil_mode=bool(ceil_mode), count_include_pad=bool(count_include_pad),
                    divisor_override=divisor_override)
     return _pooled(input, lambda x: AvgPool2d.apply(x, **cfg))
 
 
-def _adaptive_size(output_size, x):
+def _adaptive_size(output_size: int | Sequence[int | None], x: Tensor) -> tuple[int, int]:
     """PyTorch's output_size: an int, or a pair whose None entries keep that dimension of the input."""
     size = output_size if isinstance(output_size, (tuple, list)) else (output_size, output_size)
     if len(size) != 2:
@@ -818,15 +880,31 @@ def _adaptive_size(output_size, x):
 
 
 @public("F")
-def adaptive_avg_pool2d(input, output_size):
+def adaptive_avg_pool2d(input: TensorLike, output_size: int | Sequence[int | None]) -> Tensor:
     """Mean over PyTorch's adaptive bins [floor(i*H/oh), ceil((i+1)*H/oh)) for an (oh, ow) output."""
     return _pooled(input, lambda x: AdaptiveAvgPool2d.apply(x, output_size=_adaptive_size(output_size, x)))
 
 
+@overload
+def adaptive_max_pool2d(input: TensorLike, output_size: int | Sequence[int | None],
+                        return_indices: Literal[False] = False) -> Tensor: ...
+
+
+@overload
+def adaptive_max_pool2d(input: TensorLike, output_size: int | Sequence[int | None],
+                        return_indices: Literal[True]) -> tuple[Tensor, Tensor]: ...
+
+
+@overload
+def adaptive_max_pool2d(input: TensorLike, output_size: int | Sequence[int | None],
+                        return_indices: bool = False) -> Tensor | tuple[Tensor, Tensor]: ...
+
+
 @public("F")
-def adaptive_max_pool2d(input, output_size, return_indices=False):
+def adaptive_max_pool2d(input: TensorLike, output_size: int | Sequence[int | None],
+                        return_indices: bool = False) -> Tensor | tuple[Tensor, Tensor]:
     """Maximum over PyTorch's adaptive bins; return_indices=True also gives each maximum's flat index."""
-    def run(x):
+    def run(x: Tensor) -> Tensor | tuple[Tensor, Tensor]:
         size = _adaptive_size(output_size, x)
         out = AdaptiveMaxPool2d.apply(x, output_size=size)
         if not return_indices:
@@ -844,7 +922,7 @@ _RESIZE_INSTEAD = {
 }
 
 
-def _spatial_pair(value, what, ndim):
+def _spatial_pair(value: Any, what: str, ndim: int) -> tuple[Any, ...]:
     """(rows, cols) of an int/float or of a 2-sequence, checked against the input's spatial dimensions."""
     if isinstance(value, (tuple, list)):
         if len(value) != 2:
@@ -855,8 +933,9 @@ def _spatial_pair(value, what, ndim):
 
 
 @public("F")
-def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,
-                recompute_scale_factor=None, antialias=False):
+def interpolate(input: TensorLike, size: Size | None = None, scale_factor: float | Sequence[float] | None = None,
+                mode: str = "nearest", align_corners: bool | None = None, recompute_scale_factor: bool | None = None,
+                antialias: bool = False) -> Tensor:
     """Resize (N, C, H, W) to `size` (an int or (h, w)) or by `scale_factor` (a number or a pair,
     non-integer allowed), with mode 'nearest' or 'bilinear' (align_corners True or False), with
     PyTorch's output sizes, source indices and weights."""
@@ -889,7 +968,7 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
         if not all(isinstance(n, (int, np.integer)) and not isinstance(n, bool) for n in out):
             raise TypeError(f"expected size to be one of int or Tuple[int, int], but got size with types "
                             f"{[type(n) for n in out]}")
-        scales = (None, None)
+        scales: tuple[float | None, ...] = (None, None)
     else:
         scales = tuple(float(f) for f in _spatial_pair(scale_factor, "scale_factor", 2))
         out = (int(H * scales[0]), int(W * scales[1]))  # floor, in double precision, as PyTorch
@@ -902,7 +981,7 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
     return Upsample.apply(input, size=out, scales=scales, mode=mode, align_corners=bool(align_corners))
 
 
-def _shuffle_factor(name, what, factor):
+def _shuffle_factor(name: str, what: str, factor: int) -> int:
     if isinstance(factor, bool) or not isinstance(factor, (int, np.integer)):
         raise TypeError(f"{name}(): argument '{what}' must be int, not {type(factor).__name__}")
     if factor <= 0:
@@ -911,7 +990,7 @@ def _shuffle_factor(name, what, factor):
 
 
 @public("saliency", "F")
-def pixel_shuffle(input, upscale_factor):
+def pixel_shuffle(input: TensorLike, upscale_factor: int) -> Tensor:
     """(*, C r^2, H, W) -> (*, C, H r, W r) with r = upscale_factor: each group of r^2 channels
     becomes an r x r block of one channel."""
     input = _tensor(input)
@@ -926,7 +1005,7 @@ def pixel_shuffle(input, upscale_factor):
 
 
 @public("saliency", "F")
-def pixel_unshuffle(input, downscale_factor):
+def pixel_unshuffle(input: TensorLike, downscale_factor: int) -> Tensor:
     """(*, C, H r, W r) -> (*, C r^2, H, W) with r = downscale_factor: the inverse of pixel_shuffle."""
     input = _tensor(input)
     r = _shuffle_factor("pixel_unshuffle", "downscale_factor", downscale_factor)
@@ -941,10 +1020,12 @@ def pixel_unshuffle(input, downscale_factor):
 
 
 @public("saliency", "F")
-def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1, eps=1e-5):
+def batch_norm(input: TensorLike, running_mean: Tensor | FloatArray | None, running_var: Tensor | FloatArray | None,
+               weight: TensorLike | None = None, bias: TensorLike | None = None, training: bool = False,
+               momentum: float = 0.1, eps: float = 1e-5) -> Tensor:
     """Per-channel normalisation of (N, C), (N, C, L) or (N, C, H, W); updates the running statistics in place
     when training."""
-    def stat(v):
+    def stat(v: Tensor | FloatArray | None) -> FloatArray | None:
         return None if v is None else (v._array if isinstance(v, Tensor) else v)
 
     return BatchNorm.apply(_tensor(input), None if weight is None else _tensor(weight),
@@ -952,19 +1033,21 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
                            running_var=stat(running_var), training=training, momentum=momentum, eps=eps)
 
 
-def _optional(v):
+def _optional(v: TensorLike | None) -> Tensor | None:
     return None if v is None else _tensor(v)
 
 
 @public("saliency", "F")
-def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
+def group_norm(input: TensorLike, num_groups: int, weight: TensorLike | None = None, bias: TensorLike | None = None,
+               eps: float = 1e-5) -> Tensor:
     """Normalise (N, C, *) over each sample's groups of C / num_groups channels (and all their positions);
     weight and bias (C,) per channel."""
     return GroupNorm.apply(_tensor(input), _optional(weight), _optional(bias), num_groups=int(num_groups), eps=eps)
 
 
 @public("saliency", "F")
-def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
+def layer_norm(input: TensorLike, normalized_shape: Size, weight: TensorLike | None = None,
+               bias: TensorLike | None = None, eps: float = 1e-5) -> Tensor:
     """Normalise over the trailing dimensions `normalized_shape` (an int or a sequence), separately for
     every index of the leading ones; weight and bias have shape normalized_shape."""
     shape = (int(normalized_shape),) if isinstance(normalized_shape, (int, np.integer)) else \
@@ -973,8 +1056,10 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
 
 
 @public("saliency", "F")
-def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=None, use_input_stats=True,
-                  momentum=0.1, eps=1e-5):
+def instance_norm(input: TensorLike, running_mean: Tensor | FloatArray | None = None,
+                  running_var: Tensor | FloatArray | None = None, weight: TensorLike | None = None,
+                  bias: TensorLike | None = None, use_input_stats: bool = True, momentum: float = 0.1,
+                  eps: float = 1e-5) -> Tensor:
     """Normalise each channel of each sample of (N, C, *) over its positions (use_input_stats=True, updating
     running_mean / running_var in place with the batch's average of the per-sample statistics, the
     variance unbiased), or with the running statistics (use_input_stats=False); weight, bias (C,)."""

@@ -14,7 +14,7 @@ enabled_var = contextvars.ContextVar("saliency.grad_enabled", default=True)
 
 # Ids of leaf tensors that record no graph in this context (read by Function.apply and
 # Tensor.requires_grad); set only through `frozen`.
-frozen_var = contextvars.ContextVar("saliency.frozen", default=frozenset())
+frozen_var: contextvars.ContextVar[frozenset[int]] = contextvars.ContextVar("saliency.frozen", default=frozenset())
 
 
 @contextlib.contextmanager

@@ -14,6 +14,8 @@ An op subclasses `Function` and writes, side by side:
 `Op.apply(*inputs, **params)` runs the forward pass and, when grad mode is on
 and an input requires grad, leaves the node on the graph.
 """
+from typing import Any, Callable
+
 import numpy as np
 
 from .grad_mode import enabled_var, frozen_var
@@ -43,7 +45,7 @@ class Function:
     # `saliency.autograd.patch.Patch`), returning one Patch, dense array or None per input, or None as
     # a whole to get the dense gradient through `backward`; or DENSE. The default here is for a user's
     # Function, which declares nothing (tests/autograd/test_op_registry.py checks the package's ops).
-    backward_window = DENSE
+    backward_window: Callable[..., Any] | None = DENSE
     # Every op also declares `window_rule(self, box, shapes)`, where in each input its VJP can be
     # non-zero for a box of its output (a method, or a shared rule of saliency.autograd.geometry:
     # `elementwise_window`, `whole_window` for an op that mixes positions). The base class declares

@@ -11,6 +11,7 @@ import warnings
 import weakref
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ..kernels import versions
 from .errors import UnsupportedError, unsupported
@@ -385,6 +386,10 @@ class Tensor:
         if name.startswith("_"):
             raise AttributeError(f"'Tensor' object has no attribute '{name}'")
         raise unsupported("Tensor", name)
+
+
+# An op's tensor argument: a Tensor, or anything np.asarray takes (an array, a number, nested lists).
+TensorLike = Tensor | ArrayLike
 
 
 class device:

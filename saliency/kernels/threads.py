@@ -45,7 +45,8 @@ def _layer():
     return "omp"
 
 
-numba.config.THREADING_LAYER = _layer()
+# numba.config sets its options at import time, from the environment: mypy does not see them
+numba.config.THREADING_LAYER = _layer()  # type: ignore[attr-defined]
 
 
 def _from_environment():
@@ -59,7 +60,7 @@ def _from_environment():
         return os.cpu_count() or 1
 
 
-_threads = min(_from_environment(), numba.config.NUMBA_NUM_THREADS)
+_threads = min(_from_environment(), numba.config.NUMBA_NUM_THREADS)  # type: ignore[attr-defined]  # as above
 _forked = False
 
 

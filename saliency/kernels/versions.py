@@ -35,12 +35,12 @@ BUDGET_BYTES = 512 << 20
 _lock = threading.Lock()
 # id(root array) -> (weak reference to it, number of in-place writes). The reference tells a live
 # array from a freed one whose id was reused, and its callback forgets the entry.
-_versions = {}
-_values = OrderedDict()   # key -> _Entry, least recently used first
+_versions: dict[int, tuple[weakref.ref[np.ndarray], int]] = {}
+_values: OrderedDict[tuple, "_Entry"] = OrderedDict()   # key -> _Entry, least recently used first
 _held = [0]   # bytes in _values
 # Keys of values whose arrays were freed. Freeing happens anywhere (while _lock is held, too), so
 # the weak references' callbacks only append here, and `derived` drops them under the lock.
-_dead = []
+_dead: list[tuple] = []
 
 
 def _root(a):

@@ -3,6 +3,7 @@
 import collections
 import collections.abc
 import operator
+from typing import Any
 
 from ..autograd.rules import record_var
 from .module import Module, _addindent
@@ -83,8 +84,9 @@ class Sequential(_Indexed):
     See `saliency.nn.fusion`.
     """
 
-    # {index of the first module of a pair: fusion.PairFusion}, set by nn.fuse / nn.unfuse
-    _fusion_plan = {}
+    # {index of the first module of a pair: fusion.PairFusion}, set by nn.fuse / nn.unfuse (Any: fusion imports
+    # this module, so this one does not name its types)
+    _fusion_plan: dict[int, Any] = {}
 
     def __init__(self, *args):
         super().__init__()

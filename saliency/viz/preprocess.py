@@ -84,8 +84,8 @@ class Preprocess:
 
     resize: object = None
     crop: object = None
-    mean: tuple = None
-    std: tuple = None
+    mean: tuple | None = None
+    std: tuple | None = None
     interpolation: str = "bilinear"
     channels: int = 3
 

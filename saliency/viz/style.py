@@ -25,7 +25,7 @@ class Style:
     clip_percentile: float = 99
     overlay: bool = False
     alpha: float = 0.5
-    cmap: str = None
+    cmap: str | None = None
 
     def __post_init__(self):
         if self.sign not in SIGNS:

@@ -13,6 +13,8 @@ on the image, an ndarray when it is a constant, None for an optional input left 
 a module with `onnx_inputs` (a tuple of positions) gets only those: the layers that hold the
 others as parameters (Conv2d's weight and bias).
 """
+from typing import Callable
+
 import numpy as np
 
 from ...autograd.tensor import Tensor
@@ -20,7 +22,8 @@ from ..module import Module
 from ..parameter import Parameter
 from .reader import DEFAULT_DOMAINS, OnnxError, onnx_package
 
-CONVERTERS = {}  # (op_type, since_version) -> build(node, known) -> Module
+# (op_type, since_version) -> build(node, known) -> Module
+CONVERTERS: dict[tuple[str, int], Callable[..., Module]] = {}
 
 
 def converter(op_type, *versions):
