@@ -1,4 +1,5 @@
-"""The README's list of torchvision architectures is the registry's (`saliency.models.vision.ARCHITECTURES`).
+"""The documentation's list of torchvision architectures (docs/your-network.md) is the registry's
+(`saliency.models.vision.ARCHITECTURES`).
 
 To update the list after registering an architecture: python tests/test_readme_architectures.py
 """
@@ -8,7 +9,7 @@ import sys
 
 from saliency.models.vision import ARCHITECTURES
 
-README = pathlib.Path(__file__).resolve().parents[1] / "README.md"
+PAGE = pathlib.Path(__file__).resolve().parents[1] / "docs" / "your-network.md"
 BLOCK = re.compile(r"(<!-- architectures:[^\n]*-->\n)(.*?)(<!-- /architectures -->)", re.S)
 TASKS = {"classification": "Classification (ImageNet-1k)",
          "segmentation": "Segmentation (Pascal VOC, the `out` logits)"}
@@ -23,10 +24,10 @@ def architecture_lines():
 
 
 def test_the_readme_lists_exactly_the_registered_architectures():
-    found = BLOCK.search(README.read_text(encoding="utf-8"))
-    assert found, "README.md has no <!-- architectures --> block"
+    found = BLOCK.search(PAGE.read_text(encoding="utf-8"))
+    assert found, "docs/your-network.md has no <!-- architectures --> block"
     assert found.group(2).splitlines() == architecture_lines(), \
-        "README.md's list of architectures is out of date: run python tests/test_readme_architectures.py"
+        "docs/your-network.md's list of architectures is out of date: run python tests/test_readme_architectures.py"
 
 
 def test_every_architecture_has_a_task_the_list_shows():
@@ -34,7 +35,7 @@ def test_every_architecture_has_a_task_the_list_shows():
 
 
 if __name__ == "__main__":
-    text = README.read_text(encoding="utf-8")
-    README.write_text(BLOCK.sub(lambda m: m.group(1) + "".join(line + "\n" for line in architecture_lines())
+    text = PAGE.read_text(encoding="utf-8")
+    PAGE.write_text(BLOCK.sub(lambda m: m.group(1) + "".join(line + "\n" for line in architecture_lines())
                                 + m.group(3), text), encoding="utf-8")
     sys.exit(0)

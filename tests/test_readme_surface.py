@@ -1,5 +1,6 @@
-"""The README's lists of what a ported PyTorch file can use, of the ONNX operators read and of the
-metrics of `saliency evaluate` are the package's actual surface.
+"""The documentation's lists of what a ported PyTorch file can use and of the ONNX operators read
+(docs/your-network.md), and of the metrics of `saliency evaluate` (docs/datasets.md), are the
+package's actual surface.
 
 To update the lists after adding a layer, function, method, ONNX converter or metric:
 python tests/test_readme_surface.py
@@ -13,7 +14,9 @@ import saliency as sl
 import saliency.nn as nn
 import saliency.nn.functional as F
 
-README = pathlib.Path(__file__).resolve().parents[1] / "README.md"
+DOCS = pathlib.Path(__file__).resolve().parents[1] / "docs"
+NETWORK_PAGE = DOCS / "your-network.md"      # the supported surface and the ONNX operators
+DATASETS_PAGE = DOCS / "datasets.md"         # the metrics
 BLOCK = re.compile(r"(<!-- supported:[^\n]*-->\n)(.*?)(\n<!-- /supported -->)", re.S)
 ONNX_BLOCK = re.compile(r"(<!-- onnx-operators:[^\n]*-->\n)(.*?)(<!-- /onnx-operators -->)", re.S)
 METRICS_BLOCK = re.compile(r"(<!-- metrics:[^\n]*-->\n)(.*?)(<!-- /metrics -->)", re.S)
@@ -48,37 +51,39 @@ def metric_lines():
 
 
 def test_the_readme_says_what_each_metric_says():
-    found = METRICS_BLOCK.search(README.read_text(encoding="utf-8"))
-    assert found, "README.md has no <!-- metrics --> block"
+    found = METRICS_BLOCK.search(DATASETS_PAGE.read_text(encoding="utf-8"))
+    assert found, "docs/datasets.md has no <!-- metrics --> block"
     assert found.group(2).splitlines() == metric_lines(), \
-        "README.md's list of metrics is out of date: run python tests/test_readme_surface.py"
+        "docs/datasets.md's list of metrics is out of date: run python tests/test_readme_surface.py"
 
 
 def test_the_readme_lists_exactly_the_onnx_operators_read():
-    found = ONNX_BLOCK.search(README.read_text(encoding="utf-8"))
-    assert found, "README.md has no <!-- onnx-operators --> block"
+    found = ONNX_BLOCK.search(NETWORK_PAGE.read_text(encoding="utf-8"))
+    assert found, "docs/your-network.md has no <!-- onnx-operators --> block"
     assert found.group(2).splitlines() == onnx_lines(), \
-        "README.md's ONNX operator list is out of date: run python tests/test_readme_surface.py"
+        "docs/your-network.md's ONNX operator list is out of date: run python tests/test_readme_surface.py"
 
 
 def test_the_readme_lists_exactly_the_supported_surface():
-    found = BLOCK.search(README.read_text(encoding="utf-8"))
-    assert found, "README.md has no <!-- supported --> block"
+    found = BLOCK.search(NETWORK_PAGE.read_text(encoding="utf-8"))
+    assert found, "docs/your-network.md has no <!-- supported --> block"
     assert found.group(2).splitlines() == surface_lines(), \
-        "README.md's supported list is out of date: run python tests/test_readme_surface.py"
+        "docs/your-network.md's supported list is out of date: run python tests/test_readme_surface.py"
 
 
 def test_every_listed_name_exists():
-    found = BLOCK.search(README.read_text(encoding="utf-8")).group(2)
+    found = BLOCK.search(NETWORK_PAGE.read_text(encoding="utf-8")).group(2)
     for line, owner in zip(found.splitlines(), (nn, F, sl.Tensor)):
         for name in re.findall(r"`([A-Za-z_0-9]+)`", line.split(":", 1)[1]):
-            assert hasattr(owner, name), f"README lists {name}, which {owner.__name__} does not have"
+            assert hasattr(owner, name), f"docs/your-network.md lists {name}, which {owner.__name__} does not have"
 
 
 if __name__ == "__main__":
-    text = README.read_text(encoding="utf-8")
+    text = NETWORK_PAGE.read_text(encoding="utf-8")
     text = BLOCK.sub(lambda m: m.group(1) + "\n".join(surface_lines()) + m.group(3), text)
     text = ONNX_BLOCK.sub(lambda m: m.group(1) + "\n".join(onnx_lines()) + "\n" + m.group(3), text)
+    NETWORK_PAGE.write_text(text, encoding="utf-8")
+    text = DATASETS_PAGE.read_text(encoding="utf-8")
     text = METRICS_BLOCK.sub(lambda m: m.group(1) + "\n".join(metric_lines()) + "\n" + m.group(3), text)
-    README.write_text(text, encoding="utf-8")
+    DATASETS_PAGE.write_text(text, encoding="utf-8")
     sys.exit(0)
