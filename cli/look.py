@@ -1,7 +1,10 @@
 """`saliency look-distance`: for a grid of output pixels, how far from each pixel the model looks."""
+from __future__ import annotations
+
 import contextlib
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Iterator, TextIO
 
 import numpy as np
 import typer
@@ -11,14 +14,18 @@ from saliency.models import zoo
 
 from .mapping import MapError, model_and_input, output_file, shown_path
 
+if TYPE_CHECKING:
+    from .preprocessing import Request
+
 
 @contextlib.contextmanager
-def progress_bar(label, stream, delay=0.0):
+def progress_bar(label: str, stream: TextIO | None, delay: float = 0.0) -> Iterator[Callable[[int, int], None]]:
     """A callback progress(done, total) that draws a typer progress bar on `stream` from its first
     call made `delay` seconds or more after this one (work that ends sooner shows no bar)."""
-    state, started = {}, time.perf_counter()
+    state: dict[str, Any] = {}
+    started = time.perf_counter()
 
-    def update(done, total):
+    def update(done: int, total: int) -> None:
         if "bar" not in state:
             if time.perf_counter() - started < delay:
                 return
@@ -34,8 +41,10 @@ def progress_bar(label, stream, delay=0.0):
             state["bar"].__exit__(None, None, None)
 
 
-def run_look_distance(image, source=zoo.ModelSource("depth"), stride=None, fraction=0.5, out=None, progress=None,
-                      request=None):
+def run_look_distance(image: str | Path, source: zoo.ModelSource = zoo.ModelSource("depth"), stride: int | None = None,
+                      fraction: float = 0.5, out: str | Path | None = None,
+                      progress: Callable[[int, int], object] | None = None,
+                      request: Request | None = None) -> list[str]:
     """Compute the look-distance map of one image and write it as a PNG; returns the lines to print."""
     if stride is not None and stride < 1:
         raise MapError(f"--stride must be a positive integer (output pixels between samples), got {stride}")

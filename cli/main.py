@@ -2,6 +2,7 @@
 import sys
 import warnings
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
 
 import typer
 
@@ -10,6 +11,9 @@ from saliency.attribution import registry
 
 from .method_options import add_method_options
 from .preprocessing import add_preprocess_options
+
+if TYPE_CHECKING:
+    from saliency.models.zoo import ModelSource
 
 app = typer.Typer(
     help="Input-attribution maps (dy/dx) from an autograd engine that shows its work.",
@@ -20,7 +24,7 @@ app = typer.Typer(
 
 
 @app.callback()
-def _root():
+def _root() -> None:
     """Input-attribution maps (dy/dx) from an autograd engine that shows its work."""
 
 
@@ -28,7 +32,7 @@ class UserError(Exception):
     """A problem with what the user asked for: printed as one line, exit code 2."""
 
 
-def _input_errors():
+def _input_errors() -> tuple[type[Exception], ...]:
     """The library's exceptions that mean bad input (a file, a seed, a model, an option), not a bug."""
     from saliency.models.zoo import ZooError
 
@@ -59,7 +63,7 @@ RANDOM_SEED_HELP = ("Random seed of the initial weights of a model file given no
                     "one, printed), so that they are the same in every run and process.")
 
 
-def _source(model, weights, model_args, random_seed):
+def _source(model: str, weights: str | None, model_args: str | None, random_seed: int | None) -> "ModelSource":
     """The `zoo.ModelSource` of a command's model options."""
     from saliency.models.zoo import ModelSource
 
@@ -67,7 +71,7 @@ def _source(model, weights, model_args, random_seed):
 
 
 @app.command()
-def explain(example: int = typer.Option(None, "--example", "-e", help="Show only this example (1-8).")):
+def explain(example: int = typer.Option(None, "--example", "-e", help="Show only this example (1-8).")) -> None:
     """Walk through the examples of the seed texts: graph, per-node VJPs, and x.grad == v^T J."""
     from .explain import explain as render
 
@@ -95,7 +99,7 @@ def map_(image: str = typer.Argument(..., help="Image file (PNG, JPEG, ...; grey
          out: str = typer.Option(None, "--out", "-o", help="PNG to write (default: IMAGE-STEM_METHOD.png here); "
                                  "an existing file is overwritten, missing folders are created."),
          random_seed: int = typer.Option(None, "--random-seed", help=RANDOM_SEED_HELP),
-         **method_options):
+         **method_options: str) -> None:
     """An attention map dy/dx of IMAGE as a heatmap PNG; prints the prediction, seed, method and time.
     Each method's options are listed below under its name."""
     from saliency import viz
@@ -129,7 +133,7 @@ def receptive_field(image: str = typer.Argument(..., help="Image file."),
                                             "IMAGE-STEM_rf_ROW_COL.png); an existing file is overwritten, missing "
                                             "folders are created."),
                     random_seed: int = typer.Option(None, "--random-seed", help=RANDOM_SEED_HELP),
-                    **preprocess_options):
+                    **preprocess_options: str) -> None:
     """Which input pixels one output pixel depends on: its gradient map, 50%/90% radii, theoretical box."""
     from .mapping import run_receptive_field
     from .preprocessing import take
@@ -161,7 +165,7 @@ def explore(image: str = typer.Argument(..., help="Image file, or a map store ma
                                      "lets other machines in; the token is still required)."),
             port: int = typer.Option(0, "--port", help="Port to listen on (0: a free one)."),
             no_browser: bool = typer.Option(False, "--no-browser", help="Print the page's URL only."),
-            **preprocess_options):
+            **preprocess_options: str) -> None:
     """A local page for IMAGE: click an output pixel (or point at a class) and see its map at once. For
     a STORE: its images and maps in a table, sorted by any column, each opened live on click."""
     import webbrowser
@@ -211,7 +215,7 @@ def look_distance(image: str = typer.Argument(..., help="Image file."),
                                           "IMAGE-STEM_look_distance.png); an existing file is overwritten, "
                                           "missing folders are created."),
                   random_seed: int = typer.Option(None, "--random-seed", help=RANDOM_SEED_HELP),
-                  **preprocess_options):
+                  **preprocess_options: str) -> None:
     """How far from each output pixel the model looks: the radius holding 50% (or 90%) of its gradient."""
     from .look import progress_bar, run_look_distance
     from .preprocessing import take
@@ -254,7 +258,7 @@ def batch(folder: str = typer.Argument(..., help="Folder of images (its files, n
                                       "not in OUT's store (the images, options and model must be the same)."),
           random_seed: int = typer.Option(None, "--random-seed", help=RANDOM_SEED_HELP + " With --resume: the "
                                           "store's."),
-          **method_options):
+          **method_options: str) -> None:
     """The maps of every image in FOLDER, a batch at a time, into one array store (and PNGs with
     --png). An image that fails is recorded with its error and the rest still run; Ctrl-C keeps
     every batch already computed. Exit code 0 when every map was made, 2 when any image failed
@@ -319,7 +323,7 @@ def evaluate(stores: list[str] = typer.Argument(..., help="Map stores made by sa
                                                      "(repeatable)."),
              metric_seed: int = typer.Option(0, "--metric-seed", help="Seed of the metrics' random draws (noise, "
                                              "perturbations, the random logit's class)."),
-             **preprocess_options):
+             **preprocess_options: str) -> None:
     """The metrics of every map of each store (by default the deletion and insertion curves, and
     the randomisation check on a sample): a table of the stores (printed, and in
     OUT/evaluation.md), the mean curves and numbers (OUT/evaluation.png) and every number per
@@ -358,7 +362,7 @@ def evaluate(stores: list[str] = typer.Argument(..., help="Map stores made by sa
             check_steps(store, steps)
         sources = [model_source(store, model, weights, model_args, random_seed) for store in found]
         with distributed.connected(workers, scheduler) as dask_client:
-            results = {}
+            results: dict[str, Any] = {}
             for path, store, source in zip(stores, found, sources):
                 label = path if path not in results else f"{path} ({len(results)})"
                 where = f" on {len(dask_client.scheduler_info()['workers'])} workers" if dask_client else ""
@@ -380,7 +384,7 @@ def evaluate(stores: list[str] = typer.Argument(..., help="Map stores made by sa
 def shapes(out: str = typer.Argument(..., help="Folder to write images/, masks/ and labels.csv into (new or empty)."),
            count: int = typer.Option(64, "--count", "-n", min=1, help="How many images."),
            random_seed: int = typer.Option(0, "--random-seed", help="Seed of the drawing; the same seed gives the "
-                                           "same images.")):
+                                           "same images.")) -> None:
     """Images of the shapes dataset (the zoo's shapes model's task) with their ground-truth masks, for
     saliency batch and saliency evaluate --masks OUT/masks (pointing game, relevance mass)."""
     from saliency.models.data import write_shapes
@@ -402,7 +406,8 @@ def shapes(out: str = typer.Argument(..., help="Folder to write images/, masks/ 
 
 
 @app.command()
-def models(measure: bool = typer.Option(False, "--measure", help="Re-measure each model on fresh held-out data.")):
+def models(measure: bool = typer.Option(False, "--measure",
+                                        help="Re-measure each model on fresh held-out data.")) -> None:
     """The zoo: each model's task, input, size and held-out quality, and how that was measured; then the
     torchvision architectures, their weight files and which are in PyTorch's hub cache."""
     from .zoo import models_table
@@ -417,7 +422,7 @@ def train(name: str = typer.Argument(..., help="Which zoo model: shapes, digits 
                                           "the same random seed gives the same weights."),
           out: str = typer.Option(None, "--out", help="Weights file to write (default: NAME.npz here); "
                                   "a .json card goes beside it."),
-          old_seed: int = typer.Option(None, "--seed", hidden=True, help="Deprecated name of --random-seed.")):
+          old_seed: int = typer.Option(None, "--seed", hidden=True, help="Deprecated name of --random-seed.")) -> None:
     """Train a zoo model from scratch with saliency's own engine (Adam), with a progress bar."""
     from saliency.models.zoo import ZooError
 
@@ -439,12 +444,13 @@ def train(name: str = typer.Argument(..., help="Which zoo model: shapes, digits 
     typer.echo("\n".join(lines))
 
 
-def _one_line_warning(message, category, filename, lineno, file=None, line=None):
+def _one_line_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                      file: TextIO | None = None, line: str | None = None) -> None:
     """Warnings (an unwritable kernel cache, say) as one line on stderr, without a source line."""
     print(f"warning: {message}", file=file or sys.stderr)
 
 
-def _compiling_note(folder, stream=None):
+def _compiling_note(folder: Path | None, stream: TextIO | None = None) -> None:
     """Said once on a terminal, when a run first compiles a kernel (the first run after installing:
     tens of seconds), like a progress bar. Where the cache folder cannot be written, its warning
     says so instead."""
@@ -453,7 +459,7 @@ def _compiling_note(folder, stream=None):
                    err=True)
 
 
-def main(argv=None):
+def main(argv: list[str] | None = None) -> None:
     """Console entry point: every failure is one clear line and a non-zero exit, never a traceback."""
     warnings.showwarning = _one_line_warning
     from saliency.kernels._jit import on_first_compile

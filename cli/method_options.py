@@ -5,29 +5,38 @@ commands that compute maps, shown in a help panel per method; a flag several met
 (`--baseline`) is one option. The command receives the texts given (None where not given) and
 `parse` turns them into the chosen method's keyword arguments, once, with one-line errors.
 """
+from __future__ import annotations
+
 import inspect
+from typing import TYPE_CHECKING, Any, Callable, Mapping, TypeVar
 
 import typer
 
 from saliency.attribution import registry
 
-_KINDS = {int: "INTEGER", float: "NUMBER", str: "TEXT"}
+if TYPE_CHECKING:
+    from saliency.attribution.registry import Option
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
-def flags():
+_KINDS: dict[Callable[[str], Any], str] = {int: "INTEGER", float: "NUMBER", str: "TEXT"}
+
+
+def flags() -> dict[str, tuple[Option, list[str]]]:
     """{flag: (Option, [names of the methods that take it])}, in declaration order."""
-    out = {}
+    out: dict[str, tuple[Option, list[str]]] = {}
     for m in registry.METHODS.values():
         for o in m.options:
             out.setdefault(o.cli_flag, (o, []))[1].append(m.name)
     return out
 
 
-def _param_name(flag):
+def _param_name(flag: str) -> str:
     return flag.lstrip("-").replace("-", "_")
 
 
-def _help(methods, flag):
+def _help(methods: list[str], flag: str) -> str:
     """The help of a flag: each method's help text and default (one method: without its name)."""
     parts = []
     for name in methods:
@@ -35,12 +44,12 @@ def _help(methods, flag):
         option = record.option(flag)
         default = record.defaults[option.name]
         text = option.help + (" (required)" if default is inspect.Parameter.empty else
-                               "" if default is None else f" (default: {default})")
+                              "" if default is None else f" (default: {default})")
         parts.append(text if len(methods) == 1 else f"{name}: {text}")
     return "; ".join(parts) + "."
 
 
-def add_method_options(command):
+def add_method_options(command: F) -> F:
     """`command` with one keyword-only typer option per method flag added to its signature (default
     None: the method's own default), shown under a panel naming the methods that take it. The
     command takes them as **method_options."""
@@ -56,11 +65,11 @@ def add_method_options(command):
         default = typer.Option(None, flag, help=_help(methods, flag), metavar=metavar,
                                rich_help_panel=f"Options of {' and '.join(methods)}", show_default=False)
         params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=str))
-    command.__signature__ = signature.replace(parameters=params)
+    command.__signature__ = signature.replace(parameters=params)  # type: ignore[attr-defined]
     return command
 
 
-def parse(method, given):
+def parse(method: str, given: Mapping[str, str | None]) -> dict[str, Any]:
     """The keyword arguments of `method` (a name) from `given` ({parameter name: text or None},
     what the command received): each flag given parsed by its option; a flag of another method
     only is an OptionError naming whose it is."""

@@ -8,13 +8,22 @@ is read as before (at the model's `input_shape`, or at its own size, values in [
 them, through the `viz.Preprocess` they make (resize and crop default to the model's input_shape
 when it has one).
 """
+from __future__ import annotations
+
 import inspect
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Mapping, TypeVar
 
 import typer
 
 from .mapping import MapError
+
+if TYPE_CHECKING:
+    from saliency.viz import Preprocess
+
+F = TypeVar("F", bound=Callable[..., Any])
+
 
 PANEL = "Preprocessing (a torchvision model's weights bring their own)"
 OPTIONS = {
@@ -28,7 +37,7 @@ OPTIONS = {
 }
 
 
-def add_preprocess_options(command):
+def add_preprocess_options(command: F) -> F:
     """`command` with one keyword-only typer option per entry of OPTIONS added to its signature
     (default None), shown under one help panel; the command takes them with its **kwargs."""
     signature = inspect.signature(command)
@@ -36,11 +45,11 @@ def add_preprocess_options(command):
     for name, (flag, metavar, text) in OPTIONS.items():
         default = typer.Option(None, flag, help=text, metavar=metavar, rich_help_panel=PANEL, show_default=False)
         params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=str))
-    command.__signature__ = signature.replace(parameters=params)
+    command.__signature__ = signature.replace(parameters=params)  # type: ignore[attr-defined]
     return command
 
 
-def _ints(text, flag, counts):
+def _ints(text: str, flag: str, counts: tuple[int, ...]) -> int | tuple[int, int]:
     """Positive ints from 'N' or 'H,W' (`counts`: the numbers of values allowed); one int alone, a tuple of two."""
     parts = [p.strip() for p in str(text).split(",")]
     if len(parts) not in counts or not all(p.isascii() and p.isdigit() and int(p) > 0 for p in parts):
@@ -49,7 +58,7 @@ def _ints(text, flag, counts):
     return int(parts[0]) if len(parts) == 1 else (int(parts[0]), int(parts[1]))
 
 
-def _floats(text, flag):
+def _floats(text: str, flag: str) -> tuple[float, ...]:
     """1 or 3 finite numbers from 'R,G,B' (or one number for every channel)."""
     import math
 
@@ -64,7 +73,7 @@ def _floats(text, flag):
     return values
 
 
-def _class_names(path):
+def _class_names(path: str | Path) -> list[str]:
     """The non-empty lines of the UTF-8 text file `path`."""
     file = Path(path)
     try:
@@ -83,15 +92,15 @@ def _class_names(path):
 class Request:
     """The preprocessing options as given (parsed; None where not given)."""
 
-    resize: object = None
-    crop: object = None
-    mean: tuple = None
-    std: tuple = None
-    normalized: bool = None     # --normalize: True imagenet, False none
-    classes: tuple = None
+    resize: int | tuple[int, int] | None = None
+    crop: int | tuple[int, int] | None = None
+    mean: tuple[float, ...] | None = None
+    std: tuple[float, ...] | None = None
+    normalized: bool | None = None     # --normalize: True imagenet, False none
+    classes: tuple[str, ...] | None = None
 
     @classmethod
-    def parse(cls, given):
+    def parse(cls, given: Mapping[str, str | None]) -> Request:
         """The Request of the option texts `given` ({name: text or None}); MapError in one line."""
         given = {k: given.get(k) for k in OPTIONS}
         if given["size"] is not None and (given["resize"] is not None or given["crop"] is not None):
@@ -113,14 +122,14 @@ class Request:
         return cls(resize, crop, mean, std, normalized, classes)
 
     @property
-    def shapes_given(self):
+    def shapes_given(self) -> bool:
         return self.resize is not None or self.crop is not None
 
     @property
-    def values_given(self):
+    def values_given(self) -> bool:
         return self.mean is not None or self.std is not None or self.normalized is not None
 
-    def preprocess(self, model):
+    def preprocess(self, model: Any) -> Preprocess | None:
         """The `viz.Preprocess` that reads images for `model`, or None (the image as before): the
         model's `.preprocess` with the parts given replaced, or one made of the parts given."""
         from saliency import viz
@@ -129,7 +138,7 @@ class Request:
         base = model_preprocess(model)
         if not (self.shapes_given or self.values_given):
             return base
-        parts = {}
+        parts: dict[str, Any] = {}
         if self.shapes_given:
             parts.update(resize=self.resize, crop=self.crop)
         if self.normalized is not None:
@@ -149,7 +158,7 @@ class Request:
         except viz.VizError as exc:
             raise MapError(str(exc)) from None
 
-    def apply(self, model):
+    def apply(self, model: Any) -> Preprocess | None:
         """The `viz.Preprocess` for `model` (`preprocess`), after giving the model the --classes names."""
         if self.classes is not None:
             try:
@@ -160,13 +169,13 @@ class Request:
         return self.preprocess(model)
 
 
-def take(options):
+def take(options: dict[str, Any]) -> Request:
     """The Request of the preprocessing options in a command's keyword arguments `options`,
     removed from them (what remains are the method's options)."""
     return Request.parse({name: options.pop(name, None) for name in OPTIONS})
 
 
-def check_classes(model, output):
+def check_classes(model: Any, output: Any) -> None:
     """MapError when the model's class names (--classes) are not as many as the classes (or the
     channels of a dense output) of its `output` for one image, (K,) or (C, H, W), or a batch of them."""
     names = getattr(model, "classes", None)

@@ -8,7 +8,14 @@ field of view at 128 px). The primary ray of pixel (row i, column j) is
 ``v = -(i + 0.5 - H/2) / FOCAL``: its component along the viewing axis is 1, so the ray
 parameter t of a hit *is* its z-depth.
 """
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
+
+if TYPE_CHECKING:
+    from numpy.typing import NDArray
 
 SIZE = 128
 FOCAL = (SIZE / 2) / np.tan(np.radians(30.0))
@@ -22,7 +29,7 @@ _CHUNK = 8                 # scenes ray-cast at once
 _EPS = 1e-4
 
 
-def ground_depth(height, pitch, focal=FOCAL, H=SIZE, W=SIZE):
+def ground_depth(height: float, pitch: float, focal: float = FOCAL, H: int = SIZE, W: int = SIZE) -> NDArray[Any]:
     """Closed-form z-depth (H, W) of the ground plane seen by the camera; MAX_DEPTH where it is not.
 
     The ray of row i meets y = 0 at t = height / (sin(pitch) + cos(pitch) * (i + 0.5 - H/2) / focal);
@@ -212,7 +219,8 @@ def render(p, s):
     return image.astype(np.float32), depth.astype(np.float32), masks
 
 
-def scenes(n, seed=0, *, objects=(1, MAX_OBJECTS), return_params=False):
+def scenes(n: int, seed: int = 0, *, objects: tuple[int, int] = (1, MAX_OBJECTS),
+           return_params: bool = False) -> tuple[Any, ...]:
     if not isinstance(n, (int, np.integer)) or n < 0:
         raise ValueError(f"n must be a non-negative int, got {n!r}")
     lo, hi = objects

@@ -4,7 +4,14 @@ Every shape is an exact signed distance function (SDF) in the shape's own frame,
 shape fits the unit circle; a pixel's coverage is ``clip(0.5 - d, 0, 1)`` with ``d`` the
 signed distance of the pixel centre in pixels (a one-pixel anti-aliasing ramp).
 """
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
+
+if TYPE_CHECKING:
+    from numpy.typing import NDArray
 
 SIZE = 64
 SHAPE_CLASSES = ("circle", "square", "triangle", "star", "cross", "ring", "hexagon", "crescent")
@@ -133,7 +140,7 @@ def _params(n, rng):
 
 # --- rendering ---
 
-def _bilinear_matrix(n_out, n_in):
+def _bilinear_matrix(n_out: int, n_in: int) -> NDArray[np.float32]:
     """(n_out, n_in) matrix of half-pixel-centred bilinear interpolation."""
     pos = np.clip((np.arange(n_out) + 0.5) * n_in / n_out - 0.5, 0, n_in - 1)
     lo = np.minimum(np.floor(pos).astype(int), n_in - 2)
@@ -213,7 +220,7 @@ def render(p, idx, rng):
     return np.clip(img, 0, 1, out=img), cover
 
 
-def shapes(n, seed=0, *, return_info=False):
+def shapes(n: int, seed: int = 0, *, return_info: bool = False) -> tuple[Any, ...]:
     if not isinstance(n, (int, np.integer)) or n < 0:
         raise ValueError(f"n must be a non-negative int, got {n!r}")
     rng = np.random.default_rng(seed)

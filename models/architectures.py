@@ -16,17 +16,21 @@ handed to Grad-CAM as the module object.
   3x3 convolutions. The last layer predicts log-depth; the output is its exponential, so the
   attribution of a depth pixel is a gradient of metres.
 """
+from __future__ import annotations
+
 from collections import OrderedDict
+from typing import Sequence
 
 import saliency as sl
 from saliency import nn
 
 
-def conv_block(cin, cout, stride=1, pool=False):
+def conv_block(cin: int, cout: int, stride: int = 1, pool: bool = False) -> nn.Sequential:
     """conv 3x3 (padding 1) -> batch norm -> ReLU [-> max pool 2x2], as a named Sequential."""
-    layers = [("conv", nn.Conv2d(cin, cout, 3, stride=stride, padding=1, bias=False)),
-              ("bn", nn.BatchNorm2d(cout)),
-              ("relu", nn.ReLU())]
+    layers: list[tuple[str, nn.Module]] = [
+        ("conv", nn.Conv2d(cin, cout, 3, stride=stride, padding=1, bias=False)),
+        ("bn", nn.BatchNorm2d(cout)),
+        ("relu", nn.ReLU())]
     if pool:
         layers.append(("pool", nn.MaxPool2d(2)))
     return nn.Sequential(OrderedDict(layers))
@@ -35,9 +39,10 @@ def conv_block(cin, cout, stride=1, pool=False):
 class Classifier(nn.Module):
     """conv blocks -> global average pooling -> linear: `features`, `pool`, `flatten`, `fc`."""
 
-    def __init__(self, in_channels, widths, n_classes, pools):
+    def __init__(self, in_channels: int, widths: Sequence[int], n_classes: int, pools: Sequence[bool]) -> None:
         super().__init__()
-        blocks, cin = [], in_channels
+        blocks: list[tuple[str, nn.Module]] = []
+        cin = in_channels
         for i, (w, p) in enumerate(zip(widths, pools), start=1):
             blocks.append((f"block{i}", conv_block(cin, w, pool=p)))
             cin = w
@@ -46,22 +51,22 @@ class Classifier(nn.Module):
         self.flatten = nn.Flatten()
         self.fc = nn.Linear(cin, n_classes)
 
-    def forward(self, x):
+    def forward(self, x: sl.Tensor) -> sl.Tensor:
         return self.fc(self.flatten(self.pool(self.features(x))))
 
 
-def shapes_net(n_classes=8):
+def shapes_net(n_classes: int = 8) -> Classifier:
     return Classifier(3, (16, 32, 64, 96), n_classes, pools=(True, True, True, False))
 
 
-def digits_net(n_classes=10):
+def digits_net(n_classes: int = 10) -> Classifier:
     return Classifier(1, (16, 32, 64), n_classes, pools=(True, True, False))
 
 
 class DepthNet(nn.Module):
     """U-Net for per-pixel depth: `enc1`..`enc5`, `dec4`..`dec1`, `head`; see the module docstring."""
 
-    def __init__(self, widths=(16, 24, 32, 48, 64)):
+    def __init__(self, widths: Sequence[int] = (16, 24, 32, 48, 64)) -> None:
         super().__init__()
         w1, w2, w3, w4, w5 = widths
         self.enc1 = conv_block(3, w1)               # 128
@@ -77,13 +82,13 @@ class DepthNet(nn.Module):
         self.head = nn.Conv2d(w1, 1, 3, padding=1)
 
     @staticmethod
-    def _down(cin, cout):
+    def _down(cin: int, cout: int) -> nn.Sequential:
         return nn.Sequential(OrderedDict(down=conv_block(cin, cout, stride=2), conv=conv_block(cout, cout)))
 
-    def forward(self, x):
+    def forward(self, x: sl.Tensor) -> sl.Tensor:
         return sl.exp(self.log_depth(x))
 
-    def log_depth(self, x):
+    def log_depth(self, x: sl.Tensor) -> sl.Tensor:
         """The head's output, log of the depth in metres (what training fits)."""
         e1 = self.enc1(x)
         e2 = self.enc2(e1)
@@ -97,9 +102,9 @@ class DepthNet(nn.Module):
         return self.head(d)
 
 
-def depth_net():
+def depth_net() -> DepthNet:
     return DepthNet()
 
 
-def n_parameters(model):
+def n_parameters(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())

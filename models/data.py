@@ -22,11 +22,13 @@ The same arguments always give the same arrays (a ``numpy.random.Generator`` see
 ``seed``; no global random state). Arrays of n images are drawn as a whole: the first k images of
 ``shapes(n)`` are not those of ``shapes(k)``.
 """
+from __future__ import annotations
+
 import gzip
 import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Any, Callable, Literal, overload
 
 import numpy as np
 
@@ -35,6 +37,13 @@ from ._data_scenes import scenes as _scenes
 from ._data_shapes import SHAPE_CLASSES, _bilinear_matrix
 from ._data_shapes import shapes as _shapes
 
+if TYPE_CHECKING:
+    import os
+
+    from numpy.typing import NDArray
+
+    from saliency._typing import BoolArray, Float32, IntArray
+
 __all__ = ["shapes", "scenes", "scene_depths", "digits", "ground_depth", "shifted", "Generated", "Split",
            "SHAPE_CLASSES", "OBJECT_KINDS", "FOCAL", "MAX_DEPTH", "MAX_OBJECTS", "TILE"]
 
@@ -42,7 +51,20 @@ DIGITS_SIZE = 32
 _TEST_SHARE = 0.2
 
 
-def shapes(n, seed=0, *, return_info=False):
+@overload
+def shapes(n: int, seed: int = 0, *, return_info: Literal[False] = False) -> tuple[Float32, IntArray]: ...
+
+
+@overload
+def shapes(n: int, seed: int = 0, *,
+           return_info: Literal[True]) -> tuple[Float32, IntArray, dict[str, NDArray[Any]]]: ...
+
+
+@overload
+def shapes(n: int, seed: int = 0, *, return_info: bool) -> tuple[Any, ...]: ...
+
+
+def shapes(n: int, seed: int = 0, *, return_info: bool = False) -> tuple[Any, ...]:
     """n shape images and their labels (indices into SHAPE_CLASSES).
 
     With ``return_info=True`` a third value is a dict of what was drawn: ``"mask"`` (n, 64, 64)
@@ -53,7 +75,8 @@ def shapes(n, seed=0, *, return_info=False):
     return _shapes(n, seed, return_info=return_info)
 
 
-def write_shapes(folder, n, seed=0, *, progress=None):
+def write_shapes(folder: str | os.PathLike[str], n: int, seed: int = 0, *,
+                 progress: Callable[[int, int], object] | None = None) -> list[Path]:
     """Write n shape images as PNGs to FOLDER/images/shape_NNNNN.png and each one's ground-truth mask
     (the shape's coverage of at least one half, white on black) to FOLDER/masks/shape_NNNNN.png,
     and FOLDER/labels.csv (file, class index, class name); returns the images' paths. Each image
@@ -63,7 +86,7 @@ def write_shapes(folder, n, seed=0, *, progress=None):
 
     folder = Path(folder)
     images, labels, info = _shapes(n, seed, return_info=True)
-    paths = []
+    paths: list[Path] = []
     for name in ("images", "masks"):
         (folder / name).mkdir(parents=True, exist_ok=True)
     digits = max(5, len(str(max(n - 1, 0))))
@@ -84,7 +107,23 @@ def write_shapes(folder, n, seed=0, *, progress=None):
     return paths
 
 
-def scenes(n, seed=0, *, objects=(1, MAX_OBJECTS), return_params=False):
+@overload
+def scenes(n: int, seed: int = 0, *, objects: tuple[int, int] = (1, MAX_OBJECTS),
+           return_params: Literal[False] = False) -> tuple[Float32, Float32, BoolArray]: ...
+
+
+@overload
+def scenes(n: int, seed: int = 0, *, objects: tuple[int, int] = (1, MAX_OBJECTS),
+           return_params: Literal[True]) -> tuple[Float32, Float32, BoolArray, dict[str, Any]]: ...
+
+
+@overload
+def scenes(n: int, seed: int = 0, *, objects: tuple[int, int] = (1, MAX_OBJECTS),
+           return_params: bool) -> tuple[Any, ...]: ...
+
+
+def scenes(n: int, seed: int = 0, *, objects: tuple[int, int] = (1, MAX_OBJECTS),
+           return_params: bool = False) -> tuple[Any, ...]:
     """n ray-cast scenes: (images, depths, masks); see the module docstring for the conventions.
 
     ``objects=(lo, hi)`` bounds the number of objects per scene (``(0, 0)`` gives empty
@@ -99,13 +138,13 @@ def scenes(n, seed=0, *, objects=(1, MAX_OBJECTS), return_params=False):
     return _scenes(n, seed, objects=objects, return_params=return_params)
 
 
-def scene_depths(n, seed=0):
+def scene_depths(n: int, seed: int = 0) -> tuple[Float32, Float32]:
     """n ray-cast scenes as (images, depths), the pairs the depth model learns from."""
     images, depths, _ = scenes(n, seed)
     return images, depths
 
 
-def _digits_file():
+def _digits_file() -> Path:
     spec = importlib.util.find_spec("sklearn")
     if spec is None or not spec.submodule_search_locations:
         raise ModuleNotFoundError(
@@ -118,7 +157,7 @@ def _digits_file():
     return path
 
 
-def _test_indices(labels, rng):
+def _test_indices(labels: IntArray, rng: np.random.Generator) -> NDArray[np.intp]:
     """A stratified 20% of the indices: each class gives floor or ceil of its share, largest remainders first."""
     counts = np.bincount(labels)
     share = counts * _TEST_SHARE
@@ -128,7 +167,7 @@ def _test_indices(labels, rng):
     return np.sort(np.concatenate([rng.permutation(np.flatnonzero(labels == c))[:k] for c, k in enumerate(take)]))
 
 
-def digits(split, seed=0):
+def digits(split: str, seed: int = 0) -> tuple[Float32, IntArray]:
     """The train (1,438) or test (359) images of scikit-learn's digits, upsampled to 32x32.
 
     Pixels are the original 0..16 counts divided by 16, then bilinearly upsampled (half-pixel
@@ -148,7 +187,7 @@ def digits(split, seed=0):
     return images, labels[keep]
 
 
-def shifted(images, rng, most):
+def shifted(images: Float32, rng: np.random.Generator, most: int) -> Float32:
     """Each image moved by a random whole number of pixels (up to `most`) along each axis, zero-filled."""
     out = np.zeros_like(images)
     n, _, h, w = images.shape
@@ -167,13 +206,13 @@ class Generated:
     """Images drawn by `draw(n, seed) -> (images, targets)`: every epoch trains on new ones (drawn with
     the epoch's seed), and held-out ones come from a seed that training never draws."""
 
-    draw: Callable
+    draw: Callable[[int, int], tuple[Any, Any]]
 
-    def training(self, per_epoch):
+    def training(self, per_epoch: int) -> tuple[int, Callable[[int, np.random.Generator], tuple[Any, Any]]]:
         """(images per epoch, epoch(seed, rng) -> that epoch's (images, targets))."""
         return per_epoch, lambda seed, rng: self.draw(per_epoch, seed)
 
-    def held_out(self, n, seed):
+    def held_out(self, n: int, seed: int) -> tuple[Any, Any]:
         """n images drawn with `seed`."""
         return self.draw(n, seed)
 
@@ -184,16 +223,16 @@ class Split:
     trains on the whole train split (whatever the number of images per epoch), each image moved by up
     to `shift` pixels; held-out data is the test split."""
 
-    load: Callable
+    load: Callable[[str], tuple[Any, Any]]
     shift: int = 3
 
-    def training(self, per_epoch):
+    def training(self, per_epoch: int) -> tuple[int, Callable[[int, np.random.Generator], tuple[Any, Any]]]:
         """(images per epoch, epoch(seed, rng) -> that epoch's (images, targets)); the seed is unused,
         the shifts are drawn from `rng`."""
         images, targets = self.load("train")
         return len(targets), lambda seed, rng: (shifted(images, rng, self.shift), targets)
 
-    def held_out(self, n, seed):
+    def held_out(self, n: int | None, seed: int) -> tuple[Any, Any]:
         """The first n images of the test split (all of them for n None); the split has no seed to vary."""
         images, targets = self.load("test")
         return images[:n], targets[:n]

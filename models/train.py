@@ -12,11 +12,14 @@ Held-out data never overlaps training data: shapes and scenes are drawn from gen
 that training never uses (``EVAL_SEED``); digits use scikit-learn's images of the fixed 20% test
 split.
 """
+from __future__ import annotations
+
 import json
 import sys
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -25,20 +28,27 @@ from saliency._write import write_text
 
 from . import data, zoo
 
+if TYPE_CHECKING:
+    import os
+
+    from numpy.typing import NDArray
+
+    from saliency import nn
+
 EVAL_SEED = 2_000_000_007         # held-out shapes and scenes; training never draws this seed
 
 
 class Progress:
     """A one-line progress bar on a stream: done/total, loss, images per second, time left."""
 
-    def __init__(self, total, label, stream=None, width=24):
+    def __init__(self, total: int, label: str, stream: IO[str] | None = None, width: int = 24) -> None:
         self.total, self.label, self.width = total, label, width
         self.stream = sys.stderr if stream is None else stream
         self.tty = getattr(self.stream, "isatty", lambda: False)()
         self.start = time.perf_counter()
         self.done, self._last_tenth = 0, -1
 
-    def update(self, n, **values):
+    def update(self, n: int, **values: Any) -> None:
         self.done += n
         elapsed = time.perf_counter() - self.start
         rate = self.done / elapsed if elapsed > 0 else 0.0
@@ -55,21 +65,21 @@ class Progress:
         self._last_tenth = tenth
         self.stream.flush()
 
-    def close(self):
+    def close(self) -> float:
         if self.tty:
             self.stream.write("\n")
         self.stream.flush()
         return time.perf_counter() - self.start
 
 
-def _clock(seconds):
+def _clock(seconds: float) -> str:
     m, s = divmod(int(round(seconds)), 60)
     return f"{m // 60}:{m % 60:02d}:{s:02d}" if m >= 60 else f"{m}:{s:02d}"
 
 
 # ---------------------------------------------------------------- data and loss
 
-def _epoch_seed(rng):
+def _epoch_seed(rng: np.random.Generator) -> int:
     """A generator seed for one epoch's training data, drawn from `rng` (every model draws one): any
     seed but EVAL_SEED."""
     seed = EVAL_SEED
@@ -78,7 +88,7 @@ def _epoch_seed(rng):
     return seed
 
 
-def _loss(model, task, x, target):
+def _loss(model: nn.Module, task: str, x: sl.Tensor, target: NDArray[Any]) -> sl.Tensor:
     if task == "classification":
         return sl.cross_entropy(model(x), sl.tensor(target))
     return (model.log_depth(x) - sl.tensor(np.log(target))).abs().mean()   # L1 on log-depth ~ AbsRel
@@ -86,7 +96,8 @@ def _loss(model, task, x, target):
 
 # ---------------------------------------------------------------- training
 
-def train(name, epochs=None, seed=0, out=None, stream=None, per_epoch=None):
+def train(name: str, epochs: int | None = None, seed: int = 0, out: str | os.PathLike[str] | None = None,
+          stream: IO[str] | None = None, per_epoch: int | None = None) -> tuple[nn.Module, dict[str, Any]]:
     """Train the zoo model `name` from scratch; returns (model in eval mode, card dict).
 
     Writes ``<out>.npz`` and ``<out>.json`` when `out` is given (a path without suffix or with
@@ -138,7 +149,7 @@ def train(name, epochs=None, seed=0, out=None, stream=None, per_epoch=None):
     return model, card
 
 
-def save(model, card, out):
+def save(model: nn.Module, card: dict[str, Any], out: str | os.PathLike[str]) -> Path:
     out = Path(out)
     out = out.with_suffix("") if out.suffix == ".npz" else out
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -149,23 +160,24 @@ def save(model, card, out):
 
 # ---------------------------------------------------------------- measurement
 
-def held_out(name, n=None, seed=EVAL_SEED):
+def held_out(name: str, n: int | None = None, seed: int = EVAL_SEED) -> tuple[Any, Any]:
     """Held-out (images, targets) for `name`: n (by default the spec's eval_count) images drawn with
     `seed`, or the first n of a fixed test split."""
     spec = zoo.spec(name)
-    return spec.data.held_out(spec.eval_count if n is None else n, seed)
+    # a Generated spec always has an eval_count; only a Split takes n None (all of its test split)
+    return spec.data.held_out(spec.eval_count if n is None else n, seed)  # type: ignore[arg-type]
 
 
-def predict(model, images, batch=64):
+def predict(model: zoo.Model, images: NDArray[Any], batch: int = 64) -> NDArray[Any]:
     """The model's outputs on `images`, in batches, without building a graph."""
-    outs = []
+    outs: list[NDArray[Any]] = []
     with sl.no_grad():
         for i in range(0, len(images), batch):
             outs.append(model(sl.tensor(images[i:i + batch])).numpy())
     return np.concatenate(outs)
 
 
-def depth_metrics(pred, truth, baseline):
+def depth_metrics(pred: NDArray[Any], truth: NDArray[Any], baseline: NDArray[Any]) -> dict[str, float]:
     """AbsRel, delta<1.25 and RMSE of `pred`, and AbsRel of the row-mean `baseline`, against `truth`."""
     ratio = np.maximum(pred / truth, truth / pred)
     return {"abs_rel": float(np.mean(np.abs(pred - truth) / truth)),
@@ -174,13 +186,13 @@ def depth_metrics(pred, truth, baseline):
             "baseline_abs_rel": float(np.mean(np.abs(baseline - truth) / truth))}
 
 
-def row_mean_baseline(n=1000, seed=1):
+def row_mean_baseline(n: int = 1000, seed: int = 1) -> NDArray[np.float32]:
     """The trivial depth predictor: the mean training depth of each image row, (1, 1, H, 1)."""
     _, depths, _ = data.scenes(n, seed=seed)
     return depths.mean(axis=(0, 3), keepdims=True)
 
 
-def evaluate(model, name, n=None, seed=EVAL_SEED):
+def evaluate(model: zoo.Model, name: str, n: int | None = None, seed: int = EVAL_SEED) -> dict[str, Any]:
     """The model's quality on held-out data: {"accuracy"} or {"abs_rel", "delta1", "rmse", "baseline_abs_rel"}."""
     spec = zoo.spec(name)
     images, targets = held_out(name, n, seed)

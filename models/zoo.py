@@ -3,17 +3,26 @@
 A model's weights are ``weights/<name>.npz`` (its state dict) beside a ``weights/<name>.json``
 card: the metrics measured on held-out data, the command that trained it, its training time.
 """
+from __future__ import annotations
+
 import hashlib
 import json
 import secrets
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Union
 
 import numpy as np
 
 from saliency import manual_seed, nn
 
 from . import architectures, data
+
+if TYPE_CHECKING:
+    import os
+
+StrPath = Union[str, "os.PathLike[str]"]
+Model = Callable[..., Any]   # an nn.Module, or a plain function a user's model file builds
 
 WEIGHTS_DIR = Path(__file__).resolve().parent / "weights"
 
@@ -38,11 +47,11 @@ class Spec:
 
     name: str
     task: str                   # "classification" or "depth"
-    input_shape: tuple          # (C, H, W)
-    build: object               # () -> nn.Module, freshly initialised
-    classes: tuple = ()
+    input_shape: tuple[int, ...]            # (C, H, W)
+    build: Callable[[], nn.Module]          # () -> nn.Module, freshly initialised
+    classes: tuple[str, ...] = ()
     summary: str = ""
-    data: object = field(kw_only=True)          # data.Generated or data.Split: training epochs, held-out data
+    data: data.Generated | data.Split = field(kw_only=True)   # training epochs, held-out data
     recipe: Recipe = field(kw_only=True)
     eval_count: int | None = field(kw_only=True)  # held-out images measured; None: all of a fixed test split
     eval_batch: int = field(default=64, kw_only=True)   # images per forward pass when measuring
@@ -65,25 +74,25 @@ SPECS = {
 DEFAULT = {"classification": "shapes", "depth": "depth"}
 
 
-def spec(name):
+def spec(name: str) -> Spec:
     try:
         return SPECS[name]
     except KeyError:
         raise ZooError(f"unknown model {name!r}; the zoo has: {', '.join(SPECS)}") from None
 
 
-def available():
+def available() -> list[str]:
     """Names of the models whose weights are shipped (and can be loaded)."""
     return [name for name in SPECS if (WEIGHTS_DIR / f"{name}.npz").is_file()]
 
 
-def card(name):
+def card(name: str) -> dict[str, Any]:
     """The model's card: metrics, training command and time (an empty dict if it has none)."""
     path = WEIGHTS_DIR / f"{spec(name).name}.json"
     return json.loads(path.read_text()) if path.is_file() else {}
 
 
-def build(name):
+def build(name: str) -> nn.Module:
     """A freshly initialised model of this architecture, with the zoo's attributes set (metrics empty),
     fused (`saliency.nn.fuse`: adjacent layers that can run as one op do; weights and keys unchanged)."""
     s = spec(name)
@@ -93,13 +102,13 @@ def build(name):
     return model
 
 
-def _shown(path):
+def _shown(path: object) -> str:
     """A path for a one-line message: as given, or its repr if it holds control characters."""
     text = str(path)
     return text if text.isprintable() else repr(text)
 
 
-def _is_file(path, what):
+def _is_file(path: StrPath, what: str) -> bool:
     """Whether `path` is a regular file; ZooError when the system cannot even look (a name too long, ...)."""
     try:
         return Path(path).is_file()
@@ -110,14 +119,14 @@ def _is_file(path, what):
 SHOWN_KEYS = 3
 
 
-def _some(keys):
+def _some(keys: Iterable[str]) -> str:
     """A few keys for a one-line message: the first SHOWN_KEYS, then how many more."""
     keys = list(keys)
     text = ", ".join(keys[:SHOWN_KEYS])
     return text + (f" and {len(keys) - SHOWN_KEYS} more" if len(keys) > SHOWN_KEYS else "")
 
 
-def _file_kind(path):
+def _file_kind(path: StrPath) -> str:
     """What a weights file is ("an .npz archive", "a bare pickle", ...), judged by its content by the
     function saliency.nn.load dispatches with."""
     from saliency.nn.serialization import file_format
@@ -128,7 +137,7 @@ def _file_kind(path):
         return "a weights file"
 
 
-def _fit(model, shapes, path, what):
+def _fit(model: nn.Module, shapes: Mapping[str, Any], path: StrPath, what: str) -> None:
     """ZooError in one line when the file's {key: shape} is not the model's state dict: how many keys
     are missing, unexpected or of another shape, with a few of each named."""
     wanted = {k: tuple(v.shape) for k, v in model.state_dict(keep_vars=True).items()}
@@ -138,8 +147,9 @@ def _fit(model, shapes, path, what):
                if k in shapes and tuple(shapes[k]) != wanted[k]]
     if not (missing or unexpected or resized):
         return
-    parts = []
-    def are(keys):
+    parts: list[str] = []
+
+    def are(keys: list[str]) -> str:
         return "is" if len(keys) == 1 else "are"
 
     if missing:
@@ -153,7 +163,7 @@ def _fit(model, shapes, path, what):
     raise ZooError(f"{_shown(path)} ({_file_kind(path)}) does not fit {what}: {'; '.join(parts)}")
 
 
-def _check_finite(state, path):
+def _check_finite(state: Mapping[str, Any], path: StrPath) -> None:
     """ZooError naming the tensors of a weights file that hold NaN or infinite values."""
     bad = [k for k, v in state.items() if np.asarray(v).dtype.kind in "fc" and not np.isfinite(v).all()]
     if bad:
@@ -161,7 +171,7 @@ def _check_finite(state, path):
                        f"tensor{'s' if len(bad) > 1 else ''} ({_some(bad)}); a map needs finite weights")
 
 
-def _with_counters(model, state):
+def _with_counters(model: nn.Module, state: dict[str, Any]) -> dict[str, Any]:
     """`state` with the counters `num_batches_tracked` of the batch norms it holds taken from the
     model where it lacks them: files saved before PyTorch 0.4.1 (torchvision's oldest published
     weights among them) have none, and PyTorch loads them anyway (the counter plays no part in
@@ -175,7 +185,7 @@ def _with_counters(model, state):
     return {**state, **{k: own[k] for k in missing}}
 
 
-def _load_weights(model, path, what):
+def _load_weights(model: nn.Module, path: StrPath, what: str) -> None:
     """Load a weights file into `model`, or ZooError in one line naming a few missing, unexpected or
     mis-shaped keys, a refused dtype, or the tensors that hold NaN or infinite values. The names and
     shapes of an `.npz` file are checked from its headers before any array is read (a small
@@ -185,7 +195,8 @@ def _load_weights(model, path, what):
     rebuilds its stem for a version 1 file) sees the file's keys first, and its mapping is used."""
     from saliency.nn.npz import read_npz_shapes
 
-    upgrade = getattr(model, "upgrade_keys", None) or (lambda mapping: mapping)
+    upgrade: Callable[[dict[str, Any]], dict[str, Any]] = (getattr(model, "upgrade_keys", None)
+                                                           or (lambda mapping: mapping))
     try:
         if _file_kind(path) == "an .npz archive":
             _fit(model, upgrade({k: shape for k, (_, shape) in read_npz_shapes(path).items()}), path, what)
@@ -200,7 +211,7 @@ def _load_weights(model, path, what):
         raise ZooError(f"{_shown(path)} does not fit {what}: {detail}") from None
 
 
-def load(name, weights=None, **kwargs):
+def load(name: str, weights: StrPath | None = None, **kwargs: Any) -> nn.Module:
     """The shipped model `name` in eval mode with its weights, `.task`, `.input_shape`, `.classes`
     and `.metrics`; `weights` loads another ``.npz``, ``.safetensors`` or ``.pth`` file into the same architecture.
     A torchvision architecture's name (`vision.ARCHITECTURES`: "resnet50", "vit_b_16", ...) builds
@@ -222,7 +233,7 @@ def load(name, weights=None, **kwargs):
     return model.eval()
 
 
-def load_user(spec, weights=None, args=None):
+def load_user(spec: str, weights: StrPath | None = None, args: str | None = None) -> Model:
     """A user's model from ``path/to/file.py:Name``, where Name is a Module class or a function
     that returns a Module or a callable, built with `args` (a JSON object of keyword arguments, a
     JSON array of positional ones, or None for none), with `weights` (``.npz``, ``.safetensors``
@@ -245,9 +256,9 @@ def load_user(spec, weights=None, args=None):
     if not _is_file(path, "the model file"):
         raise ZooError(f"model file {_shown(path)} does not exist")
     module_spec = importlib.util.spec_from_file_location(f"_saliency_user_model_{Path(path).stem}", path)
-    module = importlib.util.module_from_spec(module_spec)
+    module = importlib.util.module_from_spec(module_spec)  # type: ignore[arg-type]
     try:
-        module_spec.loader.exec_module(module)
+        module_spec.loader.exec_module(module)  # type: ignore[union-attr]
     except SystemExit as err:
         raise ZooError(f"importing {_shown(path)} failed: it called sys.exit({err.code!r})") from None
     except Exception as err:
@@ -276,7 +287,7 @@ def load_user(spec, weights=None, args=None):
     return model.eval() if isinstance(model, nn.Module) else model
 
 
-def _model_args(text):
+def _model_args(text: str | None) -> tuple[list[Any], dict[str, Any]]:
     """(positional, keyword) arguments from the JSON text of --model-args (None: none)."""
     if text is None or not str(text).strip():
         return [], {}
@@ -296,7 +307,7 @@ def _model_args(text):
                    f"got {type(value).__name__} {text!r}")
 
 
-def is_vision(name):
+def is_vision(name: object) -> bool:
     """Whether `name` is a torchvision architecture's name (`vision.ARCHITECTURES`) and no zoo model's."""
     if name in SPECS or not isinstance(name, str):
         return False
@@ -305,12 +316,12 @@ def is_vision(name):
     return name in ARCHITECTURES
 
 
-def is_onnx(name):
+def is_onnx(name: object) -> bool:
     """Whether `name` names an ONNX file (path/to/net.onnx): a model that is data, no code."""
     return isinstance(name, str) and name.lower().endswith(".onnx") and name not in SPECS
 
 
-def load_onnx_file(path, weights=None, args=None):
+def load_onnx_file(path: str, weights: StrPath | None = None, args: str | None = None) -> nn.Module:
     """The model of the ONNX file at `path` (`saliency.nn.load_onnx`); a ZooError for weights or
     arguments given with it, a file that is not there, and any OnnxError."""
     if weights is not None:
@@ -327,7 +338,8 @@ def load_onnx_file(path, weights=None, args=None):
         raise ZooError(str(exc)) from None
 
 
-def resolve(name_or_path, weights=None, args=None, random_seed=None):
+def resolve(name_or_path: str, weights: StrPath | None = None, args: str | None = None,
+            random_seed: int | None = None) -> Model:
     """A zoo model by name (with other `weights` if given), a torchvision architecture by name
     (`weights` its file, or found in PyTorch's hub cache; `args` a JSON object of its builder's
     keyword arguments), an ONNX file (path/to/net.onnx: no weights, no arguments), or a user's
@@ -362,12 +374,12 @@ class ModelSource:
     elsewhere). `load()` builds it and says what identifies it."""
 
     model: str = "shapes"
-    weights: str = None
-    model_args: str = None
-    random_seed: int = None
-    expected: tuple = None      # the `identity` the model must have (`pinned`), as sorted items
+    weights: str | None = None
+    model_args: str | None = None
+    random_seed: int | None = None
+    expected: tuple[tuple[str, Any], ...] | None = None  # the `identity` the model must have (`pinned`): sorted items
 
-    def __call__(self):
+    def __call__(self) -> Model:
         """The model, built as `load()` builds it (in another process: a Dask worker); a ZooError
         when it has not the identity this source is `pinned` to (another weights or model file at
         the same path, another random initialisation)."""
@@ -380,17 +392,17 @@ class ModelSource:
                            f"with: {'; '.join(changes)}; every process must see the same model and weights files")
         return model
 
-    def pinned(self, identity):
+    def pinned(self, identity: Mapping[str, Any]) -> ModelSource:
         """This source, required to build a model of `identity` (see `__call__`)."""
         return replace(self, expected=tuple(sorted(identity.items())))
 
     @property
-    def random_init(self):
+    def random_init(self) -> bool:
         """Whether the model's weights are its random initialisation (a model file without weights)."""
         return self.model not in SPECS and self.weights is None and not is_vision(self.model) \
             and not is_onnx(self.model)
 
-    def load(self):
+    def load(self) -> tuple[Model, ModelSource, dict[str, Any]]:
         """(model, source, identity): the model; this source with the random seed it was built
         with (drawn now for a random initialisation that has none), or with the weights file found
         in PyTorch's hub cache for a torchvision architecture given none (so that every process
@@ -409,13 +421,13 @@ class ModelSource:
                         source.random_seed if source.random_init else None)
         return model, source, identity(model, source)
 
-    def record(self):
+    def record(self) -> dict[str, Any]:
         """The source as JSON values (a batch store keeps it)."""
         return {"model": self.model, "weights": self.weights, "model_args": self.model_args,
                 "random_seed": self.random_seed if self.random_init else None}
 
 
-def file_sha256(path):
+def file_sha256(path: StrPath) -> str:
     """The SHA-256 of a file's bytes, as hex."""
     digest = hashlib.sha256()
     with open(path, "rb") as f:
@@ -424,7 +436,7 @@ def file_sha256(path):
     return digest.hexdigest()
 
 
-def parameters_sha256(model):
+def parameters_sha256(model: Model) -> str | None:
     """The SHA-256 of a Module's state dict (every key, dtype, shape and value, in order), as hex;
     None for a model that is a plain function. Two models with the same architecture compute the
     same maps exactly when this agrees."""
@@ -439,7 +451,7 @@ def parameters_sha256(model):
     return digest.hexdigest()
 
 
-def identity(model, source):
+def identity(model: Model, source: ModelSource) -> dict[str, Any]:
     """What identifies the weights and code of a model loaded from `source`: the SHA-256 of its
     model file (a zoo model: None, its code is this package's), of its weights file (a zoo model's
     shipped one when none is given) and of its parameters, and the random seed of a random
@@ -459,10 +471,10 @@ IDENTITY_WHAT = {"model_sha256": "the model file's content", "weights_sha256": "
                  "parameters_sha256": "the model's parameters", "random_seed": "the random seed of its initial weights"}
 
 
-def identity_changes(then, now):
+def identity_changes(then: Mapping[str, Any], now: Mapping[str, Any]) -> list[str]:
     """Sentences saying how two `identity` records differ; none when `then` is empty (a store made
     before identities were recorded)."""
-    def shown(key, value):
+    def shown(key: str, value: Any) -> str:
         return f"sha256 {value[:12]}" if key.endswith("sha256") and isinstance(value, str) else repr(value)
 
     return [f"{what} ({shown(key, then.get(key))} then, {shown(key, now.get(key))} now)"

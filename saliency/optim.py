@@ -5,8 +5,11 @@
 are skipped); `zero_grad()` resets the gradients. Parameters may be given as an iterable of
 Tensors or as parameter groups, `[{"params": [...], "lr": 0.1}, ...]`, as in PyTorch.
 """
+from __future__ import annotations
+
 import copy
 import math
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Union
 
 import numpy as np
 
@@ -14,18 +17,24 @@ from .autograd.grad_mode import enable_grad, no_grad
 from .autograd.tensor import Tensor
 from .nn.module import reset_grads
 
+if TYPE_CHECKING:
+    from numpy.typing import NDArray
+
+ParamGroup = dict[str, Any]   # {"params": [Tensor, ...], "lr": ..., ...}
+Params = Union[Iterable[Tensor], Iterable[ParamGroup]]
+
 
 class Optimizer:
     """Base class: parameter groups, per-parameter state, zero_grad, state_dict."""
 
-    def __init__(self, params, defaults):
+    def __init__(self, params: Params, defaults: dict[str, Any]) -> None:
         self.defaults = defaults
-        self.state = {}
-        self.param_groups = []
+        self.state: dict[Tensor, dict[str, Any]] = {}
+        self.param_groups: list[ParamGroup] = []
         if isinstance(params, Tensor):
             raise TypeError("params argument given to the optimizer should be an iterable of Tensors or dicts, "
                             "but got a Tensor; pass [t] or model.parameters()")
-        groups = list(params)
+        groups: list[Any] = list(params)
         if not groups:
             raise ValueError("optimizer got an empty parameter list")
         if not isinstance(groups[0], dict):
@@ -33,7 +42,7 @@ class Optimizer:
         for group in groups:
             self.add_param_group(group)
 
-    def add_param_group(self, group):
+    def add_param_group(self, group: ParamGroup) -> None:
         params = group["params"]
         params = [params] if isinstance(params, Tensor) else list(params)
         for p in params:
@@ -48,12 +57,12 @@ class Optimizer:
         new = {**self.defaults, **group, "params": params}
         self.param_groups.append(new)
 
-    def zero_grad(self, set_to_none=True):
+    def zero_grad(self, set_to_none: bool = True) -> None:
         """Reset every parameter's gradient: to None (default) or to zeros in place."""
         for group in self.param_groups:
             reset_grads(group["params"], set_to_none)
 
-    def step(self, closure=None):
+    def step(self, closure: Callable[[], Any] | None = None) -> Any:
         """One update of every parameter that has a gradient; `closure` re-evaluates the loss first."""
         loss = None
         if closure is not None:
@@ -67,12 +76,13 @@ class Optimizer:
                         p._written()
         return loss
 
-    def _update(self, p, grad, state, group):
+    def _update(self, p: Tensor, grad: NDArray[Any], state: dict[str, Any], group: ParamGroup) -> None:
         raise NotImplementedError
 
-    def state_dict(self):
+    def state_dict(self) -> dict[str, Any]:
         """{"state": {index: {name: array}}, "param_groups": [{..., "params": [indices]}]}, as PyTorch's."""
-        index, groups = {}, []
+        index: dict[int, int] = {}
+        groups: list[ParamGroup] = []
         for group in self.param_groups:
             packed = {k: v for k, v in group.items() if k != "params"}
             packed["params"] = [index.setdefault(id(p), len(index)) for p in group["params"]]
@@ -80,12 +90,12 @@ class Optimizer:
         state = {index[id(p)]: copy.deepcopy(s) for p, s in self.state.items() if id(p) in index}
         return {"state": state, "param_groups": groups}
 
-    def load_state_dict(self, state_dict):
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         groups = state_dict["param_groups"]
         if len(groups) != len(self.param_groups):
             raise ValueError(f"loaded state dict has {len(groups)} parameter groups, the optimizer has "
                              f"{len(self.param_groups)}")
-        params = {}
+        params: dict[int, Tensor] = {}
         for mine, saved in zip(self.param_groups, groups):
             if len(mine["params"]) != len(saved["params"]):
                 raise ValueError(f"loaded state dict contains a parameter group of {len(saved['params'])} "
@@ -98,7 +108,7 @@ class Optimizer:
             self.state[p] = {k: (np.array(v, dtype=p.dtype) if isinstance(v, np.ndarray) else v)
                              for k, v in copy.deepcopy(s).items()}
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         lines = [type(self).__name__ + " ("]
         for i, group in enumerate(self.param_groups):
             lines.append(f"Parameter Group {i}")
@@ -106,7 +116,7 @@ class Optimizer:
         return "\n".join(lines) + "\n)"
 
 
-def _check(name, value, low=0.0):
+def _check(name: str, value: float, low: float = 0.0) -> None:
     if not value >= low:
         raise ValueError(f"invalid {name}: {value!r}; it must be >= {low}")
 
@@ -116,8 +126,8 @@ class SGD(Optimizer):
     g += weight_decay * p; buf = momentum * buf + (1 - dampening) * g (buf = g at the first step);
     g = g + momentum * buf (nesterov) or buf; p -= lr * g."""
 
-    def __init__(self, params, lr=1e-3, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False,
-                 maximize=False):
+    def __init__(self, params: Params, lr: float = 1e-3, momentum: float = 0.0, dampening: float = 0.0,
+                 weight_decay: float = 0.0, nesterov: bool = False, maximize: bool = False) -> None:
         _check("learning rate", lr)
         _check("momentum value", momentum)
         _check("weight_decay value", weight_decay)
@@ -126,7 +136,7 @@ class SGD(Optimizer):
         super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
                                       nesterov=nesterov, maximize=maximize))
 
-    def _update(self, p, grad, state, group):
+    def _update(self, p: Tensor, grad: NDArray[Any], state: dict[str, Any], group: ParamGroup) -> None:
         g = -grad if group["maximize"] else grad
         if group["weight_decay"]:
             g = g + group["weight_decay"] * p._array
@@ -149,8 +159,8 @@ class Adam(Optimizer):
 
     _decoupled = False
 
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, amsgrad=False,
-                 maximize=False):
+    def __init__(self, params: Params, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
+                 weight_decay: float = 0.0, amsgrad: bool = False, maximize: bool = False) -> None:
         _check("learning rate", lr)
         _check("epsilon value", eps)
         _check("weight_decay value", weight_decay)
@@ -160,7 +170,7 @@ class Adam(Optimizer):
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
                                       amsgrad=amsgrad, maximize=maximize))
 
-    def _update(self, p, grad, state, group):
+    def _update(self, p: Tensor, grad: NDArray[Any], state: dict[str, Any], group: ParamGroup) -> None:
         beta1, beta2 = group["betas"]
         lr, wd = group["lr"], group["weight_decay"]
         g = -grad if group["maximize"] else grad
@@ -194,6 +204,6 @@ class AdamW(Adam):
 
     _decoupled = True
 
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, amsgrad=False,
-                 maximize=False):
+    def __init__(self, params: Params, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
+                 weight_decay: float = 1e-2, amsgrad: bool = False, maximize: bool = False) -> None:
         super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize)

@@ -9,7 +9,12 @@ the model randomly initialised, in training mode, as torchvision's builder does 
 `weights=None`. `saliency.models.load(name, weights=...)` builds one with its weights, its
 preprocessing and its categories (`weights.py`).
 """
+from __future__ import annotations
+
 from dataclasses import dataclass
+from typing import Any, Callable, TypeVar
+
+Builder = TypeVar("Builder", bound=Callable[..., Any])
 
 
 @dataclass(frozen=True)
@@ -19,15 +24,15 @@ class Architecture:
     smallest input side it takes."""
 
     name: str
-    build: object
+    build: Callable[..., Any]   # **kwargs -> nn.Module
     task: str
     min_size: int
 
 
-ARCHITECTURES = {}
+ARCHITECTURES: dict[str, Architecture] = {}
 
 
-def register(name, build, *, task="classification", min_size=32):
+def register(name: str, build: Builder, *, task: str = "classification", min_size: int = 32) -> Builder:
     """Register `build` (**kwargs -> Module) as the architecture `name`."""
     if name in ARCHITECTURES:
         raise TypeError(f"the architecture {name!r} is registered twice")

@@ -3,19 +3,27 @@
 with the attributes the tool reads: `.name`, `.task`, `.classes`, `.input_shape`, `.metrics`,
 `.preprocess` (the `viz.Preprocess` of those weights), `.weights_name`, `.weights_file` and
 `.notes` (what the user should know, e.g. that a file's preprocessing is a guess)."""
+from __future__ import annotations
+
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from saliency import nn
 
 from . import ARCHITECTURES
 from . import weights as published
 
+if TYPE_CHECKING:
+    import os
+
+    from . import Architecture
+
 # The auxiliary classifiers torchvision's builders make only to load a file that holds them, and
 # drop afterwards (unless aux_logits was asked for): GoogLeNet's and Inception v3's
 AUX_MODULES = ("aux1", "aux2", "AuxLogits")
 
 
-def load(name, weights=None, **kwargs):
+def load(name: str, weights: str | os.PathLike[str] | None = None, **kwargs: Any) -> nn.Module:
     """The architecture `name` built with torchvision's keyword arguments `kwargs` (and those
     torchvision sets for the weight set), with `weights` loaded (strict; a file that does not fit is
     a ZooError naming the keys), fused (`saliency.nn.fuse`), in eval mode. `weights` None: the first
@@ -55,7 +63,7 @@ def load(name, weights=None, **kwargs):
     return model.eval()
 
 
-def _build(arch, kwargs):
+def _build(arch: Architecture, kwargs: dict[str, Any]) -> nn.Module:
     """arch.build(**kwargs); a ZooError in one line when the builder refuses the arguments."""
     from .. import zoo
 

@@ -5,9 +5,10 @@ Every method is `method(model, x, seed=None, *, options)`: `model` is any callab
 of shape (N, C, H, W) or (C, H, W), `seed` an object from `seeds` (default: `seeds.predicted()`
 for an output (N, K), `seeds.segment()` for a model whose `task` is "segmentation", `seeds.ones()`
 otherwise). Each returns an `Attribution` whose `.map` has the input's shape (with a leading K
-for K batched seeds; Grad-CAM: one channel) and the dtype of the model's parameters (x is cast to it; a function model keeps x's float dtype). Methods leave
-no trace: `.grad` of the parameters and x stay as they were, and the model's mode is not
-changed (call `model.eval()` yourself; the copies a method batches assume images independent).
+for K batched seeds; Grad-CAM: one channel) and the dtype of the model's parameters (x is cast to
+it; a function model keeps x's float dtype). Methods leave no trace: `.grad` of the parameters and x
+stay as they were, and the model's mode is not changed (call `model.eval()` yourself; the copies a
+method batches assume images independent).
 """
 from . import baselines, registry, seeds
 # the methods, in the order the command line lists them (they register as they are imported)

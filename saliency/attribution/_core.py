@@ -5,8 +5,11 @@ During a call the model's parameters behave as if they did not require grad, in 
 thread only (`frozen`; the parameters themselves are not changed): the backward pass then
 computes no weight gradients it would throw away.
 """
+from __future__ import annotations
+
 import math
 import time
+from typing import TYPE_CHECKING, Any, Callable, Optional, cast
 
 import numpy as np
 
@@ -17,6 +20,17 @@ from ..autograd.grad_mode import enable_grad, no_grad
 from ..autograd.tensor import Tensor
 from . import seeds as _seeds
 from .result import Attribution
+
+if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
+
+    from ..autograd.errors import LayerInputError as _LayerInputError
+    from ..autograd.tensor import TensorLike
+
+# A model: a saliency.nn.Module or any function from a Tensor (N, C, H, W) to a Tensor (N, ...).
+Model = Callable[[Tensor], Tensor]
+# A progress callback: progress(done, total).
+Progress = Callable[[int, int], Any]
 
 # Input elements per forward pass when a method runs many copies of x (noisy copies, path points,
 # occluded images) and no batch size is given: 512 KB of float32 input per pass. The budget is
@@ -42,7 +56,7 @@ class ModelError(RuntimeError):
     exception, if any, is the `__cause__`."""
 
 
-def check_finite(arr, name="x"):
+def check_finite(arr: np.ndarray, name: str = "x") -> None:
     """Raise InputError naming how many NaN and infinite values `arr` holds and where, if any."""
     if arr.dtype.kind != "f" or np.isfinite(arr).all():
         return
@@ -52,7 +66,7 @@ def check_finite(arr, name="x"):
     counts = " and ".join(f"{n} {kind} value{'s' if n != 1 else ''}" for n, kind in ((nan, "NaN"), (inf, "infinite"))
                           if n)
     where = [tuple(int(i) for i in idx) for idx in np.argwhere(bad)[:3]]
-    images = np.flatnonzero(bad.reshape(len(arr), -1).any(axis=1)) if arr.ndim == 4 else []
+    images: Any = np.flatnonzero(bad.reshape(len(arr), -1).any(axis=1)) if arr.ndim == 4 else []
     in_images = f" in image{'s' if len(images) > 1 else ''} {', '.join(map(str, images[:8]))}" \
         f"{' ...' if len(images) > 8 else ''}" if len(images) else ""
     raise InputError(f"{name} holds {counts}{in_images} (at index {', '.join(map(str, where))}"
@@ -60,7 +74,7 @@ def check_finite(arr, name="x"):
                      f"e.g. with np.nan_to_num")
 
 
-def seeds_per_pass(chunk, count, elements):
+def seeds_per_pass(chunk: Optional[int], count: int, elements: int) -> int:
     """How many of `count` batched seeds go through one backward pass whose input has `elements`
     elements: `chunk` if given (a positive int), else from SEED_BUDGET; never more than `count`."""
     if chunk is None:
@@ -81,7 +95,7 @@ class Call:
     integers would silently change them.
     """
 
-    def __init__(self, model, x):
+    def __init__(self, model: Model, x: TensorLike) -> None:
         if not callable(model):
             raise TypeError(f"model must be callable (a saliency.nn.Module or a function of a Tensor), "
                             f"got {type(model).__name__}")
@@ -107,14 +121,14 @@ class Call:
             with np.errstate(over="ignore"):    # values too large for dtype: reported just below
                 arr = arr.astype(dtype)
             check_finite(arr, f"x cast to the model's {dtype}")
-        self.unbatched = arr.ndim == 3
-        self.x = arr[None] if self.unbatched else arr  # never written to
+        self.unbatched: bool = arr.ndim == 3
+        self.x: np.ndarray = arr[None] if self.unbatched else arr  # never written to
 
     @property
-    def n(self):
+    def n(self) -> int:
         return self.x.shape[0]
 
-    def chunk(self, batch, copies, seeds=1):
+    def chunk(self, batch: Optional[int], copies: int, seeds: int = 1) -> int:
         """How many copies of the N images go through one forward pass (`seeds`: K, which multiplies
         the memory of the backward pass, counts against the default budget, not against `batch`)."""
         if batch is None:
@@ -125,7 +139,7 @@ class Call:
             per = max(1, int(batch) // self.n)
         return min(per, copies)
 
-    def forward(self, x, grad=False, record=None):
+    def forward(self, x: np.ndarray, grad: bool = False, record: Any = None) -> Any:
         """The model output at x (an ndarray): its array (no graph recorded), or with grad=True the pair
         (x as a fresh leaf requiring grad, output Tensor). `record`: a rule-based method's Recording
         (saliency.autograd.rules), whose source becomes the leaf x."""
@@ -156,26 +170,29 @@ class Call:
             raise ModelError(f"the model's output of shape {tuple(y.shape)} is empty; there is no value to attribute")
         return (xt, y) if grad else y._array
 
-    def vjp(self, x, v, batched):
+    def vjp(self, x: np.ndarray, v: np.ndarray, batched: bool) -> np.ndarray:
         """v^T dy/dx at x: ([K,] x.shape) ndarray; v has the output's shape ([K,] first)."""
         xt, y = self.forward(x, grad=True)
         return self.grad(y, xt, v, batched)
 
-    def grad(self, y, xt, v, batched, rule="gradient"):
+    def grad(self, y: Tensor, xt: Tensor, v: np.ndarray, batched: bool, rule: Any = "gradient") -> np.ndarray:
         """v^T dy/dxt with Relu's VJP following `rule` ("gradient" or "guided"; or a rule set); K batched seeds
         beyond `seeds_per_pass` run in several backward passes through the one graph."""
         if not batched or len(v) <= seeds_per_pass(None, len(v), xt._array.size):
             return self._backward(y, xt, v, batched, rule)
         return self.rows(y, xt, len(v), lambda start, stop: v[start:stop], rule)
 
-    def rows(self, y, xt, count, vectors, rule="gradient", chunk=None, reduce=None, progress=None):
+    def rows(self, y: Tensor, xt: Tensor, count: int, vectors: Callable[[int, int], np.ndarray], rule: Any = "gradient",
+             chunk: Optional[int] = None, reduce: Optional[Callable[[np.ndarray], Any]] = None,
+             progress: Optional[Progress] = None) -> np.ndarray:
         """The gradients of `count` batched seeds, `seeds_per_pass(chunk, ...)` per backward pass
         (the graph is kept until the last): vectors(start, stop) gives the v of seeds start..stop-1.
         Returns their stack (count, *xt.shape), or with `reduce` the concatenation of reduce(g) over
         the passes (each result's first dimension must be the pass's seeds). After each pass
         progress(done, count) is called if given."""
         per = seeds_per_pass(chunk, count, xt._array.size)
-        out, parts = None, []
+        out: Optional[np.ndarray] = None
+        parts: list[np.ndarray] = []
         for start in range(0, count, per):
             stop = min(start + per, count)
             g = self._backward(y, xt, vectors(start, stop), True, rule, retain_graph=stop < count)
@@ -191,9 +208,10 @@ class Call:
                 parts.append(part)
             if progress is not None:
                 progress(stop, count)
-        return out if reduce is None else np.concatenate(parts)
+        return cast(np.ndarray, out) if reduce is None else np.concatenate(parts)
 
-    def _backward(self, y, xt, v, batched, rule, retain_graph=False):
+    def _backward(self, y: Tensor, xt: Tensor, v: np.ndarray, batched: bool, rule: Any,
+                  retain_graph: bool = False) -> np.ndarray:
         """`rule`: "gradient" or "guided" (Relu's VJP), or a rule set (saliency.autograd.relevance)."""
         g = None
         if y.requires_grad:
@@ -205,7 +223,8 @@ class Call:
                              ".numpy(), .detach() or argmax)")
         return g._array
 
-    def finish(self, method, amap, seed, output, extras=None):
+    def finish(self, method: str, amap: np.ndarray, seed: _seeds.Seed, output: np.ndarray,
+               extras: Optional[dict[str, Any]] = None) -> Attribution:
         """The Attribution; drops the batch dimension (axis 0, or 1 after K seeds) when x had none."""
         if self.unbatched:
             amap = amap[:, 0] if seed.count is not None else amap[0]
@@ -216,21 +235,21 @@ class Call:
                            input=self.x[0] if self.unbatched else self.x,
                            classes=list(classes) if classes else None)
 
-    def unbatch(self, a, seed):
+    def unbatch(self, a: np.ndarray, seed: _seeds.Seed) -> np.ndarray:
         """A per-image value ([K,] N) without its batch dimension when x had none."""
         if not self.unbatched:
             return a
         return a[:, 0] if seed.count is not None else a[0]
 
 
-def _said(exc):
+def _said(exc: BaseException) -> str:
     """An exception as `Type: message` on one line of at most 300 characters."""
     text = " ".join(str(exc).split())
     text = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
     return text if len(text) <= 300 else text[:297] + "..."
 
 
-def _kind(value):
+def _kind(value: object) -> str:
     """What a model returned, for a message: a tuple of 2, a dict with keys ..., None, an int."""
     if isinstance(value, (tuple, list)):
         return f"a {type(value).__name__} of {len(value)}"
@@ -241,7 +260,7 @@ def _kind(value):
     return f"a value of type {type(value).__name__}"
 
 
-def _first_layer_error(exc, x_shape):
+def _first_layer_error(exc: _LayerInputError, x_shape: tuple[int, ...]) -> Exception:
     """InputError for a layer that got x as it is (or x through elementwise ops, same shape, or x
     flattened): the model's first layer does not fit the input. Other layers' errors pass unchanged."""
     given = exc.input_shape
@@ -254,7 +273,7 @@ def _first_layer_error(exc, x_shape):
     return exc
 
 
-def default_seed(seed, y, model=None):
+def default_seed(seed: Optional[_seeds.Seed], y: np.ndarray, model: object = None) -> _seeds.Seed:
     """predicted() for a classification output (N, K), segment() (each image's commonest predicted
     class where predicted) for a model whose `task` is "segmentation", ones() otherwise; checks the type."""
     if seed is None:
@@ -268,13 +287,13 @@ def default_seed(seed, y, model=None):
     return seed
 
 
-def resolve(seed, y, model=None):
+def resolve(seed: Optional[_seeds.Seed], y: np.ndarray, model: object = None) -> tuple[_seeds.Seed, np.ndarray]:
     """(the resolved seed, its v) for the output array y of `model`."""
     seed = default_seed(seed, y, model).resolve(y)
     return seed, seed.vector(y)
 
 
-def baseline_like(baseline, xs):
+def baseline_like(baseline: Any, xs: np.ndarray) -> np.ndarray:
     """The baseline as an array of x's shape and dtype: None is zeros, a number fills, an array
     broadcasts, a callable (`baselines.Blur()`) is called on x."""
     if baseline is None:
@@ -291,14 +310,14 @@ def baseline_like(baseline, xs):
     return out
 
 
-def weighted(y, v, batched):
+def weighted(y: np.ndarray, v: np.ndarray, batched: bool) -> np.ndarray:
     """The seed-weighted output sum(v * y) per image: shape (N,), or (K, N) for K seeds."""
     lead = 1 + batched
     prod = v * y
     return prod.reshape(prod.shape[:lead] + (-1,)).sum(axis=-1, dtype=np.float64)
 
 
-def tile(v, copies, batched):
+def tile(v: np.ndarray, copies: int, batched: bool) -> np.ndarray:
     """v repeated for `copies` stacked copies of the batch (copy-major: image i of copy j at j*N + i)."""
     axis = 1 if batched else 0
     reps = [1] * v.ndim
@@ -306,14 +325,14 @@ def tile(v, copies, batched):
     return np.tile(v, reps)
 
 
-def fold(g, copies, batched):
+def fold(g: np.ndarray, copies: int, batched: bool) -> np.ndarray:
     """([K,] copies*N, ...) -> ([K,] copies, N, ...): the inverse of `tile`'s layout."""
     lead = g.shape[:1] if batched else ()
     rest = g.shape[len(lead):]
     return g.reshape(lead + (copies, rest[0] // copies) + rest[1:])
 
 
-def _param_dtype(model):
+def _param_dtype(model: object) -> Optional[np.dtype[Any]]:
     """The dtype of the model's first floating-point parameter, or None (a function, or no parameters)."""
     params = getattr(model, "parameters", None)
     if callable(params):
@@ -323,7 +342,7 @@ def _param_dtype(model):
     return None
 
 
-def frozen(model):
+def frozen(model: object) -> AbstractContextManager[Any]:
     """Parameters of `model` (if it has any) do not require grad inside the block, in this thread
     only: the parameters themselves are not changed, so another thread may train the model."""
     params = getattr(model, "parameters", None)

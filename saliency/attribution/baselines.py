@@ -6,9 +6,13 @@ callable of x giving an array of x's shape, such as `Blur()`: the image blurred,
 colours and coarse layout while removing its detail (Sturmfels et al., "Visualizing the Impact of
 Feature Attribution Baselines", Distill 2020).
 """
+from __future__ import annotations
+
 from dataclasses import dataclass
+from typing import Any, Optional
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 
 @dataclass(frozen=True)
@@ -18,7 +22,7 @@ class Blur:
 
     sigma: float | None = None
 
-    def __call__(self, x):
+    def __call__(self, x: ArrayLike) -> np.ndarray:
         x = np.asarray(x)
         sigma = max(x.shape[-2:]) / 16 if self.sigma is None else float(self.sigma)
         if not np.isfinite(sigma) or sigma < 0:
@@ -28,7 +32,7 @@ class Blur:
         radius = int(np.ceil(3 * sigma))
         taps = np.exp(-0.5 * (np.arange(-radius, radius + 1) / sigma) ** 2)
         taps /= taps.sum()
-        out = x.astype(np.float64)
+        out: Any = x.astype(np.float64)
         for axis in (-2, -1):
             size = out.shape[axis]
             pad = [(0, 0)] * out.ndim
@@ -38,7 +42,7 @@ class Blur:
         return out.astype(x.dtype)
 
 
-def baseline_text(value):
+def baseline_text(value: Any) -> Optional[str]:
     """The command-line form of a baseline (`parse_baseline` reads it back), or None for an array."""
     if isinstance(value, Blur):
         return "blur" if value.sigma is None else f"blur:{value.sigma:g}"
@@ -47,7 +51,7 @@ def baseline_text(value):
     return None
 
 
-def parse_baseline(text):
+def parse_baseline(text: Any) -> Blur | float:
     """A baseline from its command-line form: a number, `blur` or `blur:SIGMA`."""
     text = str(text).strip().lower()
     if text == "blur":
@@ -73,7 +77,7 @@ class Uniform:
     high: float = 1.0
     seed: int = 0
 
-    def __call__(self, x):
+    def __call__(self, x: ArrayLike) -> np.ndarray:
         x = np.asarray(x)
         if isinstance(self.count, bool) or not isinstance(self.count, (int, np.integer)) or self.count < 1:
             raise ValueError(f"Uniform needs a positive count of baselines, got {self.count!r}")
@@ -81,7 +85,7 @@ class Uniform:
         return rng.uniform(self.low, self.high, (int(self.count),) + x.shape[-3:]).astype(x.dtype)
 
 
-def baselines_like(baselines, xs):
+def baselines_like(baselines: Any, xs: np.ndarray) -> np.ndarray:
     """A set of baselines as an array (B, C, H, W) of x's dtype, for images xs (N, C, H, W): an array
     (B, C, H, W) (or one image (C, H, W)), a callable of xs giving one (`Uniform(16)`), or a list of
     baselines as integrated gradients takes them (numbers, images, `Blur()` of the first image)."""
@@ -102,17 +106,17 @@ def baselines_like(baselines, xs):
     return np.ascontiguousarray(arr)
 
 
-def baselines_text(value):
+def baselines_text(value: Any) -> Optional[str]:
     """The command-line form of a set of baselines (`parse_baselines` reads it back), or None."""
     if isinstance(value, Uniform) and (value.low, value.high, value.seed) == (0.0, 1.0, 0):
         return f"uniform:{value.count}"
     if isinstance(value, (list, tuple)):
         texts = [baseline_text(v) for v in value]
-        return None if None in texts else ",".join(texts)
+        return None if None in texts else ",".join(t for t in texts if t is not None)
     return None
 
 
-def parse_baselines(text):
+def parse_baselines(text: Any) -> Uniform | list[Blur | float]:
     """A set of baselines from its command-line form: `uniform:COUNT` (noise images in [0, 1)), or a
     comma-separated list of baselines (numbers, `blur`, `blur:SIGMA`): `0,1` is a black and a white
     image."""

@@ -8,6 +8,10 @@ to the seeded f(x) - f(baseline) through them all. An op without a sound rule (s
 normalisation inside the network, a product of two data-dependent tensors, batch norm in training
 mode) is a RuleError naming it.
 """
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Optional
+
 import numpy as np
 
 from ..autograd.relevance import Rescale
@@ -16,6 +20,12 @@ from ._core import Call, baseline_like, fold, resolve, tile, weighted
 from .baselines import baseline_text, baselines_like, baselines_text, parse_baseline, parse_baselines
 from .registry import Option, method
 
+if TYPE_CHECKING:
+    from ..autograd.tensor import TensorLike
+    from ._core import Model
+    from .result import Attribution
+    from .seeds import Seed
+
 # |x - x0| below this counts as no difference: the op's own derivative is used there (Captum's eps)
 EPSILON = 1e-10
 
@@ -23,7 +33,7 @@ EPSILON = 1e-10
 class _Pass:
     """The model run on the rows [xs; bs] (M each), recorded for DeepLift's rules: `y` its output."""
 
-    def __init__(self, call, xs, bs):
+    def __init__(self, call: Call, xs: np.ndarray, bs: np.ndarray) -> None:
         self.call, self.m = call, len(xs)
         with recording(call.model) as record:
             self.xt, y = call.forward(np.concatenate([xs, bs]), grad=True, record=record)
@@ -32,7 +42,7 @@ class _Pass:
             call.grad(y, self.xt, np.zeros_like(y._array), False)  # the model's error: its output ignores x
         self.plan = Rescale(y.grad_fn, record, EPSILON)
 
-    def multipliers(self, v, batched):
+    def multipliers(self, v: np.ndarray, batched: bool) -> np.ndarray:
         """DeepLift's multipliers ([K,] M, C, H, W) of the seeds v ([K,] M, ...) at the rows xs."""
         both = np.concatenate([v, np.zeros_like(v)], axis=int(batched))
         g = self.call.grad(self.y, self.xt, both, batched, rule=self.plan)
@@ -42,7 +52,7 @@ class _Pass:
 @method(options=(Option("baseline", parse_baseline, "the reference input: a number (0: black) or blur (the image "
                         "blurred)", text=baseline_text),),
         map_channels="input")
-def deeplift(model, x, seed=None, *, baseline=0.0):
+def deeplift(model: Model, x: TensorLike, seed: Optional[Seed] = None, *, baseline: Any = 0.0) -> Attribution:
     """DeepLift's rescale rule: (x - baseline) times the multipliers of v * (f(x) - f(baseline)).
 
     Args:
@@ -69,7 +79,8 @@ def deeplift(model, x, seed=None, *, baseline=0.0):
 @method(options=(Option("baselines", parse_baselines, "the reference inputs averaged over: uniform:COUNT (noise "
                         "images) or a comma-separated list of numbers and blur", text=baselines_text),),
         map_channels="input")
-def deeplift_shap(model, x, seed=None, *, baselines, batch=None):
+def deeplift_shap(model: Model, x: TensorLike, seed: Optional[Seed] = None, *, baselines: Any,
+                  batch: Optional[int] = None) -> Attribution:
     """DeepLift against each of a set of baselines, averaged (Lundberg and Lee 2017, Captum's
     DeepLiftShap): an estimate of SHAP values with the baselines as the background distribution.
 
@@ -87,7 +98,8 @@ def deeplift_shap(model, x, seed=None, *, baselines, batch=None):
     seed, v = resolve(seed, ya, model)
     batched = seed.count is not None
     per = call.chunk(batch, count, seed.count or 1)
-    total, reference = 0.0, 0.0
+    total: Any = 0.0
+    reference: Any = 0.0
     for start in range(0, count, per):
         part = bs[start:start + per]
         k = len(part)

@@ -21,16 +21,26 @@ done, so a task that Dask runs again after its worker died rewrites only the bat
 had not finished. The store's folder, the images and the model's files must be at one path that
 every worker can read (and the store's, write): on one machine, any folder.
 """
+from __future__ import annotations
+
 import contextlib
 import pickle
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Optional, cast
 
 from ..kernels.memory import KEEP_BYTES
 from ._core import InputError
 from .pipeline import fill, prepare
 from .store import open_store
 from .store_evaluation import batch_scores
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Sequence
+
+    from ._core import Progress
+    from .run import Run
+    from .store_base import MapStore
+    from .store_evaluation import BatchScores
 
 TASK_IMAGES = 256
 INSTALL = "pip install 'saliency-maps[scale]'"
@@ -42,7 +52,7 @@ class ClusterError(InputError):
     """A cluster that cannot be started or reached, or a run that cannot go to it."""
 
 
-def client(workers=None, scheduler=None):
+def client(workers: Optional[int] = None, scheduler: Optional[str] = None) -> tuple[Any, Any]:
     """(Dask client, local cluster or None): a cluster of `workers` local processes, or the running
     scheduler at the address `scheduler` (e.g. tcp://10.0.0.5:8786)."""
     if workers and scheduler:
@@ -70,7 +80,7 @@ def client(workers=None, scheduler=None):
 
 
 @contextlib.contextmanager
-def connected(workers=None, scheduler=None):
+def connected(workers: Optional[int] = None, scheduler: Optional[str] = None) -> Iterator[Any]:
     """The Dask client of `client(workers, scheduler)`, closed with its local cluster at the end;
     None when neither is given (the work runs in this process)."""
     if not (workers or scheduler):
@@ -85,7 +95,7 @@ def connected(workers=None, scheduler=None):
             cluster.close()
 
 
-def _model(source):
+def _model(source: Callable[[], Any]) -> Any:
     """The model `source()` builds, once per worker process."""
     key = pickle.dumps(source)
     if key not in _models:
@@ -93,20 +103,21 @@ def _model(source):
     return _models[key]
 
 
-def _source_of(run):
+def _source_of(run: Run) -> Callable[[], Any]:
     if run.model is None or not callable(run.model):
         raise ClusterError("a run on a cluster needs its model's source: Run.build(..., model=SOURCE), a picklable "
                            "callable that builds the model (e.g. saliency.models.zoo.ModelSource(name))")
     return run.model
 
 
-def _tasks(batches, batch_size):
+def _tasks(batches: Sequence[int], batch_size: int) -> list[Sequence[int]]:
     """`batches` in groups of about TASK_IMAGES images, one group per task."""
     per_task = max(1, TASK_IMAGES // batch_size)
     return [batches[i:i + per_task] for i in range(0, len(batches), per_task)]
 
 
-def _gather(dask_client, store, futures, progress):
+def _gather(dask_client: Any, store: MapStore, futures: dict[Any, Sequence[int]],
+            progress: Optional[Progress]) -> list[Any]:
     """The results of `futures` ({future: the batches of `store` it works on}) as they finish,
     calling progress(images done, images) after each: a task counts its batches' images (also when
     Dask ran it again after its worker died and it skipped the batches already done), the images
@@ -114,7 +125,7 @@ def _gather(dask_client, store, futures, progress):
     `_Refused` is raised here as the error it stands for (one line, as in a run in one process)."""
     from distributed import as_completed
 
-    results = []
+    results: list[Any] = []
     finished = len(store) - sum(_images(store, batches) for batches in futures.values())
     try:
         for future in as_completed(futures):
@@ -136,11 +147,11 @@ class _Refused:
     a model that differs): Dask would log a failed task's traceback on the worker; the client
     raises `error` itself."""
 
-    def __init__(self, error):
+    def __init__(self, error: BaseException) -> None:
         self.error = error
 
 
-def _reporting(fn, *args):
+def _reporting(fn: Callable[..., Any], *args: Any) -> Any:
     """fn(*args) on a worker, its errors of the input (ValueError, LookupError and their kinds:
     StoreError, InputError, a model source's errors) returned as a `_Refused`."""
     try:
@@ -152,16 +163,17 @@ def _reporting(fn, *args):
             return _Refused(ClusterError(str(exc)))
 
 
-def _images(store, batches):
+def _images(store: MapStore, batches: Sequence[int]) -> int:
     return sum(b - a for a, b in map(store.span, batches))
 
 
-def _batch_task(run, files, store_path, batches):
+def _batch_task(run: Run, files: Any, store_path: Path, batches: Sequence[int]) -> int:
     """One task, on a worker: the batches `batches` of the run into the store at `store_path`."""
-    return fill(_model(run.model), files, run, open_store(store_path), batches)
+    return fill(_model(cast(Callable[[], Any], run.model)), files, run, open_store(store_path), batches)
 
 
-def batch(dask_client, run, images, *, model=None, progress=None):
+def batch(dask_client: Any, run: Run, images: Any, *, model: Any = None,
+          progress: Optional[Progress] = None) -> MapStore:
     """The maps of `images` (files, at one path on every worker) for `run` (a `Run` with `out` and
     `model`) computed on `dask_client`'s workers into the run's store, as `pipeline.batch` would
     compute them in one process; returns the store, read back whole. `model`: the model of
@@ -179,14 +191,17 @@ def batch(dask_client, run, images, *, model=None, progress=None):
         return store.check_whole()  # read back: every batch done and whole, or a StoreError
 
 
-def _scores_task(source, store_path, batches, options):
+def _scores_task(source: Callable[[], Any], store_path: Path, batches: Sequence[int],
+                 options: dict[str, Any]) -> list[BatchScores]:
     """One task, on a worker: the metrics of the batches `batches` of the store at `store_path`
     (`options`: batch_scores's keywords)."""
     return batch_scores(_model(source), store_path, batches, **options)
 
 
-def curves(dask_client, source, store, *, steps=16, sign="abs", metrics=("deletion_insertion",), metric_options=None,
-           masks=None, random_seed=0, progress=None):
+def curves(dask_client: Any, source: Callable[[], Any], store: MapStore, *, steps: int = 16, sign: str = "abs",
+           metrics: str | Sequence[str] = ("deletion_insertion",),
+           metric_options: Optional[dict[str, dict[str, Any]]] = None, masks: Any = None, random_seed: int = 0,
+           progress: Optional[Progress] = None) -> list[BatchScores]:
     """The metrics (by default the deletion and insertion curves) of every map of `store` (made by
     the model `source()` builds), computed on `dask_client`'s workers: the BatchScores of its
     batches, for `evaluate_store`'s `curves=`, equal to those computed in one process. The caller

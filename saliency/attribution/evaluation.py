@@ -1,8 +1,11 @@
 """Checks of an attribution: deletion/insertion curves (Petsiuk et al. 2018, RISE) and the cascading
 model-parameter randomisation test (Adebayo et al. 2018, "Sanity checks for saliency maps")."""
+from __future__ import annotations
+
 import threading
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 
 import numpy as np
 
@@ -10,6 +13,15 @@ from ..autograd.tensor import Tensor
 from ..kernels.memory import available_bytes, format_bytes
 from ._core import Call, baseline_like, resolve, tile, weighted
 from .result import Attribution
+
+if TYPE_CHECKING:
+    from ..autograd.tensor import TensorLike
+    from ..nn.module import Module
+    from ._core import Model, Progress
+    from .seeds import Seed
+
+# A map: an array (N, C', H, W) or (C', H, W), a Tensor, or a method's Attribution.
+MapLike = Union[np.ndarray, Tensor, Attribution]
 
 
 @dataclass(repr=False)
@@ -27,10 +39,10 @@ class DeletionInsertion:
     insertion: np.ndarray
     deletion_auc: np.ndarray
     insertion_auc: np.ndarray
-    seed: object
+    seed: Any  # the resolved Seed
     seconds: float
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return (f"DeletionInsertion({len(self.fractions) - 1} steps, seed='{self.seed}', "
                 f"deletion_auc={np.round(self.deletion_auc, 4)}, insertion_auc={np.round(self.insertion_auc, 4)})")
 
@@ -46,17 +58,19 @@ class RandomisationCheck:
     original: the Attribution of the unchanged model; maps: the map after each step.
     """
 
-    layers: list
+    layers: list[str]
     correlations: np.ndarray
     original: Attribution
-    maps: list = field(default_factory=list)
+    maps: list[np.ndarray] = field(default_factory=list)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         steps = ", ".join(f"{n}: {np.round(c, 3)}" for n, c in zip(self.layers, self.correlations))
         return f"RandomisationCheck({steps})"
 
 
-def deletion_insertion(model, x, attribution, seed=None, *, steps=32, baseline=0.0, batch=None, progress=None):
+def deletion_insertion(model: Model, x: TensorLike, attribution: MapLike, seed: Optional[Seed] = None, *,
+                       steps: int = 32, baseline: Any = 0.0, batch: Optional[int] = None,
+                       progress: Optional[Progress] = None) -> DeletionInsertion:
     """Remove (deletion) or insert (insertion) pixels in order of importance and follow the output.
 
     A pixel's importance is the sum over channels of the attribution map (signed: pass
@@ -90,7 +104,7 @@ def deletion_insertion(model, x, attribution, seed=None, *, steps=32, baseline=0
     np.put_along_axis(rank, np.argsort(-importance, axis=1, kind="stable"), np.arange(pixels)[None], axis=1)
     counts = np.rint(np.arange(steps + 1) * pixels / steps).astype(np.int64)
 
-    def image(j):  # copy j: deletion steps 0..steps, then insertion steps 0..steps
+    def image(j: int) -> np.ndarray:  # copy j: deletion steps 0..steps, then insertion steps 0..steps
         changed = (rank < counts[j % (steps + 1)]).reshape(n, 1, *xs.shape[2:])
         return np.where(changed, base, xs) if j <= steps else np.where(changed, xs, base)
 
@@ -105,14 +119,14 @@ def deletion_insertion(model, x, attribution, seed=None, *, steps=32, baseline=0
             progress(js.stop, copies)
     fractions = counts / pixels
     deletion, insertion = scores[:steps + 1].T, scores[steps + 1:].T
-    areas = [np.trapezoid(c, fractions, axis=-1) for c in (deletion, insertion)]
+    areas: list[Any] = [np.trapezoid(c, fractions, axis=-1) for c in (deletion, insertion)]
     if call.unbatched:
         deletion, insertion, areas = deletion[0], insertion[0], [float(a[0]) for a in areas]
     return DeletionInsertion(fractions, deletion, insertion, areas[0], areas[1], seed,
                              time.perf_counter() - call.t0)
 
 
-def _map_of(attribution, call):
+def _map_of(attribution: MapLike, call: Call) -> np.ndarray:
     """The map as (N, C', H, W) float64 with x's batch and spatial size (C' may differ from x's C)."""
     a = attribution.map if isinstance(attribution, Attribution) else attribution
     a = np.asarray(a._array if isinstance(a, Tensor) else a, dtype=np.float64)
@@ -127,7 +141,8 @@ def _map_of(attribution, call):
     return a
 
 
-def randomisation_check(model, x, method, seed=None, *, rng=None):
+def randomisation_check(model: Module, x: TensorLike, method: Callable[..., Attribution], seed: Optional[Seed] = None,
+                        *, rng: Optional[np.random.Generator] = None) -> RandomisationCheck:
     """Cascading randomisation (Adebayo et al. 2018): from the top layer down, re-draw one more
     parametrised layer and recompute `method(model, x, seed)`; a map that depends on the model
     decorrelates. Each parameter of a layer is re-drawn from N(0, rms^2), rms its root mean square.
@@ -147,7 +162,8 @@ def randomisation_check(model, x, method, seed=None, *, rng=None):
         raise TypeError(f"rng must be an np.random.Generator (np.random.default_rng(seed)), got {type(rng).__name__}")
     saved = [(p, p._array) for p in model.parameters()]
     stats = [(b, b._array.copy()) for b in model.buffers()]  # a model in training mode updates them
-    maps, correlations = [], []
+    maps: list[np.ndarray] = []
+    correlations: list[np.ndarray] = []
     try:
         layers = _layers_top_down(model, x)
         if not layers:
@@ -170,18 +186,19 @@ def randomisation_check(model, x, method, seed=None, *, rng=None):
     return RandomisationCheck([name for name, _ in layers], np.array(correlations), original, maps)
 
 
-def _run(method, model, x, seed):
+def _run(method: Callable[..., Any], model: Model, x: TensorLike, seed: Optional[Seed]) -> Attribution:
     out = method(model, x, seed)
     if not isinstance(out, Attribution):
         raise TypeError(f"method must return an Attribution (a saliency.attribution method), got {type(out).__name__}")
     return out
 
 
-def _layers_top_down(model, x):
+def _layers_top_down(model: Module, x: TensorLike) -> list[tuple[str, Module]]:
     """(name, module) of each parametrised module in the order a forward pass calls them, reversed."""
     names = {id(m): name or type(m).__name__ for name, m in model.named_modules()}
     owners = [m for _, m in model.named_modules() if next(iter(m.parameters(recurse=False)), None) is not None]
-    called, handles = [], []
+    called: list[Module] = []
+    handles: list[Any] = []
     here = threading.get_ident()  # calls of the model from other threads are not this pass's
     for m in owners:
         handles.append(m.register_forward_hook(
@@ -196,13 +213,13 @@ def _layers_top_down(model, x):
     return [(names[id(m)], m) for m in reversed(order)]
 
 
-def _reduce(amap):
+def _reduce(amap: Any) -> np.ndarray:
     """|map| summed over channels, flattened per map: (..., H*W)."""
     a = np.abs(np.asarray(amap, dtype=np.float64)).sum(axis=-3)
     return a.reshape(a.shape[:-2] + (-1,))
 
 
-def ranks(a):
+def ranks(a: Any) -> np.ndarray:
     """Ranks 1..n along the last axis, ties given their average rank."""
     a = np.asarray(a)
     flat = a.reshape(-1, a.shape[-1])
@@ -217,7 +234,7 @@ def ranks(a):
     return out.reshape(a.shape)
 
 
-def spearman(a, b):
+def spearman(a: Any, b: Any) -> np.ndarray:
     """Spearman's rank correlation of a and b along the last axis (average ranks for ties); NaN where
     either is constant."""
     ra, rb = ranks(a), ranks(b)

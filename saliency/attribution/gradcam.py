@@ -1,5 +1,8 @@
 """Grad-CAM (Selvaraju et al., arXiv:1610.02391) on any layer with a (N, C, h, w) output."""
+from __future__ import annotations
+
 import threading
+from typing import TYPE_CHECKING, Any, Optional
 
 import numpy as np
 
@@ -7,8 +10,14 @@ from ..autograd.tensor import Tensor
 from ._core import Call, InputError, resolve
 from .registry import Option, method
 
+if TYPE_CHECKING:
+    from ..autograd.tensor import TensorLike
+    from ._core import Model
+    from .result import Attribution
+    from .seeds import Seed
 
-def resize_bilinear(a, size):
+
+def resize_bilinear(a: np.ndarray, size: tuple[int, int]) -> np.ndarray:
     """Resize the last two dimensions of `a` to `size` = (H, W), bilinear with align_corners=False
     (PyTorch's F.interpolate(size=...)): source coordinate (i + 0.5) * in / out - 0.5, clamped at 0."""
     out = a
@@ -27,7 +36,7 @@ def resize_bilinear(a, size):
     return out
 
 
-def default_layer(model):
+def default_layer(model: object) -> tuple[str, Any]:
     """(name, module) of the layer Grad-CAM uses by default: the model's last Conv2d with more than
     one output channel; InputError for a model without one."""
     from ..nn import Conv2d
@@ -39,7 +48,7 @@ def default_layer(model):
     return convs[-1]
 
 
-def named_layer(model, name):
+def named_layer(model: object, name: str) -> Any:
     """The module called `name` in model.named_modules() (as print(model) shows it), or InputError
     naming the model's convolutions."""
     from ..nn import Conv2d
@@ -54,7 +63,7 @@ def named_layer(model, name):
 @method(options=(Option("layer", str, "the layer whose output and gradient make the map, by name as print(model) "
                         "shows it (default: the last convolution)"),),
         map_channels=1)
-def gradcam(model, x, seed=None, *, layer=None):
+def gradcam(model: Model, x: TensorLike, seed: Optional[Seed] = None, *, layer: Any = None) -> Attribution:
     """relu(sum_c w_c A_c) upsampled to the input's size, where A = the output of `layer` (a module
     called once in the forward pass, output (N, C, h, w); or its name in model.named_modules();
     default: the last Conv2d with more than one output channel, `default_layer`) and w_c = the
@@ -73,10 +82,10 @@ def gradcam(model, x, seed=None, *, layer=None):
         raise TypeError(f"layer must be a module of the model (with register_forward_hook), "
                         f"got {type(layer).__name__}")
     call = Call(model, x)
-    seen = []
+    seen: list[Any] = []
     here = threading.get_ident()
 
-    def keep(module, args, out):
+    def keep(module: Any, args: Any, out: Any) -> None:
         if threading.get_ident() == here:  # another thread may run the model at the same time
             seen.append(out)
 

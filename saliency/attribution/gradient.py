@@ -5,11 +5,23 @@ input's shape, with a leading K dimension for K batched seeds. The K seeds share
 pass up to `_core.SEED_BUDGET` (K times the input's elements); beyond it (thousands of pixels)
 they run in passes of that size through the one graph, so memory stays bounded.
 """
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Optional
+
 from ._core import Call, default_seed
 from .registry import method
 
+if TYPE_CHECKING:
+    import numpy as np
 
-def _vjp(model, x, seed, rule):
+    from ..autograd.tensor import TensorLike
+    from ._core import Model
+    from .result import Attribution
+    from .seeds import Seed
+
+
+def _vjp(model: Model, x: TensorLike, seed: Optional[Seed], rule: Any) -> tuple[Call, Seed, np.ndarray, np.ndarray]:
     call = Call(model, x)
     xt, y = call.forward(call.x, grad=True)
     seed = default_seed(seed, y._array, model).resolve(y._array)
@@ -21,21 +33,21 @@ def _vjp(model, x, seed, rule):
 
 
 @method(options=(), map_channels="input")
-def gradient(model, x, seed=None):
+def gradient(model: Model, x: TensorLike, seed: Optional[Seed] = None) -> Attribution:
     """The gradient of sum(v * model(x)) with respect to x: v^T dy/dx."""
     call, seed, y, g = _vjp(model, x, seed, "gradient")
     return call.finish("gradient", g, seed, y)
 
 
 @method(options=(), map_channels="input")
-def input_x_gradient(model, x, seed=None):
+def input_x_gradient(model: Model, x: TensorLike, seed: Optional[Seed] = None) -> Attribution:
     """x * v^T dy/dx (Shrikumar et al. 2016): the gradient scaled by the input, elementwise."""
     call, seed, y, g = _vjp(model, x, seed, "gradient")
     return call.finish("input_x_gradient", g * call.x, seed, y)
 
 
 @method(options=(), map_channels="input")
-def guided_backprop(model, x, seed=None):
+def guided_backprop(model: Model, x: TensorLike, seed: Optional[Seed] = None) -> Attribution:
     """Guided backprop (Springenberg et al., arXiv:1412.6806): the backward pass of the gradient,
     except that every ReLU also zeroes negative incoming gradients, relu(g) * [x > 0]. This is an
     op-level rule (`saliency.autograd.relu_rule("guided")`), so it reaches ReLUs called as

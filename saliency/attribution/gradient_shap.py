@@ -1,10 +1,20 @@
 """GradientShap (Lundberg and Lee 2017, as Captum computes it): expected gradients times the input's
 difference from baselines drawn at random, at random points between the two."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Optional
+
 import numpy as np
 
 from ._core import Call, resolve
 from .baselines import baselines_like, baselines_text, parse_baselines
 from .registry import Option, method
+
+if TYPE_CHECKING:
+    from ..autograd.tensor import TensorLike
+    from ._core import Model, Progress
+    from .result import Attribution
+    from .seeds import Seed
 
 
 @method(options=(Option("baselines", parse_baselines, "the reference inputs drawn from: uniform:COUNT (noise "
@@ -13,7 +23,9 @@ from .registry import Option, method
                  Option("stdev", float, "the standard deviation of Gaussian noise added to the image at each draw",
                         minimum=0.0)),
         map_channels="input")
-def gradient_shap(model, x, seed=None, *, baselines, samples=50, stdev=0.0, rng=None, batch=None, progress=None):
+def gradient_shap(model: Model, x: TensorLike, seed: Optional[Seed] = None, *, baselines: Any, samples: int = 50,
+                  stdev: float = 0.0, rng: Any = None, batch: Optional[int] = None,
+                  progress: Optional[Progress] = None) -> Attribution:
     """The mean over `samples` draws of (x' - b) times v^T dy/dx at b + a (x' - b): for each draw, a
     baseline b from `baselines` (uniformly, with replacement), x' = x plus Gaussian noise of standard
     deviation `stdev`, and a uniform in [0, 1).
@@ -62,7 +74,7 @@ def gradient_shap(model, x, seed=None, *, baselines, samples=50, stdev=0.0, rng=
         vs = np.take(v, image, axis=lead)
         g = call.vjp(points, vs, batched)
         contrib = (xs - b) * g
-        np.add.at(amap, (slice(None),) * lead + (image,), contrib)
+        np.add.at(amap, (slice(None),) * lead + (image,), contrib)  # type: ignore[arg-type]  # numpy's stub: no slices
         if progress is not None:
             progress(int(rows[-1]) + 1, total)
     amap /= count

@@ -1,14 +1,24 @@
 """Integrated Gradients (Sundararajan et al., arXiv:1703.01365), with its completeness check."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Optional
+
 import numpy as np
 
 from ._core import Call, baseline_like, fold, resolve, tile, weighted
 from .baselines import baseline_text, parse_baseline
 from .registry import Option, method
 
+if TYPE_CHECKING:
+    from ..autograd.tensor import TensorLike
+    from ._core import Model, Progress
+    from .result import Attribution
+    from .seeds import Seed
+
 _RULES = ("gauss-legendre", "midpoint", "trapezoid")
 
 
-def _nodes(steps, rule):
+def _nodes(steps: int, rule: str) -> tuple[np.ndarray, np.ndarray]:
     """Points alpha in [0, 1] and weights summing to 1 for the integral over the path."""
     if rule == "trapezoid":
         if steps < 2:
@@ -28,8 +38,9 @@ def _nodes(steps, rule):
                         "blurred)", text=baseline_text),
                  Option("rule", str, "the quadrature along the path", choices=_RULES)),
         map_channels="input")
-def integrated_gradients(model, x, seed=None, *, baseline=0.0, steps=64, batch=None, rule="gauss-legendre",
-                         progress=None):
+def integrated_gradients(model: Model, x: TensorLike, seed: Optional[Seed] = None, *, baseline: Any = 0.0,
+                         steps: int = 64, batch: Optional[int] = None, rule: str = "gauss-legendre",
+                         progress: Optional[Progress] = None) -> Attribution:
     """(x - baseline) * the mean gradient along the straight path baseline -> x.
 
     Args:
@@ -66,7 +77,7 @@ def integrated_gradients(model, x, seed=None, *, baseline=0.0, steps=64, batch=N
     b = baseline_like(baseline, xs)
     diff = xs.astype(np.float64) - b
     per = call.chunk(batch, len(alphas), seed.count or 1)
-    acc = 0.0
+    acc: Any = 0.0
     for start in range(0, len(alphas), per):
         a = alphas[start:start + per]
         m = len(a)

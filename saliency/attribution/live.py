@@ -9,14 +9,23 @@ milliseconds where a whole map costs the forward pass again. The graph is kept u
 is dropped. Several threads may ask at once: their backward passes run one at a time on the
 shared graph, and `latest` lets a caller skip a request that a newer one has superseded.
 """
+from __future__ import annotations
+
 import threading
 import time
+from typing import TYPE_CHECKING, Any, Optional
 
 import numpy as np
 
 from ..autograd.engine import _count_dependencies
 from ..autograd.trace import render_graph, trace
 from ._core import Call, resolve, seeds_per_pass
+
+if TYPE_CHECKING:
+    from ..autograd.tensor import TensorLike
+    from ._core import Model
+    from .result import Attribution
+    from .seeds import Seed
 
 # The most nodes `work` shows: beyond that its text is too long to read
 WORK_NODES = 200
@@ -26,18 +35,18 @@ class Live:
     """`model` (as the methods take it) run once on `x` ((C, H, W) or (1, C, H, W)); `output` is its
     output (an ndarray with the batch dimension)."""
 
-    def __init__(self, model, x):
+    def __init__(self, model: Model, x: TensorLike) -> None:
         self.model, self.x = model, x
         self._call = Call(model, x)
         if self._call.n != 1:
             raise ValueError(f"Live keeps the forward pass of one image; x holds {self._call.n}")
         self._xt, self._y = self._call.forward(self._call.x, grad=True)
-        self.output = self._y._array
+        self.output: np.ndarray = self._y._array
         self._lock = threading.Lock()
-        self._tickets = {}
+        self._tickets: dict[Any, int] = {}
         self._count = 0
 
-    def ticket(self, stream="default"):
+    def ticket(self, stream: Any = "default") -> int:
         """A number for a request of `stream` (one client's clicks): `latest(stream, n)` tells whether
         a newer one has been issued since."""
         with self._lock:
@@ -45,11 +54,12 @@ class Live:
             self._tickets[stream] = self._count
             return self._count
 
-    def latest(self, stream, number):
+    def latest(self, stream: Any, number: int) -> bool:
         """Whether `number` is still the newest ticket of `stream`."""
         return self._tickets.get(stream) == number
 
-    def gradient(self, seed=None, *, stream=None, number=None):
+    def gradient(self, seed: Optional[Seed] = None, *, stream: Any = None,
+                 number: Optional[int] = None) -> Optional[Attribution]:
         """The gradient map of `seed` (default as the methods' default) from the kept graph: an
         Attribution (a leading K for K batched seeds), or None when `number`, a ticket of `stream`,
         was superseded while the request waited for the graph."""
@@ -68,7 +78,7 @@ class Live:
             call.t0 = started  # the map's time is its backward pass
             return call.finish("gradient", g, seed, self.output)
 
-    def work(self, seed=None, limit=WORK_NODES):
+    def work(self, seed: Optional[Seed] = None, limit: int = WORK_NODES) -> tuple[str, str]:
         """What the backward pass of `seed` does, as `saliency explain` shows it: (the graph below the
         output as a text tree, the table of every node the engine ran with the gradient it got and
         the VJP it sent). ValueError for a graph of more than `limit` nodes."""

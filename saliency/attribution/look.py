@@ -4,8 +4,11 @@ dy/dx), and for every pixel of a grid the radius that holds half (or 90%) of its
 Both run ONE forward pass and then batched backward passes of `chunk` pixel seeds through the
 same graph (`retain_graph=True`), so thousands of pixels need the memory of one chunk.
 """
+from __future__ import annotations
+
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence, cast
 
 import numpy as np
 
@@ -13,12 +16,19 @@ from ..kernels.radius import mass_radii
 from . import seeds as _seeds
 from ._core import Call
 
+if TYPE_CHECKING:
+    from ..autograd.tensor import TensorLike
+    from ._core import Model, Progress
+
 # look_distance's default grid: the smallest stride that samples at most this many output pixels
 # (a 128x128 output at stride 4: a 32x32 grid).
 DEFAULT_PIXELS = 1024
 
 
-def jacobian_rows(model, x, pixels, *, channel=None, chunk=None, reduce=None, progress=None):
+def jacobian_rows(model: Model, x: TensorLike, pixels: Sequence[tuple[int, int]] | np.ndarray, *,
+                  channel: Optional[int] = None, chunk: Optional[int] = None,
+                  reduce: Optional[Callable[[np.ndarray], Any]] = None,
+                  progress: Optional[Progress] = None) -> np.ndarray:
     """The gradient maps dy[..., row, col]/dx of K output pixels [(row, col), ...] of a dense output.
 
     Args:
@@ -44,9 +54,12 @@ def jacobian_rows(model, x, pixels, *, channel=None, chunk=None, reduce=None, pr
     seed.check(y._array)
     fn = reduce
     if reduce is not None and call.unbatched:
-        def fn(g):
-            return reduce(g[:, 0])
-    rows = call.rows(y, xt, seed.count, lambda start, stop: seed.vectors(y._array, start, stop), chunk=chunk,
+        given = reduce
+
+        def unbatched(g: np.ndarray) -> Any:
+            return given(g[:, 0])
+        fn = unbatched
+    rows = call.rows(y, xt, cast(int, seed.count), lambda start, stop: seed.vectors(y._array, start, stop), chunk=chunk,
                      reduce=fn, progress=progress)
     return rows[:, 0] if reduce is None and call.unbatched else rows
 
@@ -67,20 +80,20 @@ class LookDistance:
     image for matplotlib's imshow (each sample drawn as the stride x stride block it starts).
     """
 
-    radii: dict
+    radii: dict[float, np.ndarray]
     std_rows: np.ndarray
     std_cols: np.ndarray
     rows: np.ndarray
     cols: np.ndarray
-    centres: tuple
+    centres: tuple[np.ndarray, np.ndarray]
     stride: int
-    output_size: tuple
-    input_size: tuple
+    output_size: tuple[int, int]
+    input_size: tuple[int, int]
     output: np.ndarray
     seconds: float
     method = "look_distance"
 
-    def radius(self, fraction):
+    def radius(self, fraction: float) -> np.ndarray:
         """The radius map holding `fraction` of the mass (one of the fractions asked for)."""
         for f, r in self.radii.items():
             if np.isclose(f, fraction, rtol=0, atol=1e-12):
@@ -89,20 +102,20 @@ class LookDistance:
                        f"{', '.join(map(str, self.radii))} (pass fraction=... to look_distance)")
 
     @property
-    def radius50(self):
+    def radius50(self) -> np.ndarray:
         return self.radius(0.5)
 
     @property
-    def radius90(self):
+    def radius90(self) -> np.ndarray:
         return self.radius(0.9)
 
     @property
-    def extent(self):
+    def extent(self) -> tuple[float, float, float, float]:
         """(left, right, bottom, top) in input pixels, for imshow(map, extent=...) over the image."""
         (h_out, w_out), (h_in, w_in), s = self.output_size, self.input_size, self.stride
         return (-0.5, len(self.cols) * s * w_in / w_out - 0.5, len(self.rows) * s * h_in / h_out - 0.5, -0.5)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         med = ", ".join(f"r{100 * f:g} {np.nanmedian(r):.3g}" if np.isfinite(r).any() else f"r{100 * f:g} nan"
                         for f, r in self.radii.items())
         return (f"LookDistance({len(self.rows)}x{len(self.cols)} pixels of the {self.output_size[0]}x"
@@ -110,7 +123,7 @@ class LookDistance:
                 f"seconds={self.seconds:.3g})")
 
 
-def default_stride(h, w, pixels=DEFAULT_PIXELS):
+def default_stride(h: int, w: int, pixels: int = DEFAULT_PIXELS) -> int:
     """The smallest stride whose grid over an (h, w) map has at most `pixels` points."""
     stride = 1
     while -(-h // stride) * -(-w // stride) > pixels:
@@ -118,7 +131,9 @@ def default_stride(h, w, pixels=DEFAULT_PIXELS):
     return stride
 
 
-def look_distance(model, x, *, stride=None, channel=None, fraction=(0.5, 0.9), chunk=None, progress=None):
+def look_distance(model: Model, x: TensorLike, *, stride: Optional[int] = None, channel: Optional[int] = None,
+                  fraction: float | Sequence[float] = (0.5, 0.9), chunk: Optional[int] = None,
+                  progress: Optional[Progress] = None) -> LookDistance:
     """For every `stride`-th output pixel (rows and columns, from 0), how far from it the model looks.
 
     The radius for fraction f is the smallest Euclidean distance r (input pixels) from the pixel's
@@ -156,7 +171,7 @@ def look_distance(model, x, *, stride=None, channel=None, fraction=(0.5, 0.9), c
     centres = np.stack([(grid_rows + 0.5) * h_in / h_out - 0.5, (grid_cols + 0.5) * w_in / w_out - 0.5], axis=1)
     done = [0]
 
-    def measure(g):
+    def measure(g: np.ndarray) -> np.ndarray:
         """(k, N, C, H, W) maps -> (k, N, F + 2): the radii, then std along rows and along columns."""
         k = len(g)
         mass = np.abs(g).sum(axis=2, dtype=np.float64)
@@ -164,8 +179,8 @@ def look_distance(model, x, *, stride=None, channel=None, fraction=(0.5, 0.9), c
         done[0] += k
         return np.concatenate([mass_radii(mass, here, fractions), mass_spread(mass)], axis=-1)
 
-    stats = call.rows(y, xt, seed.count, lambda start, stop: seed.vectors(y._array, start, stop), chunk=chunk,
-                      reduce=measure, progress=progress)
+    stats = call.rows(y, xt, cast(int, seed.count), lambda start, stop: seed.vectors(y._array, start, stop),
+                      chunk=chunk, reduce=measure, progress=progress)
     stats = np.moveaxis(stats.reshape(len(rows), len(cols), call.n, -1), (2, 3), (1, 0))  # (F + 2, N, rows, cols)
     if call.unbatched:
         stats = stats[:, 0]
@@ -175,7 +190,7 @@ def look_distance(model, x, *, stride=None, channel=None, fraction=(0.5, 0.9), c
                         output=y._array[0] if call.unbatched else y._array, seconds=time.perf_counter() - t0)
 
 
-def mass_spread(mass):
+def mass_spread(mass: Any) -> np.ndarray:
     """The standard deviations (along rows, along columns) of non-negative maps (..., H, W) taken
     as distributions over pixel positions: shape (..., 2); NaN where a map's total is not > 0."""
     mass = np.asarray(mass, dtype=np.float64)

@@ -7,8 +7,11 @@ activations, routing on reshapes, concatenations and max pooling, and batch norm
 layer before it. Functional code, residual additions, reused modules and decoders are covered the
 same way as modules, and an op without a sound rule is a RuleError naming it, never a silent map.
 """
+from __future__ import annotations
+
 from dataclasses import dataclass, replace
 from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any, Callable, Optional, cast
 
 import numpy as np
 
@@ -17,6 +20,13 @@ from ..autograd.relevance import (AlphaBeta, Epsilon, Flat, Gamma, Norm, Pass, R
 from ..autograd.rules import SPLIT, WEIGHTS, RuleError, recording
 from ._core import Call, resolve, seeds_per_pass, weighted
 from .registry import Option, method
+
+if TYPE_CHECKING:
+    from ..autograd.tensor import TensorLike
+    from ..autograd.rules import Kind
+    from ._core import Model
+    from .result import Attribution
+    from .seeds import Seed
 
 
 @dataclass(frozen=True)
@@ -29,11 +39,11 @@ class Composite:
     conv: Rule
     linear: Rule
     first: Rule | None = None
-    first_of: tuple = ("conv", "linear")
+    first_of: tuple[str, ...] = ("conv", "linear")
 
 
 # Zennit's composites by name (the first: lrp's default), each made from the parameters p of `composite_rules`
-_COMPOSITES = {
+_COMPOSITES: dict[str, Callable[[Any], Composite]] = {
     "epsilon_plus_flat": lambda p: Composite(ZPlus(p.stabilizer), Epsilon(p.epsilon), Flat(p.stabilizer)),
     "epsilon_plus": lambda p: Composite(ZPlus(p.stabilizer), Epsilon(p.epsilon)),
     "epsilon_alpha2_beta1": lambda p: Composite(AlphaBeta(2.0, 1.0, p.stabilizer), Epsilon(p.epsilon)),
@@ -46,14 +56,16 @@ _COMPOSITES = {
 COMPOSITES = tuple(_COMPOSITES)
 
 
-def composite_rules(name, *, epsilon=1e-6, gamma=0.25, low=0.0, high=1.0, stabilizer=1e-6):
+def composite_rules(name: str, *, epsilon: float = 1e-6, gamma: float = 0.25, low: Any = 0.0, high: Any = 1.0,
+                    stabilizer: float = 1e-6) -> Composite:
     """Zennit's composite `name` with these parameters (and `epsilon`: Epsilon everywhere, Captum's LRP)."""
     if name not in _COMPOSITES:
         raise ValueError(f"unknown composite {name!r}; choose one of: {', '.join(COMPOSITES)}")
     return _COMPOSITES[name](SimpleNamespace(epsilon=epsilon, gamma=gamma, low=low, high=high, stabilizer=stabilizer))
 
 
-def _chooser(comp, split, overrides, zero_bias):
+def _chooser(comp: Composite, split: Rule, overrides: dict[str, Rule],
+             zero_bias: bool) -> Callable[[Kind, Any, Callable[[], str | None], bool], Optional[Rule]]:
     """choose(kind, node, module, first) for saliency.autograd.relevance.Relevance (`module()` gives the
     name of the node's module): the rule of the longest module name in `overrides` that is the
     node's module or contains it (a weight rule there applies to the ops with weights only), else
@@ -61,20 +73,20 @@ def _chooser(comp, split, overrides, zero_bias):
     `zero_bias`, weight rules leave the biases out."""
     by_module = sorted(((k, r) for k, r in overrides.items() if k not in ("first",)), key=lambda kr: -len(kr[0]))
 
-    def fits(rule, kind):
+    def fits(rule: Rule, kind: Kind) -> bool:
         return not rule.weights or kind is WEIGHTS
 
-    def finish(rule):
+    def finish(rule: Any) -> Rule:  # a Rule dataclass (each rule class is one)
         return replace(rule, zero_bias=True) if zero_bias and rule.weights and not rule.zero_bias else rule
 
-    def choose(kind, node, module, first):
-        name = module() if by_module else ""
+    def choose(kind: Kind, node: Any, module: Callable[[], str | None], first: bool) -> Optional[Rule]:
+        name = cast(str, module()) if by_module else ""  # None only for a node the recording missed
         for key, rule in by_module:
             if (name == key or name.startswith(key + ".")) and fits(rule, kind):
                 return finish(rule)
-        rule = overrides.get(type(node).__name__)
-        if rule is not None:  # named for this op: a rule that cannot apply to it is an error
-            return finish(rule)
+        named = overrides.get(type(node).__name__)
+        if named is not None:  # named for this op: a rule that cannot apply to it is an error
+            return finish(named)
         if first and "first" in overrides:
             return finish(overrides["first"])
         if kind is WEIGHTS:
@@ -89,7 +101,7 @@ def _chooser(comp, split, overrides, zero_bias):
     return choose
 
 
-def _check_rules(given):
+def _check_rules(given: Optional[dict[str, Rule]]) -> dict[str, Rule]:
     if given is None:
         return {}
     if not isinstance(given, dict):
@@ -115,8 +127,9 @@ def _check_rules(given):
                  Option("zero_bias", bool, "leave the biases out of every weight rule (relevance is then conserved "
                         "up to the stabilisers)")),
         map_channels="input")
-def lrp(model, x, seed=None, *, composite="epsilon_plus_flat", epsilon=1e-6, gamma=0.25, low=0.0, high=1.0,
-        stabilizer=1e-6, zero_bias=False, rules=None, chunk=None):
+def lrp(model: Model, x: TensorLike, seed: Optional[Seed] = None, *, composite: str = "epsilon_plus_flat",
+        epsilon: float = 1e-6, gamma: float = 0.25, low: Any = 0.0, high: Any = 1.0, stabilizer: float = 1e-6,
+        zero_bias: bool = False, rules: Optional[dict[str, Rule]] = None, chunk: Optional[int] = None) -> Attribution:
     """Layer-wise relevance propagation: v * y passed down to the input by each op's rule.
 
     Args:
@@ -160,6 +173,8 @@ def lrp(model, x, seed=None, *, composite="epsilon_plus_flat", epsilon=1e-6, gam
         call.grad(y, xt, v, batched)  # the model's error: its output does not depend on x
     plan = Relevance(y.grad_fn, record, choose, seed_ndim=int(batched))
     r = v * ya
+    bias: Any
+    dropped: Any
     if not batched:
         amap = call.grad(y, xt, r, False, rule=plan)
         bias, dropped = plan.bias, plan.dropped

@@ -1,21 +1,30 @@
 """The heatmap PNGs of a batch run: each map's file name, and the picture written there."""
+from __future__ import annotations
+
 from collections import Counter
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Optional
 
 import numpy as np
 
 from .._write import atomic_path
 
+if TYPE_CHECKING:
+    import os
+    from collections.abc import Iterable, Sequence
 
-def output_names(files, method, count=None):
+
+def output_names(files: Iterable[str | os.PathLike[str]], method: str,
+                 count: Optional[int] = None) -> dict[Path, Any]:
     """{file: PNG name} (or {file: [K names]} for K seeds): STEM_METHOD.png, or STEM.EXT_METHOD.png
     for files whose stems are shared (x.png and x.jpg), STEM_METHOD_k.png for seed k. No two images
     write the same name, even on a file system that ignores case: a name still taken (x.png beside
     x.jpg and x.png.png) gets _2, _3, ... before _METHOD."""
     stems = Counter(Path(p).stem.lower() for p in files)
-    names, used = {}, set()
-    for p in files:
-        p = Path(p)
+    names: dict[Path, Any] = {}  # a name, or K names
+    used: set[str] = set()
+    for given in files:
+        p = Path(given)
         base = p.stem if stems[p.stem.lower()] == 1 else p.name
         name, k = f"{base}_{method}.png", 1
         while name.lower() in used:
@@ -26,7 +35,8 @@ def output_names(files, method, count=None):
     return names
 
 
-def write_pngs(folder, names, x, maps, errors, style):
+def write_pngs(folder: str | os.PathLike[str], names: Sequence[str | Sequence[str]], x: np.ndarray, maps: np.ndarray,
+               errors: list[str], style: Any) -> None:
     """Heatmap PNGs of one batch into `folder` (one per map; none for a failed image), coloured as
     `viz.heatmap` in `style` (a `viz.Style`; over the image with style.overlay). A PNG that cannot
     be written is that image's error (its map is kept); the others go on."""

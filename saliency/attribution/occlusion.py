@@ -1,19 +1,29 @@
 """Occlusion (Zeiler & Fergus, arXiv:1311.2901): a gradient-free check of what the output depends on."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Optional
+
 import numpy as np
 
 from ._core import Call, baseline_like, resolve, tile, weighted
 from .baselines import baseline_text, parse_baseline
 from .registry import Option, method
 
+if TYPE_CHECKING:
+    from ..autograd.tensor import TensorLike
+    from ._core import Model, Progress
+    from .result import Attribution
+    from .seeds import Seed
 
-def _pair(value, name):
+
+def _pair(value: Any, name: str) -> tuple[int, int]:
     pair = (value, value) if np.ndim(value) == 0 else tuple(value)
     if len(pair) != 2 or any(isinstance(p, bool) or not isinstance(p, (int, np.integer)) or p < 1 for p in pair):
         raise ValueError(f"{name} must be a positive int or a pair (rows, cols) of them, got {value!r}")
     return int(pair[0]), int(pair[1])
 
 
-def _starts(size, window, stride):
+def _starts(size: int, window: int, stride: int) -> list[int]:
     """Window starts every `stride` pixels, plus one flush with the far edge so every pixel is covered."""
     starts = list(range(0, size - window + 1, stride))
     if starts[-1] + window < size:
@@ -26,7 +36,8 @@ def _starts(size, window, stride):
                  Option("baseline", parse_baseline, "what fills the window: a number (0: black) or blur (the "
                         "image blurred)", text=baseline_text)),
         map_channels="input")
-def occlusion(model, x, seed=None, *, window=8, stride=4, baseline=0.0, batch=None, progress=None):
+def occlusion(model: Model, x: TensorLike, seed: Optional[Seed] = None, *, window: Any = 8, stride: Any = 4,
+              baseline: Any = 0.0, batch: Optional[int] = None, progress: Optional[Progress] = None) -> Attribution:
     """For each window position, F(x) - F(x with the window replaced by `baseline`), where F is
     the seed-weighted output sum(v * y) of each image; each pixel gets the mean of that change
     over the windows that cover it.

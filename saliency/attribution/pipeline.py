@@ -13,6 +13,8 @@ stored maps are bit for bit the same. An image that cannot be read is recorded w
 (its map is NaN) and the others go on; a batch on which the model fails is computed again one
 image at a time, so that only the images it fails on are lost.
 """
+from __future__ import annotations
+
 import errno
 import math
 import queue
@@ -20,6 +22,7 @@ import threading
 from collections import namedtuple
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 import numpy as np
 
@@ -31,6 +34,13 @@ from .run import Run
 from .sources import QUEUED_BATCHES, BatchReader, ImageSource
 from .store import MapStore, StoreError
 
+if TYPE_CHECKING:
+    import os
+    from collections.abc import Iterable
+
+    from ._core import Model, Progress
+    from .seeds import Seed
+
 # The arrays `batch` returns when it writes no store.
 BatchMaps = namedtuple("BatchMaps", "maps predicted errors")
 
@@ -39,7 +49,8 @@ BatchMaps = namedtuple("BatchMaps", "maps predicted errors")
 _Plan = namedtuple("_Plan", "run source map_shape attrs batch_size")
 
 
-def _run_of(method, seed, out, run, parts):
+def _run_of(method: Any, seed: Seed | str | None, out: str | os.PathLike[str] | None, run: Optional[Run],
+            parts: dict[str, Any]) -> Run:
     """The Run of a call: `run` as given, or built from the other arguments."""
     if run is None:
         return Run.build(method, seed, out=out, **parts)
@@ -48,7 +59,7 @@ def _run_of(method, seed, out, run, parts):
     return run
 
 
-def _plan(model, images, run):
+def _plan(model: Model, images: Any, run: Run) -> _Plan:
     """What `run` computes on `images` with `model` (its preprocessing: the run's, or the model's)."""
     source = ImageSource(model, images, run.preprocess)
     if source.preprocess is not run.preprocess:
@@ -58,7 +69,7 @@ def _plan(model, images, run):
     return _Plan(run, source, map_shape, run.attrs(getattr(model, "classes", None)), batch_size)
 
 
-def _bounded_batch(batch_size, n, image_shape, map_shape):
+def _bounded_batch(batch_size: int, n: int, image_shape: tuple[int, ...], map_shape: tuple[int, ...]) -> int:
     """`batch_size`, at most the number of images `n`; an InputError when the batches the pipeline
     holds at once (read ahead, computed, written) would not fit the memory available, images and
     maps alone (the model's activations come on top)."""
@@ -74,7 +85,9 @@ def _bounded_batch(batch_size, n, image_shape, map_shape):
     return batch_size
 
 
-def batch(model, images, method="gradient", seed=None, out=None, *, run=None, progress=None, **parts):
+def batch(model: Model, images: Any, method: Any = "gradient", seed: Seed | str | None = None,
+          out: str | os.PathLike[str] | None = None, *, run: Optional[Run] = None, progress: Optional[Progress] = None,
+          **parts: Any) -> MapStore | BatchMaps:
     """Maps of every image, a batch of `batch_size` at a time.
 
     `images`: image files (read by the run's `preprocess`, else the model's `.preprocess`, else at
@@ -112,7 +125,8 @@ def batch(model, images, method="gradient", seed=None, out=None, *, run=None, pr
         return store.check_whole()
 
 
-def prepare(model, images, method="gradient", seed=None, out=None, *, run=None, **parts):
+def prepare(model: Model, images: Any, method: Any = "gradient", seed: Seed | str | None = None,
+            out: str | os.PathLike[str] | None = None, *, run: Optional[Run] = None, **parts: Any) -> MapStore:
     """The store of a run (`run=` or its parts, as for `batch`), created empty (or with `resume`,
     the earlier run's, checked to be the same run), for runs whose batches are computed
     elsewhere (`fill`, e.g. on Dask workers). The store holds its lock (no other run can write it)
@@ -126,7 +140,8 @@ def prepare(model, images, method="gradient", seed=None, out=None, *, run=None, 
                           run.use_zarr)
 
 
-def fill(model, images, run, store, batches, *, progress=None):
+def fill(model: Model, images: Any, run: Run, store: MapStore, batches: Iterable[int], *,
+         progress: Optional[Progress] = None) -> int:
     """Compute the batches `batches` (indices) of `run` into its `store` (made by `prepare` with
     the same images and run), skipping those already done (and whole); returns how many images it
     computed. Writers of different batches never touch each other's chunks, so any number of
@@ -141,12 +156,13 @@ def fill(model, images, run, store, batches, *, progress=None):
 class _WriteFailed(Exception):
     """An OSError of writing a batch into the store (raised on the writer thread)."""
 
-    def __init__(self, error):
+    def __init__(self, error: OSError) -> None:
         super().__init__(error)
         self.error = error
 
 
-def _run(model, plan, target, batches, progress):
+def _run(model: Model, plan: _Plan, target: MapStore | BatchMaps, batches: Iterable[int],
+         progress: Optional[Progress]) -> int:
     """The pipeline: the batches of `batches` not yet done in `target` (a store, or BatchMaps),
     read ahead on one thread, computed here, written (and rendered) on another. Returns the
     number of images computed. A store that cannot be written (a full disk) is a StoreError
@@ -155,7 +171,8 @@ def _run(model, plan, target, batches, progress):
     n, batch_size = len(source), plan.batch_size
     done = target.done if isinstance(target, MapStore) else np.zeros(n, bool)
     todo = [k for k in batches if not done[k * batch_size:(k + 1) * batch_size].all()]
-    names = style = None
+    names: Optional[dict[Path, Any]] = None
+    style: Any = None
     if run.png is not None:
         from .. import viz
 
@@ -163,7 +180,7 @@ def _run(model, plan, target, batches, progress):
         names = output_names(source.names, run.name, None if run.seed is None else run.seed.count)
         style = run.style or viz.Style()
 
-    def write(k, x, maps, predicted, errors):
+    def write(k: int, x: np.ndarray, maps: np.ndarray, predicted: np.ndarray, errors: list[str]) -> None:
         a, b = k * batch_size, min(n, (k + 1) * batch_size)
         if names is not None:  # over the crop the model saw, unnormalised
             pictures = x if source.preprocess is None else source.preprocess.denormalize(x)
@@ -196,7 +213,7 @@ def _run(model, plan, target, batches, progress):
     return finished - before
 
 
-def _write_failure(store, exc):
+def _write_failure(store: Any, exc: OSError) -> str:
     """The line of a store that could not be written: which file, why, what is done."""
     try:
         done = f"{int(store.done.sum())} of {len(store)} images are done in {store.path}"
@@ -211,11 +228,13 @@ class _Writer(threading.Thread):
     """A thread running `step` on the items of a bounded queue, in order; its first exception is
     kept (the items after it are dropped) and raised by `put` or `finish` on the calling thread."""
 
-    def __init__(self, step):
+    def __init__(self, step: Callable[..., Any]) -> None:
         super().__init__(daemon=True)
-        self.items, self.step, self.error = queue.Queue(QUEUED_BATCHES), step, None
+        self.items: queue.Queue[Optional[tuple[Any, ...]]] = queue.Queue(QUEUED_BATCHES)
+        self.step = step
+        self.error: Optional[BaseException] = None
 
-    def run(self):
+    def run(self) -> None:
         while True:
             item = self.items.get()
             if item is None:
@@ -226,12 +245,12 @@ class _Writer(threading.Thread):
                 except BaseException as exc:  # noqa: BLE001: kept and raised on the calling thread
                     self.error = exc
 
-    def put(self, item):
+    def put(self, item: tuple[Any, ...]) -> None:
         if self.error is not None:
             raise self.error
         self.items.put(item)
 
-    def finish(self):
+    def finish(self) -> None:
         """Wait for the queued items; raise the first exception of any."""
         self.items.put(None)
         self.join()
@@ -239,7 +258,7 @@ class _Writer(threading.Thread):
             raise self.error
 
 
-def _maps_of(run, model, x):
+def _maps_of(run: Run, model: Model, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(maps (n, [K,] C, H, W) float32, predicted class (n,), error (n,)) of one method call on
     the batch x: the predicted class is -1 for a dense output; an image whose output is not finite
     gets a NaN map and that error."""
@@ -256,7 +275,8 @@ def _maps_of(run, model, x):
     return maps, predicted, np.where(bad, "the model's output holds NaN or infinite values", "")
 
 
-def _compute(run, model, x, read_errors, map_shape):
+def _compute(run: Run, model: Model, x: np.ndarray, read_errors: Iterable[str],
+             map_shape: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """The maps of one batch: one method call (`_maps_of`); if the model fails on the batch
     (`ModelError`), one call per image, so that only the images it fails on lose their maps, each
     recorded with its error. Images that could not be read keep NaN maps. Any other error is the

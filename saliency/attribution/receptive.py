@@ -1,4 +1,8 @@
 """The receptive field of one output pixel: its gradient map, how far it reaches, and the theoretical box."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Optional, cast
+
 import numpy as np
 
 from ..autograd.windows import receptive_box
@@ -6,8 +10,14 @@ from ..kernels.radius import mass_radii
 from . import seeds as _seeds
 from ._core import Call
 
+if TYPE_CHECKING:
+    from ..autograd.tensor import TensorLike
+    from ._core import Model
+    from .result import Attribution
 
-def receptive_field(model, x, pixel=None, *, channel=None):
+
+def receptive_field(model: Model, x: TensorLike, pixel: Optional[tuple[int, int]] = None, *,
+                    channel: Optional[int] = None) -> Attribution:
     """The gradient map of output pixel (row, col) (all channels, or `channel`): where the model looks.
 
     `pixel` defaults to the centre of the output map. The pixel's centre in input coordinates is
@@ -31,21 +41,22 @@ def receptive_field(model, x, pixel=None, *, channel=None):
         row, col = pixel
     except (TypeError, ValueError):
         raise _seeds.SeedError(f"pixel must be a (row, col) pair of ints, got {pixel!r}") from None
-    seed = _seeds.pixel(row, col, channel=channel)
+    seed = cast("_seeds._Pixel", _seeds.pixel(row, col, channel=channel))
     v = seed.vector(y._array)
     g = call.grad(y, xt, v, False)
     box = receptive_box(y, xt, seed.row, seed.col)
     h_in, w_in = call.x.shape[-2:]
     centre = ((seed.row + 0.5) * h_in / h_out - 0.5, (seed.col + 0.5) * w_in / w_out - 0.5)
     mass = np.abs(g).sum(axis=1)
-    extras = {"radius50": mass_radius(mass, centre, 0.5), "radius90": mass_radius(mass, centre, 0.9),
-              "centre": centre, "box": box, "theoretical_size": box.size if box is not None else (0, 0)}
+    extras: dict[str, Any] = {"radius50": mass_radius(mass, centre, 0.5), "radius90": mass_radius(mass, centre, 0.9),
+                              "centre": centre, "box": box,
+                              "theoretical_size": box.size if box is not None else (0, 0)}
     if call.unbatched:
         extras["radius50"], extras["radius90"] = float(extras["radius50"][0]), float(extras["radius90"][0])
     return call.finish("receptive_field", g, seed, y._array, extras)
 
 
-def mass_radius(mass, centre, fraction):
+def mass_radius(mass: np.ndarray, centre: Any, fraction: float) -> np.ndarray:
     """The smallest r such that the entries of `mass` (..., H, W), non-negative, within Euclidean
     distance r of `centre` (row, col) hold >= `fraction` of each map's total: shape (...,); NaN
     where a map's total is 0. r is always one of the entries' distances from the centre; `centre`

@@ -15,11 +15,16 @@ Keywords the function takes that are not options (`batch`, `progress`, `rng`, ..
 and plumbing, passed by the caller; `Method.check` refuses any keyword the function does not
 take.
 """
+from __future__ import annotations
+
 import inspect
 import math
 from dataclasses import dataclass
+from typing import Any, Callable, Optional, Sequence, TypeVar, cast
 
 from ._core import InputError
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 METHODS: dict[str, "Method"] = {}  # name -> Method, in the order the methods were declared
 
@@ -38,18 +43,18 @@ class Option:
     the keyword."""
 
     name: str
-    kind: object
+    kind: Callable[[str], Any]
     help: str
     flag: str | None = None
-    choices: tuple | None = None
+    choices: tuple[Any, ...] | None = None
     minimum: float | None = None
-    text: object = None
+    text: Optional[Callable[[Any], Optional[str]]] = None
 
     @property
-    def cli_flag(self):
+    def cli_flag(self) -> str:
         return self.flag or "--" + self.name.replace("_", "-")
 
-    def parse(self, text):
+    def parse(self, text: str) -> Any:
         """The value of the option's command-line text, or OptionError."""
         try:
             value = self.kind(text) if self.kind is not bool else text.lower() in ("1", "true", "yes")
@@ -59,7 +64,7 @@ class Option:
                               f"{f' ({exc})' if str(exc) and kind not in ('int', 'float') else ''}") from None
         return self.check(value)
 
-    def check(self, value):
+    def check(self, value: Any) -> Any:
         """`value` if the option can take it, else OptionError."""
         if self.choices is not None and value not in self.choices:
             raise OptionError(f"{self.cli_flag} must be one of {', '.join(map(str, self.choices))}, got {value!r}")
@@ -74,22 +79,22 @@ class Method:
     """Everything the tool knows about one attribution method (see the module's docstring)."""
 
     name: str
-    function: object
-    options: tuple
-    map_channels: object        # "input": the map has the input's channels; an int: that many
+    function: Callable[..., Any]
+    options: tuple[Option, ...]
+    map_channels: str | int     # "input": the map has the input's channels; an int: that many
 
     @property
-    def summary(self):
+    def summary(self) -> str:
         """The first line of the function's docstring."""
         return (inspect.getdoc(self.function) or self.name).splitlines()[0]
 
     @property
-    def defaults(self):
+    def defaults(self) -> dict[str, Any]:
         """{option name: the function's default} (inspect.Parameter.empty for a required option)."""
         params = inspect.signature(self.function).parameters
         return {o.name: params[o.name].default for o in self.options}
 
-    def option(self, name):
+    def option(self, name: str) -> Option:
         """The Option called `name` (its keyword or its flag), or OptionError listing the method's."""
         for o in self.options:
             if name in (o.name, o.cli_flag):
@@ -97,18 +102,18 @@ class Method:
         have = ", ".join(o.cli_flag for o in self.options) or "none"
         raise OptionError(f"{self.name} has no option {name!r}; its options: {have}")
 
-    def takes(self, keyword):
+    def takes(self, keyword: str) -> bool:
         """Whether the function takes the keyword argument `keyword` (an option or plumbing such as
         `progress`)."""
         params = inspect.signature(self.function).parameters
         return keyword in params and params[keyword].kind == inspect.Parameter.KEYWORD_ONLY
 
-    def map_shape(self, input_shape):
+    def map_shape(self, input_shape: tuple[int, ...]) -> tuple[int, ...]:
         """The shape of one image's map for an input image of shape (C, H, W)."""
-        channels = input_shape[0] if self.map_channels == "input" else self.map_channels
+        channels = input_shape[0] if self.map_channels == "input" else cast(int, self.map_channels)
         return (channels,) + tuple(input_shape[1:])
 
-    def check(self, options):
+    def check(self, options: dict[str, Any]) -> dict[str, Any]:
         """`options` ({keyword: value}) checked: each a keyword the function takes, each option's
         value one it can take; returns them."""
         params = inspect.signature(self.function).parameters
@@ -122,21 +127,21 @@ class Method:
                 raise OptionError(f"{self.name} needs {o.cli_flag}: {o.help}")
         return dict(options)
 
-    def record(self, options):
+    def record(self, options: dict[str, Any]) -> dict[str, Any]:
         """The options as JSON values for a store's record: numbers, strings and bools as they are,
         a value with a command-line text (`Option.text`: a blurred baseline) as that text, anything
         else (a layer module, a baseline array) by its repr, which `restore` cannot read back."""
-        out = {}
+        out: dict[str, Any] = {}
         for k, v in options.items():
             own = next((o for o in self.options if o.name == k), None)
             text = own.text(v) if own is not None and own.text is not None else None
             out[k] = v if v is None or isinstance(v, (bool, int, float, str)) else text if text is not None else repr(v)
         return out
 
-    def restore(self, recorded):
+    def restore(self, recorded: Optional[dict[str, Any]]) -> dict[str, Any]:
         """The options a store recorded (`record`), as the function takes them; an OptionError
         for one recorded by its repr (pass it yourself)."""
-        out = {}
+        out: dict[str, Any] = {}
         for k, v in (recorded or {}).items():
             own = self.option(k)
             try:
@@ -146,14 +151,14 @@ class Method:
                                   f"{k} the maps were made with") from None
         return out
 
-    def __call__(self, model, x, seed=None, **options):
+    def __call__(self, model: Any, x: Any, seed: Any = None, **options: Any) -> Any:
         return self.function(model, x, seed, **self.check(options))
 
 
-def method(*, options, map_channels, name=None):
+def method(*, options: Sequence[Option], map_channels: str | int, name: Optional[str] = None) -> Callable[[F], F]:
     """Register the decorated method function as a `Method` (see the module's docstring); returns
     the function unchanged."""
-    def register(fn):
+    def register(fn: F) -> F:
         record = Method(name or fn.__name__, fn, tuple(options), map_channels)
         params = inspect.signature(fn).parameters
         for o in record.options:
@@ -163,24 +168,24 @@ def method(*, options, map_channels, name=None):
         if record.name in METHODS:
             raise TypeError(f"a method named {record.name!r} is declared twice")
         METHODS[record.name] = record
-        fn.method = record
+        fn.method = record  # type: ignore[attr-defined]
         return fn
 
     return register
 
 
-def get(method):
+def get(method: str | Method | Callable[..., Any]) -> Method:
     """The Method of a name or of a registered function; InputError naming the methods otherwise."""
     if isinstance(method, Method):
         return method
     if callable(method) and isinstance(getattr(method, "method", None), Method):
-        return method.method
+        return method.method  # type: ignore[attr-defined]  # checked just above
     if not isinstance(method, str) or method not in METHODS:
         raise InputError(f"unknown method {method!r}; choose one of: {', '.join(METHODS)}")
     return METHODS[method]
 
 
-def method_of(method):
+def method_of(method: str | Method | Callable[..., Any]) -> Method:
     """`get(method)`, or for a method function of your own (not registered) a Method that says
     no more than can be assumed of it: no options declared (its keyword-only arguments are passed
     as given) and a map of the input's shape."""

@@ -1,7 +1,17 @@
 """`Attribution`: what every method returns (the map, and how it was made)."""
+from __future__ import annotations
+
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Optional
 
 import numpy as np
+
+if TYPE_CHECKING:
+    import os
+    from pathlib import Path
+
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 
 @dataclass(repr=False)
@@ -26,25 +36,25 @@ class Attribution:
     """
 
     map: np.ndarray
-    seed: object
+    seed: Any  # a saliency.attribution.seeds.Seed
     method: str
-    output: np.ndarray
+    output: np.ndarray | None  # None for a map read from a store (the model is not run)
     seconds: float
-    extras: dict = field(default_factory=dict)
+    extras: dict[str, Any] = field(default_factory=dict)
     input: np.ndarray | None = None
-    classes: list | None = None
+    classes: list[str] | None = None
 
-    def __array__(self, dtype=None, copy=None):
+    def __array__(self, dtype: Any = None, copy: Optional[bool] = None) -> np.ndarray:
         if dtype is not None and dtype != self.map.dtype:
             return self.map.astype(dtype)
         return self.map.copy() if copy else self.map
 
     @property
-    def shape(self):
+    def shape(self) -> tuple[int, ...]:
         return self.map.shape
 
     @property
-    def completeness_error(self):
+    def completeness_error(self) -> Any:
         """sum(map) - (f(x) - f(baseline)) per image (integrated gradients only)."""
         try:
             return self.extras["completeness_error"]
@@ -52,51 +62,54 @@ class Attribution:
             raise AttributeError(f"{self.method} does not report a completeness error; "
                                  f"integrated_gradients does") from None
 
-    def figure(self, index=0, style=None, **style_fields):
+    def figure(self, index: int = 0, style: Any = None, **style_fields: Any) -> Figure:
         """The matplotlib Figure of image `index`: the image, a dense output beside it, the map
         (`viz.attribution_figure`), drawn in `style` (a `viz.Style`) or these of its fields."""
         from .. import viz
 
         return viz.attribution_figure(self, index=index, classes=self.classes, style=_style(style, style_fields))
 
-    def plot(self, ax=None, index=0, seed_index=0, style=None, **style_fields):
+    def plot(self, ax: Optional[Axes] = None, index: int = 0, seed_index: int = 0, style: Any = None,
+             **style_fields: Any) -> Axes:
         """Draw the map of image `index` (seed `seed_index` of K) on a matplotlib Axes (default:
         pyplot's current one), over the image with overlay=True; returns the Axes."""
         from .. import viz
 
         return viz.plot_attribution(self, ax, index=index, seed_index=seed_index, style=_style(style, style_fields))
 
-    def show(self, index=0, style=None, **style_fields):
+    def show(self, index: int = 0, style: Any = None, **style_fields: Any) -> None:
         """Show `figure(index, ...)` in a window (or inline in a notebook) through pyplot."""
         import matplotlib.pyplot as plt
 
         fig = self.figure(index, style, **style_fields)
-        manager = plt.figure(figsize=fig.get_size_inches()).canvas.manager  # a pyplot window to hold it
+        manager: Any = plt.figure(figsize=fig.get_size_inches()).canvas.manager  # a pyplot window to hold it
         manager.canvas.figure = fig
         fig.set_canvas(manager.canvas)
         plt.show()
 
-    def save(self, path, index=0, style=None, **style_fields):
+    def save(self, path: str | os.PathLike[str], index: int = 0, style: Any = None,
+             **style_fields: Any) -> Path:
         """Write `figure(index, ...)` to `path` (.png, .pdf or .svg); returns the path."""
         from .. import viz
 
         return viz.save(self.figure(index, style, **style_fields), path)
 
-    def _repr_png_(self):
+    def _repr_png_(self) -> bytes:
         """The PNG bytes a notebook shows for this result: `figure()` of its first image."""
         from .. import viz
 
         return viz.png_bytes(self.figure())
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         m = self.map
         lo, hi = (float(m.min()), float(m.max())) if m.size else (0.0, 0.0)
         extra = "".join(f", {k}={_short(v)}" for k, v in self.extras.items())
+        output: Any = self.output  # np.shape(None) is ()
         return (f"Attribution(method={self.method!r}, seed='{self.seed}', map={m.shape} {m.dtype} "
-                f"in [{lo:.3g}, {hi:.3g}], output={np.shape(self.output)}, seconds={self.seconds:.3g}{extra})")
+                f"in [{lo:.3g}, {hi:.3g}], output={np.shape(output)}, seconds={self.seconds:.3g}{extra})")
 
 
-def _short(value):
+def _short(value: Any) -> str:
     a = np.asarray(value)
     if a.dtype.kind == "f" and a.size <= 4:
         return np.array2string(a, precision=3, separator=", ")
@@ -105,7 +118,7 @@ def _short(value):
     return repr(value)
 
 
-def _style(style, fields):
+def _style(style: Any, fields: dict[str, Any]) -> Any:
     """A `viz.Style` from a style and/or its fields (fields override the style's)."""
     from dataclasses import replace
 

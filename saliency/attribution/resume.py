@@ -1,13 +1,23 @@
 """The store a batch run writes: a new one, or the earlier run's to continue (`resume`), checked
 to be the same run, and held under its lock."""
+from __future__ import annotations
+
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Optional
 
 from .store import StoreError, create_store, open_store, store_path
 from .store_lock import acquire
 
+if TYPE_CHECKING:
+    import os
+    from collections.abc import Iterable
 
-def prepared_store(out, files, map_shape, batch_size, attrs, resume, use_zarr):
+    from .store_base import MapStore
+
+
+def prepared_store(out: str | os.PathLike[str], files: Iterable[str], map_shape: tuple[int, ...], batch_size: int,
+                   attrs: dict[str, Any], resume: bool, use_zarr: Optional[bool]) -> MapStore:
     """The store to write, holding its lock: a new one, or with `resume` the earlier run's, checked
     to be the same run."""
     out = Path(out)
@@ -36,7 +46,8 @@ def prepared_store(out, files, map_shape, batch_size, attrs, resume, use_zarr):
     return store
 
 
-def _new_store(path, files, map_shape, batch_size, attrs):
+def _new_store(path: Path, files: Iterable[str], map_shape: tuple[int, ...], batch_size: int,
+               attrs: dict[str, Any]) -> MapStore:
     """create_store, its failures to write (a full disk) one line naming the file."""
     try:
         return create_store(path, files, map_shape, batch_size, attrs)
@@ -45,7 +56,8 @@ def _new_store(path, files, map_shape, batch_size, attrs):
         raise StoreError(f"cannot create the map store {path}{where}: {exc.strerror or exc}") from None
 
 
-def _resumed_store(out, path, files, map_shape, batch_size, attrs):
+def _resumed_store(out: Path, path: Path, files: Iterable[str], map_shape: tuple[int, ...], batch_size: int,
+                   attrs: dict[str, Any]) -> MapStore:
     """The earlier run's store at `path`, refused unless it was made with the same images and options."""
     store = open_store(path)
     earlier = {"files": store.files, "map_shape": list(store.map_shape), "batch_size": store.batch_size,
@@ -59,7 +71,7 @@ def _resumed_store(out, path, files, map_shape, batch_size, attrs):
     return store
 
 
-def _difference(key, then, now):
+def _difference(key: str, then: Any, now: Any) -> str:
     """What changed in one attribute of a run, for the message refusing to resume it."""
     if key == "files":
         return f"images ({len(then or [])} then, {len(now)} now)" if len(then or []) != len(now) else "images"
@@ -69,6 +81,6 @@ def _difference(key, then, now):
     return f"{key} ({then!r} then, {now!r} now)"
 
 
-def json_round_trip(value):
+def json_round_trip(value: Any) -> Any:
     """`value` as it reads back from a store's JSON attributes (tuples become lists)."""
     return json.loads(json.dumps(value))

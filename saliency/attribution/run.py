@@ -4,7 +4,10 @@ It is built once where a request comes in (the command line, a script: `Run.buil
 and checks everything) and handed down whole: to `batch`, `prepare` and `fill`, to the Dask runner
 (`distributed`), and into the store's attributes (`attrs`), which a resumed run compares.
 """
+from __future__ import annotations
+
 from dataclasses import dataclass, field, fields, replace
+from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 
 import numpy as np
 
@@ -12,6 +15,9 @@ from . import registry
 from . import seeds as seeds_module
 from ._core import InputError
 from .sources import checked_preprocess
+
+if TYPE_CHECKING:
+    import os
 
 BATCH_SIZE = 32
 
@@ -39,21 +45,22 @@ class Run:
     """
 
     method: registry.Method
-    seed: object = None
+    seed: Optional[seeds_module.Seed] = None
     seed_spec: str | None = None
-    options: dict = field(default_factory=dict)
-    style: object = None
-    png: object = None
+    options: dict[str, Any] = field(default_factory=dict)
+    style: Any = None  # a viz.Style
+    png: str | os.PathLike[str] | None = None
     batch_size: int = BATCH_SIZE
-    out: object = None
+    out: str | os.PathLike[str] | None = None
     resume: bool = False
     use_zarr: bool | None = None
-    record: dict = field(default_factory=dict)
-    model: object = None
-    preprocess: object = None
+    record: dict[str, Any] = field(default_factory=dict)
+    model: Optional[Callable[[], Any]] = None
+    preprocess: Any = None  # a viz.Preprocess
 
     @classmethod
-    def build(cls, method="gradient", seed=None, **parts):
+    def build(cls, method: str | registry.Method | Callable[..., Any] = "gradient",
+              seed: seeds_module.Seed | str | None = None, **parts: Any) -> Run:
         """A Run of `method` (a name, a registered function, a Method, or a method function of
         your own) and `seed` (a Seed, or its command-line form, parsed here), its other parts by
         name: Run's fields (batch_size=, out=, png=, style=, ...) and the method's options
@@ -75,15 +82,15 @@ class Run:
         return replace(run, preprocess=checked_preprocess(run.preprocess))
 
     @property
-    def name(self):
+    def name(self) -> str:
         return self.method.name
 
-    def map_shape(self, image_shape):
+    def map_shape(self, image_shape: tuple[int, ...]) -> tuple[int, ...]:
         """The shape of one image's maps: the method's map of an image (C, H, W), after K seeds'."""
         shape = self.method.map_shape(image_shape)
         return shape if self.seed is None or self.seed.count is None else (self.seed.count,) + shape
 
-    def attrs(self, classes=None):
+    def attrs(self, classes: Optional[Sequence[str]] = None) -> dict[str, Any]:
         """The store's attributes of this run (JSON values): method, seed (described with the
         model's `classes`), its command-line form, the options, the record, the preprocessing."""
         seed_text = self.seed.describe(classes) if self.seed is not None else "default"

@@ -1,8 +1,18 @@
 """SmoothGrad (Smilkov et al., arXiv:1706.03825) and its squared and VarGrad variants."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Optional
+
 import numpy as np
 
 from ._core import Call, fold, resolve, tile
 from .registry import Option, method
+
+if TYPE_CHECKING:
+    from ..autograd.tensor import TensorLike
+    from ._core import Model, Progress
+    from .result import Attribution
+    from .seeds import Seed
 
 _VARIANTS = ("mean", "squared", "vargrad")
 _DEFAULT_RNG_SEED = 0
@@ -16,7 +26,9 @@ NOISE = Option("noise", float, "standard deviation of the noise, a fraction of t
 @method(options=(SAMPLES, NOISE, Option("variant", str, "mean of the gradients, mean of their squares, or their "
                                         "variance", choices=_VARIANTS)),
         map_channels="input")
-def smoothgrad(model, x, seed=None, *, noise=0.15, n=25, rng=None, variant="mean", batch=None, progress=None):
+def smoothgrad(model: Model, x: TensorLike, seed: Optional[Seed] = None, *, noise: float = 0.15, n: int = 25,
+               rng: Optional[np.random.Generator] = None, variant: str = "mean", batch: Optional[int] = None,
+               progress: Optional[Progress] = None) -> Attribution:
     """The gradient averaged over `n` noisy copies of x.
 
     Args:
@@ -54,7 +66,9 @@ def smoothgrad(model, x, seed=None, *, noise=0.15, n=25, rng=None, variant="mean
 
     per = call.chunk(batch, n, seed.count or 1)
     axis = 1 if batched else 0
-    mean = m2 = sq = None
+    mean: Any = None  # running ndarrays, set by the first chunk
+    m2: Any = None
+    sq: Any = None
     done = 0
     while done < n:
         m = min(per, n - done)

@@ -6,18 +6,25 @@ for a model without one) or an array (N, C, H, W); `BatchReader` reads its batch
 of its own while the model works on the last one. An image that cannot be read (or holds NaN)
 reads as zeros with its error beside it: the run records it and goes on.
 """
+from __future__ import annotations
+
 import queue
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Optional
 
 import numpy as np
 
 from ._core import InputError
 
+if TYPE_CHECKING:
+    import os
+    from collections.abc import Iterator, Sequence
+
 QUEUED_BATCHES = 2  # batches read ahead of the model at most (and waiting to be written)
 
 
-def model_preprocess(model):
+def model_preprocess(model: object) -> Any:
     """The model's `.preprocess` when it is a `viz.Preprocess` (a torchvision architecture's), else None."""
     found = getattr(model, "preprocess", None)
     if found is None:
@@ -27,7 +34,7 @@ def model_preprocess(model):
     return found if isinstance(found, viz.Preprocess) else None
 
 
-def checked_preprocess(preprocess):
+def checked_preprocess(preprocess: Any) -> Any:
     """`preprocess` if it is None or a `viz.Preprocess` (a record of one is read), else InputError."""
     if preprocess is None:
         return None
@@ -46,8 +53,11 @@ class ImageSource:
     `names` (the paths as text, or image0, image1, ...), `shape` (C, H, W), `preprocess` (what
     reads the paths, or None)."""
 
-    def __init__(self, model, images, preprocess=None):
-        self.array = self.preprocess = None
+    def __init__(self, model: object, images: np.ndarray | Sequence[str | os.PathLike[str]],
+                 preprocess: Any = None) -> None:
+        self.array: Optional[np.ndarray] = None
+        self.preprocess: Any = None  # a viz.Preprocess, or None
+        self.shape: tuple[int, ...]
         preprocess = checked_preprocess(preprocess)
         if isinstance(images, np.ndarray):
             if images.ndim != 4:
@@ -69,7 +79,7 @@ class ImageSource:
             shape = self._first_shape()
         self.shape = tuple(int(s) for s in shape)
 
-    def _first_shape(self):
+    def _first_shape(self) -> tuple[int, ...]:
         from .. import viz  # images and heatmaps only: `import saliency.attribution` stays without matplotlib
 
         for p in self.paths:
@@ -79,7 +89,7 @@ class ImageSource:
                 continue
         raise InputError(f"none of the {len(self.paths)} images can be read")
 
-    def _image(self, path):
+    def _image(self, path: Path) -> np.ndarray:
         """One image file as the model's input of `shape`; an image whose preprocessed size is not
         the run's (no crop, images of other shapes) is a ValueError."""
         from .. import viz
@@ -93,18 +103,18 @@ class ImageSource:
                              f"shapes needs a crop (or a size) that makes them one")
         return x
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self.names)
 
-    def read(self, a, b):
+    def read(self, a: int, b: int) -> tuple[np.ndarray, list[str]]:
         """(float32 (b - a, C, H, W), [error or "" per image]); an image that fails reads as zeros."""
         if self.array is not None:
             x = np.array(self.array[a:b], np.float32)
-            finite = np.isfinite(x.reshape(len(x), -1)).all(axis=1)
+            finite: Any = np.isfinite(x.reshape(len(x), -1)).all(axis=1)
             x[~finite] = 0
             return x, ["" if ok else "the image holds NaN or infinite values" for ok in finite]
         x = np.zeros((b - a,) + self.shape, np.float32)
-        errors = []
+        errors: list[str] = []
         for i, p in enumerate(self.paths[a:b]):
             try:
                 x[i] = self._image(p)
@@ -114,7 +124,7 @@ class ImageSource:
         return x, errors
 
 
-def error_text(exc):
+def error_text(exc: BaseException) -> str:
     """An image's error as the store records it: the message, with the type for an unexpected one."""
     return str(exc) if isinstance(exc, (ValueError, OSError)) else f"{type(exc).__name__}: {exc}"
 
@@ -123,12 +133,14 @@ class BatchReader(threading.Thread):
     """Reads the batches `todo` of `source` ahead of the model, at most QUEUED_BATCHES at a time;
     `batches()` yields (k, x, read errors) in order."""
 
-    def __init__(self, source, todo, batch_size):
+    def __init__(self, source: ImageSource, todo: Sequence[int], batch_size: int) -> None:
         super().__init__(daemon=True)
         self.source, self.todo, self.batch_size = source, todo, batch_size
-        self.items, self.error, self.stop = queue.Queue(QUEUED_BATCHES), None, threading.Event()
+        self.items: queue.Queue[Optional[tuple[Any, ...]]] = queue.Queue(QUEUED_BATCHES)
+        self.error: Optional[BaseException] = None
+        self.stop = threading.Event()
 
-    def run(self):
+    def run(self) -> None:
         try:
             n = len(self.source)
             for k in self.todo:
@@ -139,7 +151,7 @@ class BatchReader(threading.Thread):
             self.error = exc
         self._offer(None)
 
-    def _offer(self, item):
+    def _offer(self, item: Optional[tuple[Any, ...]]) -> bool:
         """Queue `item` unless the consumer stopped (then the thread ends instead of waiting forever)."""
         while not self.stop.is_set():
             try:
@@ -149,7 +161,7 @@ class BatchReader(threading.Thread):
                 continue
         return False
 
-    def batches(self):
+    def batches(self) -> Iterator[tuple[int, np.ndarray, list[str]]]:
         while True:
             item = self.items.get()
             if item is None:

@@ -33,7 +33,10 @@ store's file names that UTF-8 cannot hold (a name read from bytes that are not U
 stored escaped (`store_files.escape_name`, attribute file_names="escaped"); `files` gives them
 back as they were given.
 """
+from __future__ import annotations
+
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Optional
 
 from .store_base import MapStore  # noqa: F401 (the interface, for users of this module)
 from .store_files import FORMAT_VERSION, MARKER, StoreError, clear_for_new_store
@@ -41,11 +44,16 @@ from .store_folder import _FolderStore, create_folder, open_folder  # noqa: F401
 from .store_lock import acquire
 from .store_zarr import _ZarrStore, create_zarr, open_zarr  # noqa: F401
 
+if TYPE_CHECKING:
+    import os
+    from collections.abc import Iterable
+
+
 ZARR_NAME, FOLDER_NAME = "maps.zarr", "maps"
 INSTALL_ZARR = "pip install 'saliency-maps[scale]'"
 
 
-def zarr_available():
+def zarr_available() -> bool:
     """Whether the optional `zarr` package can be imported."""
     try:
         import zarr  # noqa: F401
@@ -54,35 +62,36 @@ def zarr_available():
     return True
 
 
-def store_path(folder, use_zarr=None):
+def store_path(folder: str | os.PathLike[str], use_zarr: Optional[bool] = None) -> Path:
     """Where the store of an output folder lives: FOLDER/maps.zarr with Zarr (the default when it
     is installed), else FOLDER/maps."""
     use_zarr = zarr_available() if use_zarr is None else use_zarr
     return Path(folder) / (ZARR_NAME if use_zarr else FOLDER_NAME)
 
 
-def _attrs(map_shape, batch_size, attrs):
+def _attrs(map_shape: Iterable[int], batch_size: int, attrs: dict[str, Any]) -> dict[str, Any]:
     out = {"format": MARKER, "format_version": FORMAT_VERSION, "map_shape": [int(s) for s in map_shape],
            "batch_size": int(batch_size)}
     out.update(attrs)
     return out
 
 
-def create_store(path, files, map_shape, batch_size, attrs):
+def create_store(path: str | os.PathLike[str], files: Iterable[str | os.PathLike[str]], map_shape: tuple[int, ...],
+                 batch_size: int, attrs: dict[str, Any]) -> _ZarrStore | _FolderStore:
     """A new, empty store at `path` (maps.zarr for Zarr, any other name for the folder format).
     What is there is replaced only when it is a store this tool wrote holding nothing else
     (`store_files.clear_for_new_store`); anything else is a StoreError, and nothing is deleted.
     `attrs` (JSON values) are kept with it."""
     path = Path(path)
-    files = [str(f) for f in files]
+    names = [str(f) for f in files]
     attrs = _attrs(map_shape, batch_size, attrs)
     clear_for_new_store(path)
     if path.suffix == ".zarr":
-        return create_zarr(path, files, map_shape, batch_size, attrs)
-    return create_folder(path, files, attrs)
+        return create_zarr(path, names, map_shape, batch_size, attrs)
+    return create_folder(path, names, attrs)
 
 
-def open_store(path, *, lock=None):
+def open_store(path: str | os.PathLike[str], *, lock: Optional[str] = None) -> MapStore:
     """The store at `path` (a maps.zarr group or a maps folder), for reading or to continue, checked
     (a StoreError saying what is wrong with a store that cannot be read). lock="read": refused
     while a run writes the store (StoreError naming it), and no run can replace it until
@@ -99,7 +108,7 @@ def open_store(path, *, lock=None):
     return store
 
 
-def _open(path):
+def _open(path: Path) -> MapStore:
     if (path / "index.json").is_file():
         return open_folder(path)
     if (path / "zarr.json").is_file():

@@ -9,9 +9,12 @@ a thread, as in `pipeline.batch`); `evaluate` runs it on every batch, or takes t
 elsewhere (`curves=`, e.g. on Dask workers), and puts them in the store's order. Both ways give
 the same numbers.
 """
+from __future__ import annotations
+
 import contextlib
 from collections import namedtuple
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Optional, cast
 
 import numpy as np
 
@@ -25,6 +28,13 @@ from .evaluation import randomisation_check
 from .seeds import SeedError
 from .store import MapStore, StoreError, open_store
 from .store_lock import acquire
+
+if TYPE_CHECKING:
+    import os
+    from collections.abc import Iterable, Iterator
+
+    from ..nn.module import Module
+    from ._core import Model, Progress
 
 # The numbers of the maps to evaluate in batch `batch` of a store: `rows`, their images' indices in
 # the store; `values`, each metric's fields (metrics.Metric: columns and curves), one row per image.
@@ -46,24 +56,24 @@ class StoreEvaluation:
 
     method: str
     seed: str
-    files: list
-    metrics: tuple
-    options: dict
-    values: dict
-    points: dict
-    layers: list
-    correlations: object
+    files: list[str]
+    metrics: tuple[str, ...]
+    options: dict[str, dict[str, Any]]
+    values: dict[str, np.ndarray]
+    points: dict[str, np.ndarray]
+    layers: list[str]
+    correlations: Optional[np.ndarray]
 
     @property
-    def fractions(self):
+    def fractions(self) -> Optional[np.ndarray]:
         return self.points.get("deletion")
 
-    def __getattr__(self, name):
+    def __getattr__(self, name: str) -> Any:
         if name in ("deletion", "insertion", "deletion_auc", "insertion_auc"):
             return self.__dict__.get("values", {}).get(name)
         raise AttributeError(name)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         shown = [f"{label} {np.nanmean(self.values[field]):.4f}" for m in self.metrics
                  for field, label, _ in _metrics.METRICS[m].columns if len(self.files)]
         return f"StoreEvaluation({self.method}, {len(self.files)} images" + "".join(": " + ", ".join(shown)) + ")"
@@ -74,8 +84,10 @@ class StoreEvaluation:
 _Checked = namedtuple("_Checked", "store seed source usable metrics options method masks")
 
 
-def _checked(model, store, images, sign, seed, metrics=_metrics.DEFAULT, metric_options=None, masks=None,
-             steps=16):
+def _checked(model: Model, store: MapStore | str | os.PathLike[str], images: Any, sign: str, seed: Seed | str | None,
+             metrics: str | Iterable[str] = _metrics.DEFAULT,
+             metric_options: Optional[dict[str, dict[str, Any]]] = None, masks: Any = None,
+             steps: int = 16) -> _Checked:
     """_Checked(store, seed, images, usable, ...): the store opened, the seed its maps were made with, its
     images (`sources.ImageSource`), which of its maps can be evaluated (done, without an error), the
     metrics with their checked options, the store's method (for the metrics that make maps) and
@@ -112,7 +124,7 @@ def _checked(model, store, images, sign, seed, metrics=_metrics.DEFAULT, metric_
         raise TypeError(f"seed must be a seed object or its command-line form, got {type(seed).__name__}")
     names, options = _metric_plan(metrics, metric_options, steps)
     needs = {need: [m for m in names if need in _metrics.METRICS[m].needs] for need in ("method", "masks")}
-    method = None
+    method: Optional[Callable[..., Any]] = None
     per_batch = [m for m in needs["method"] if not _metrics.METRICS[m].sample]
     if per_batch:
         method = _store_method(store, per_batch[0])
@@ -126,7 +138,8 @@ def _checked(model, store, images, sign, seed, metrics=_metrics.DEFAULT, metric_
     return _Checked(store, seed, source, usable, names, options, method, found)
 
 
-def _metric_plan(metrics, metric_options, steps):
+def _metric_plan(metrics: str | Iterable[str], metric_options: Optional[dict[str, dict[str, Any]]],
+                 steps: int) -> tuple[tuple[str, ...], dict[str, dict[str, Any]]]:
     """(the metric names in METRICS's order, {name: its checked options}); deletion and insertion
     take `steps`."""
     names = _metrics.parse_names(metrics) if isinstance(metrics, str) else tuple(metrics)
@@ -144,7 +157,7 @@ def _metric_plan(metrics, metric_options, steps):
     return tuple(m for m in _metrics.METRICS if m in names), options
 
 
-def _store_method(store, metric):
+def _store_method(store: MapStore, metric: str) -> Callable[..., Any]:
     """`method(model, x, seed)`: the store's method with the options its run recorded (for a metric
     that makes maps), or InputError."""
     name = store.attrs.get("method")
@@ -156,7 +169,7 @@ def _store_method(store, metric):
     return lambda m, x, s: method.function(m, x, s, **options)
 
 
-def stored_preprocess(store):
+def stored_preprocess(store: MapStore) -> Any:
     """The `viz.Preprocess` that read the images of `store`'s maps (its attribute "preprocess"), or
     None; a StoreError when the record cannot be read."""
     record = store.attrs.get("preprocess")
@@ -168,15 +181,20 @@ def stored_preprocess(store):
         raise StoreError(f"the map store {store.path} records a preprocessing that cannot be read ({exc})") from None
 
 
-def check(model, store, *, images=None, sign="abs", seed=None, metrics=_metrics.DEFAULT, metric_options=None,
-          masks=None, steps=16):
+def check(model: Model, store: MapStore | str | os.PathLike[str], *, images: Any = None, sign: str = "abs",
+          seed: Seed | str | None = None, metrics: str | Iterable[str] = _metrics.DEFAULT,
+          metric_options: Optional[dict[str, dict[str, Any]]] = None,
+          masks: Any = None, steps: int = 16) -> None:
     """Raise the InputError `evaluate` would raise for these arguments before computing any curve
     (for a caller that computes them elsewhere: the error here, not on every worker)."""
     _checked(model, store, images, sign, seed, metrics, metric_options, masks, steps)
 
 
-def batch_scores(model, store, batches, *, images=None, steps=16, sign="abs", seed=None, metrics=_metrics.DEFAULT,
-                 metric_options=None, masks=None, random_seed=0, progress=None):
+def batch_scores(model: Model, store: MapStore | str | os.PathLike[str], batches: Iterable[int], *,
+                 images: Any = None, steps: int = 16, sign: str = "abs", seed: Seed | str | None = None,
+                 metrics: str | Iterable[str] = _metrics.DEFAULT,
+                 metric_options: Optional[dict[str, dict[str, Any]]] = None, masks: Any = None, random_seed: int = 0,
+                 progress: Optional[Progress] = None) -> list[BatchScores]:
     """The metrics of the maps of `store`'s batches `batches` (indices), as `evaluate` computes
     them: a BatchScores per batch holding a map to evaluate whose image reads again, in the order
     of `batches`. The other arguments are evaluate's; `progress(done, total)` is called after each
@@ -185,12 +203,13 @@ def batch_scores(model, store, batches, *, images=None, steps=16, sign="abs", se
     return _scores(model, checked, batches, sign, random_seed, progress)
 
 
-def _scores(model, checked, batches, sign, random_seed, progress):
+def _scores(model: Model, checked: _Checked, batches: Iterable[int], sign: str, random_seed: int,
+            progress: Optional[Progress]) -> list[BatchScores]:
     """`batch_scores` on what `_checked` found."""
     store, seed, source, usable = checked[:4]
     batch_size, n = store.batch_size, len(store)
     todo = [k for k in batches if usable[k * batch_size:(k + 1) * batch_size].any()]
-    out = []
+    out: list[BatchScores] = []
     reader = BatchReader(source, todo, batch_size)
     reader.start()
     try:
@@ -215,11 +234,12 @@ def _scores(model, checked, batches, sign, random_seed, progress):
     return out
 
 
-def _batch_values(k, rows, model, x, maps, sign, checked, random_seed):
+def _batch_values(k: int, rows: np.ndarray, model: Model, x: np.ndarray, maps: np.ndarray, sign: str, checked: _Checked,
+                  random_seed: int) -> dict[str, np.ndarray]:
     """Each metric's fields for batch k (its images x and maps at the store's `rows`), the random
     draws of metric j from np.random.default_rng([random_seed, k, j])."""
     masks = checked.masks.read(rows) if checked.masks is not None else None
-    values = {}
+    values: dict[str, np.ndarray] = {}
     for name in checked.metrics:
         metric = _metrics.METRICS[name]
         if metric.sample:
@@ -227,12 +247,16 @@ def _batch_values(k, rows, model, x, maps, sign, checked, random_seed):
         j = list(_metrics.METRICS).index(name)
         batch = _metrics.MetricBatch(model, x, maps, sign, checked.seed, checked.method, masks,
                                      np.random.default_rng([random_seed, k, j]))
-        values.update({f: np.asarray(v) for f, v in metric.compute(batch, checked.options[name]).items()})
+        computed = metric.compute(batch, checked.options[name])  # type: ignore[misc]  # a per-batch metric has one
+        values.update({f: np.asarray(v) for f, v in computed.items()})
     return values
 
 
-def evaluate(model, store, *, images=None, steps=16, sample=8, sign="abs", seed=None, progress=None, curves=None,
-             metrics=_metrics.DEFAULT, metric_options=None, masks=None, random_seed=0, **options):
+def evaluate(model: Model, store: MapStore | str | os.PathLike[str], *, images: Any = None, steps: int = 16,
+             sample: int = 8, sign: str = "abs", seed: Seed | str | None = None, progress: Optional[Progress] = None,
+             curves: Optional[Iterable[BatchScores]] = None, metrics: str | Iterable[str] = _metrics.DEFAULT,
+             metric_options: Optional[dict[str, dict[str, Any]]] = None, masks: Any = None, random_seed: int = 0,
+             **options: Any) -> StoreEvaluation:
     """The metrics `metrics` (names of `metrics.METRICS`, or their --metrics text; by default the
     deletion and insertion curves, `evaluation.deletion_insertion`, and the randomisation check)
     of every map of `store` (a MapStore or its path), its images read again a batch at a time as
@@ -260,7 +284,7 @@ def evaluate(model, store, *, images=None, steps=16, sample=8, sign="abs", seed=
 
 
 @contextlib.contextmanager
-def _reading(store):
+def _reading(store: MapStore | str | os.PathLike[str]) -> Iterator[MapStore]:
     """The store (a MapStore or its path) under a shared lock for the block, unless it holds one."""
     if not isinstance(store, MapStore):
         with open_store(store, lock="read") as opened:
@@ -272,7 +296,8 @@ def _reading(store):
             yield store
 
 
-def _evaluate(model, checked, curves, sample, options):
+def _evaluate(model: Model, checked: _Checked, curves: Iterable[BatchScores], sample: int,
+              options: dict[str, Any]) -> StoreEvaluation:
     """`evaluate` of an open store, under its lock, with the scores of its batches."""
     store, seed, source, usable = checked[:4]
     curves = sorted(curves, key=lambda c: c.batch)
@@ -280,11 +305,12 @@ def _evaluate(model, checked, curves, sample, options):
         if c.batch == before.batch:
             raise InputError(f"curves holds batch {c.batch} twice; pass each batch's curves once")
     pixels = store.map_shape[-1] * store.map_shape[-2]
-    points, fields = {}, {}
+    points: dict[str, np.ndarray] = {}
+    fields: dict[str, tuple[int, ...]] = {}
     for name in checked.metrics:
         metric = _metrics.METRICS[name]
         for field, _ in metric.curves:
-            points[field] = metric.points(checked.options[name], pixels)
+            points[field] = metric.points(checked.options[name], pixels)  # type: ignore[misc]  # a curve's
             fields[field] = (len(points[field]),)
         fields.update({field: () for field, _, _ in metric.columns})
     for c in curves:
@@ -298,7 +324,8 @@ def _evaluate(model, checked, curves, sample, options):
     rows = np.concatenate([c.rows for c in curves]) if curves else np.zeros(0, np.int64)
     values = {f: np.concatenate([c.values[f] for c in curves]) if curves else np.zeros((0,) + tail)
               for f, tail in fields.items()}
-    layers, correlations = [], None
+    layers: list[str] = []
+    correlations: Optional[np.ndarray] = None
     name = store.attrs.get("method")
     if usable.any() and not curves:
         raise InputError(f"none of the images of {store.path} can be read again ({source.names[0]}, ...); "
@@ -307,7 +334,8 @@ def _evaluate(model, checked, curves, sample, options):
         method = registry.get(name)
         options = method.check(options) if options else method.restore(store.attrs.get("options"))
         x = np.stack([source.read(i, i + 1)[0][0] for i in rows[:sample]])
-        check = randomisation_check(model, x, lambda m, xs, s: method.function(m, xs, s, **options), seed)
+        check = randomisation_check(cast("Module", model), x,
+                                    lambda m, xs, s: method.function(m, xs, s, **options), seed)
         layers, correlations = check.layers, check.correlations
     return StoreEvaluation(name, store.attrs.get("seed"), [store.files[i] for i in rows], checked.metrics,
                            checked.options, values, points, layers, correlations)

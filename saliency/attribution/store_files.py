@@ -6,12 +6,15 @@ Nothing here trusts a file: a chunk is checked (its size, its header, its record
 decoded, and whatever does not fit is a reason (a string) the batch is damaged, or a StoreError
 naming the store and what is wrong with it.
 """
+from __future__ import annotations
+
 import io
 import json
 import os
 import re
 import struct
 from pathlib import Path
+from typing import IO, Any, Optional
 
 import numpy as np
 
@@ -32,21 +35,21 @@ class StoreError(ValueError):
     """A store that cannot be created, opened or continued as asked."""
 
 
-def shown(value, limit=60):
+def shown(value: object, limit: int = 60) -> str:
     """`value!r`, cut to `limit` characters (a damaged attribute may be any size)."""
     text = repr(value)
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
-def _positive_int(value):
+def _positive_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 1
 
 
-def check_attrs(path, attrs, where):
+def check_attrs(path: Path, attrs: Any, where: str) -> dict[str, Any]:
     """`attrs` (read from `where`, a file of the store at `path`) if they can be a store's: a
     positive int batch_size, a list of positive ints map_shape, the run's method, seed and options
     of the right types. Else a StoreError naming the store and what is wrong."""
-    def bad(what):
+    def bad(what: str) -> StoreError:
         raise StoreError(f"cannot read the map store {path}: {what} in {where}; the store is damaged, make it "
                          f"again with saliency batch")
 
@@ -75,7 +78,7 @@ def check_attrs(path, attrs, where):
     return attrs
 
 
-def check_files(path, files, where):
+def check_files(path: Path, files: Any, where: str) -> list[str]:
     """`files` if it is a list of strings; else a StoreError."""
     if not isinstance(files, list) or not all(isinstance(f, str) for f in files):
         raise StoreError(f"cannot read the map store {path}: the file names in {where} are not a list of strings; "
@@ -83,7 +86,7 @@ def check_files(path, files, where):
     return files
 
 
-def read_json(path, limit=None):
+def read_json(path: str | os.PathLike[str], limit: Optional[int] = None) -> Any:
     """The JSON value of the file at `path` (`limit`: at most that many bytes are read); ValueError
     (with what is wrong) when it is not one."""
     with open(path, "rb") as f:
@@ -96,7 +99,7 @@ def read_json(path, limit=None):
         raise ValueError(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from None
 
 
-def ours(path):
+def ours(path: Path) -> Optional[str]:
     """"zarr" or "npy" when the folder `path` is a map store this tool wrote (by its marker, or the
     attributes of the version before it), else None."""
     for name, key, kind in (("zarr.json", "attributes", "zarr"), ("index.json", "attrs", "npy")):
@@ -116,7 +119,7 @@ _ZARR_CHUNK = re.compile(r"c(/\d+)+|c(\.\d+)+|\d+(\.\d+)*")
 _FOLDER_FILE = re.compile(r"index\.json|maps\.\d+\.npy|batch\.\d+\.json")
 
 
-def _explained(rel, kind):
+def _explained(rel: str, kind: str) -> bool:
     """Whether the file `rel` (a relative posix path) is one a store of `kind` writes."""
     if is_part(rel):  # what an interrupted writer leaves
         return True
@@ -128,17 +131,18 @@ def _explained(rel, kind):
     return head in ARRAYS and (rest == "zarr.json" or bool(_ZARR_CHUNK.fullmatch(rest)))
 
 
-def _folders_explained(rel, kind):
+def _folders_explained(rel: str, kind: str) -> bool:
     """Whether the folder `rel` is one a store of `kind` makes."""
     parts = rel.split("/")
     return kind == "zarr" and parts[0] in ARRAYS and (len(parts) == 1 or (parts[1] == "c" and
                                                                           all(p.isdigit() for p in parts[2:])))
 
 
-def store_contents(path, kind):
+def store_contents(path: Path, kind: str) -> tuple[list[str], list[str]]:
     """(files and folders of the store of `kind` at `path`, deepest first; the other entries), as
     paths relative to it. A symbolic link is never the store's."""
-    own, other = [], []
+    own: list[str] = []
+    other: list[str] = []
     for root, dirs, names in os.walk(path, topdown=False):
         base = Path(root).relative_to(path)
         for name in names + [d for d in dirs if os.path.islink(os.path.join(root, d))]:
@@ -152,12 +156,12 @@ def store_contents(path, kind):
     return own, other
 
 
-def _listed(names, limit=3):
+def _listed(names: list[str], limit: int = 3) -> str:
     more = f" and {len(names) - limit} more" if len(names) > limit else ""
     return ", ".join(names[:limit]) + more
 
 
-def clear_for_new_store(path):
+def clear_for_new_store(path: str | os.PathLike[str]) -> None:
     """Room for a new store at `path`: nothing is there, an empty folder, or a map store this tool
     wrote that holds only its own files, which are deleted (file by file, never a whole tree).
     Anything else is refused (StoreError) and nothing is deleted."""
@@ -194,7 +198,7 @@ def clear_for_new_store(path):
                          f"it was deleted?)") from None
 
 
-def write_file(target, data):
+def write_file(target: str | os.PathLike[str], data: bytes) -> None:
     """`data` (bytes) as the file `target`, written whole (`atomic_path`). An OSError names
     `target` (not the temporary file beside it)."""
     try:
@@ -205,7 +209,7 @@ def write_file(target, data):
         raise OSError(exc.errno, exc.strerror or str(exc), str(target)) from exc
 
 
-def _write_chunk(target, data):
+def _write_chunk(target: str | os.PathLike[str], data: bytes) -> None:
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     with atomic_path(target) as part:
@@ -214,14 +218,14 @@ def _write_chunk(target, data):
 
 # -- encodings ----------------------------------------------------------------------------------
 
-def plain_chunk(values, size, fill, dtype):
+def plain_chunk(values: np.ndarray, size: int, fill: Any, dtype: Any) -> bytes:
     """A chunk of `size` rows in zarr's `bytes` encoding: `values` (its first rows) and `fill` after."""
     out = np.full((size,) + values.shape[1:], fill, np.dtype(dtype))
     out[:len(values)] = values
     return out.tobytes()
 
 
-def vlen_utf8_chunk(strings, size):
+def vlen_utf8_chunk(strings: list[str], size: int) -> bytes:
     """A chunk of `size` strings in zarr's `vlen-utf8` encoding: the item count, then per item its
     length in bytes and its UTF-8 bytes (counts and lengths little-endian uint32), "" after
     `strings`. A character UTF-8 cannot hold (a lone surrogate) is written as its escape, \\udcff."""
@@ -229,11 +233,12 @@ def vlen_utf8_chunk(strings, size):
     return b"".join([struct.pack("<I", len(items))] + [struct.pack("<I", len(i)) + i for i in items])
 
 
-def read_vlen_utf8(data, count):
+def read_vlen_utf8(data: bytes, count: int) -> Optional[list[str]]:
     """The `count` strings of a `vlen-utf8` chunk, or None when `data` is not one."""
     if len(data) < 4 or struct.unpack_from("<I", data)[0] != count:
         return None
-    out, pos = [], 4
+    out: list[str] = []
+    pos = 4
     for _ in range(count):
         if pos + 4 > len(data):
             return None
@@ -249,7 +254,7 @@ def read_vlen_utf8(data, count):
     return out if pos == len(data) else None
 
 
-def npy_bytes(array):
+def npy_bytes(array: np.ndarray) -> bytes:
     """`array` as the bytes of a .npy file."""
     out = io.BytesIO()
     np.lib.format.write_array(out, np.ascontiguousarray(array), allow_pickle=False)
@@ -263,7 +268,7 @@ _NPY_HEADER = re.compile(r"\{'descr': '([<>|=]?[a-z]\d+)', 'fortran_order': (Tru
                          r"'shape': \(((?:\d+, )*\d*,?)\), \} *\n")
 
 
-def _npy_layout(f):
+def _npy_layout(f: IO[bytes]) -> str | tuple[np.dtype[Any], bool, tuple[int, ...], int]:
     """(dtype, fortran order, shape, data offset) of the .npy file open as `f`, or a string saying
     what is wrong."""
     start = f.read(10)
@@ -284,7 +289,7 @@ def _npy_layout(f):
     return np.dtype(m.group(1)), m.group(2) == "True", shape, offset + size
 
 
-def read_npy(path, shape, read=True):
+def read_npy(path: Path, shape: tuple[int, ...], read: bool = True) -> np.ndarray | str | None:
     """The float32 array of shape `shape` in the .npy file `path` (None with read=False), after
     checking its header and its size; a string saying what is wrong when it is not that array."""
     try:
@@ -306,7 +311,7 @@ def read_npy(path, shape, read=True):
         return f"{path.name} cannot be read ({getattr(exc, 'strerror', None) or exc})"
 
 
-def file_bytes(path, size=None, name=None):
+def file_bytes(path: str | os.PathLike[str], size: Optional[int] = None, name: Optional[str] = None) -> bytes | str:
     """The bytes of the file `path`; a string saying what is wrong (calling it `name`, default its
     path) when it is missing, unreadable or not `size` bytes (checked before it is read)."""
     name = name or str(path)
@@ -328,7 +333,7 @@ _ESCAPE = re.compile("[\\\\\ud800-\udfff]")
 _UNESCAPE = re.compile(r"\\(\\|u[0-9a-f]{4})")
 
 
-def utf8(name):
+def utf8(name: str) -> bool:
     """Whether `name` is text UTF-8 can hold (a name Python read from bytes that are not UTF-8
     holds lone surrogates, e.g. '\\udcff')."""
     try:
@@ -338,12 +343,12 @@ def utf8(name):
     return True
 
 
-def escape_name(name):
+def escape_name(name: str) -> str:
     """`name` with each backslash doubled and each lone surrogate as \\uXXXX: valid UTF-8, and
     `unescape_name` gives `name` back exactly."""
     return _ESCAPE.sub(lambda m: "\\\\" if m.group() == "\\" else f"\\u{ord(m.group()):04x}", name)
 
 
-def unescape_name(text):
+def unescape_name(text: str) -> str:
     """The name `escape_name` made `text` of."""
     return _UNESCAPE.sub(lambda m: "\\" if m.group(1) == "\\" else chr(int(m.group(1)[1:], 16)), text)

@@ -11,6 +11,8 @@ the name now refers to another file (or none) and takes the lock again.
 Where `fcntl` does not exist (Windows) or the file system refuses locks, runs go on unlocked
 (with a warning for the second).
 """
+from __future__ import annotations
+
 import errno
 import json
 import os
@@ -21,6 +23,7 @@ import time
 import warnings
 from pathlib import Path
 from types import ModuleType
+from typing import Any, Optional
 
 from .store_files import StoreError
 
@@ -33,7 +36,7 @@ except ImportError:  # Windows
 _BUSY = (errno.EAGAIN, errno.EWOULDBLOCK, errno.EACCES)
 
 
-def lock_path(store):
+def lock_path(store: str | os.PathLike[str]) -> Path:
     """The lock file of the store at `store`: `.NAME.lock` beside it."""
     store = Path(store)
     return store.parent / f".{store.name}.lock"
@@ -42,20 +45,20 @@ def lock_path(store):
 class StoreLock:
     """A lock held on a store (`acquire`); `release()` (or the end of a `with` block) gives it up."""
 
-    def __init__(self, store, fd, shared):
+    def __init__(self, store: str | os.PathLike[str], fd: Optional[int], shared: bool) -> None:
         self.store, self.path, self.shared, self._fd = Path(store), lock_path(store), shared, fd
 
     @property
-    def held(self):
+    def held(self) -> bool:
         return self._fd is not None
 
-    def release(self):
+    def release(self) -> None:
         """Give the lock up; the file goes with the last holder."""
         fd, self._fd = self._fd, None
         if fd is None:
             return
         try:
-            if self.shared:  # the file stays while another reader holds it
+            if self.shared and fcntl is not None:  # the file stays while another reader holds it (an fd: fcntl)
                 try:
                     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 except OSError:
@@ -68,20 +71,20 @@ class StoreLock:
         finally:
             os.close(fd)
 
-    def __enter__(self):
+    def __enter__(self) -> StoreLock:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.release()
 
-    def __del__(self):
+    def __del__(self) -> None:
         try:
             self.release()
         except Exception:  # noqa: BLE001: at interpreter exit os may be gone; the kernel releases it
             pass
 
 
-def _names(fd, path):
+def _names(fd: int, path: str | os.PathLike[str]) -> bool:
     """Whether `path` is (still) the file open as `fd`."""
     try:
         here, there = os.fstat(fd), os.stat(path)
@@ -90,7 +93,7 @@ def _names(fd, path):
     return (here.st_dev, here.st_ino) == (there.st_dev, there.st_ino)
 
 
-def acquire(store, *, shared=False):
+def acquire(store: str | os.PathLike[str], *, shared: bool = False) -> StoreLock:
     """The lock of the store at `store`: exclusive for a run that writes it, `shared` for a reader.
     A StoreError naming the holder when another process holds it in a way that excludes this one."""
     store = Path(store)
@@ -125,7 +128,7 @@ def acquire(store, *, shared=False):
     raise StoreError(f"cannot lock the map store {store}: its lock file {path} keeps changing")
 
 
-def _record(fd, role):
+def _record(fd: int, role: str) -> None:
     """Write who holds the lock into its file (a reader's write may fail: a read-only file)."""
     text = json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "command": _command(), "role": role,
                        "since": time.time()}) + "\n"
@@ -136,7 +139,7 @@ def _record(fd, role):
         pass
 
 
-def _holder(fd):
+def _holder(fd: int) -> Optional[dict[str, Any]]:
     """What the holder wrote into the lock file, or None."""
     try:
         text = os.pread(fd, 4096, 0).decode("utf-8", "replace")
@@ -146,7 +149,7 @@ def _holder(fd):
     return holder if isinstance(holder, dict) else None
 
 
-def _command():
+def _command() -> str:
     """This process's command line, on one line and at most 160 characters."""
     argv = list(sys.argv) or ["python"]
     name = Path(argv[0]).name
@@ -156,13 +159,13 @@ def _command():
     return text if len(text) <= 160 else text[:157] + "..."
 
 
-def _when(seconds):
+def _when(seconds: float) -> str:
     """HH:MM of `seconds` (since the epoch) today, else the date too."""
     then = time.localtime(seconds)
     return time.strftime("%H:%M" if then[:3] == time.localtime()[:3] else "%Y-%m-%d %H:%M", then)
 
 
-def busy_message(store, holder):
+def busy_message(store: str | os.PathLike[str], holder: Optional[dict[str, Any]]) -> str:
     """The line refusing a store whose lock `holder` (what it wrote, or None) holds."""
     if not holder:
         return (f"{store} is being written or read by another process (it holds {lock_path(store)}); wait for it "

@@ -1,7 +1,10 @@
 """The Zarr format of the map store (`store.py`): `maps.zarr`, a Zarr group whose chunk files
 this module writes itself where their encodings are the plain ones `create_zarr` makes, and
 reads back checked (a chunk of the wrong size is damage, never a NaN map or zarr's exception)."""
+from __future__ import annotations
+
 import os
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 import numpy as np
 
@@ -23,9 +26,14 @@ from .store_files import (
            write_file,
 )
 
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
+    from pathlib import Path
+
 
 class _ZarrStore(MapStore):
-    def __init__(self, path, arrays, attrs, files):
+    def __init__(self, path: str | os.PathLike[str], arrays: dict[str, Any], attrs: dict[str, Any],
+                 files: Iterable[str]) -> None:
         super().__init__(path, "zarr", attrs, files)
         # the arrays opened once (opening one reads its metadata: about 0.6 ms); their data is
         # read from the store at every access
@@ -35,18 +43,18 @@ class _ZarrStore(MapStore):
         # a batch, most of it holding the interpreter that the model's threads need)
         self._plain = _writes_plain_chunks(self._arrays, self.batch_size)
 
-    def _reopen(self):
+    def _reopen(self) -> _ZarrStore:
         return open_zarr(self.path)
 
-    def _chunk_path(self, name, k):
+    def _chunk_path(self, name: str, k: int) -> Path:
         """Batch k's chunk file of array `name`: Zarr's default chunk keys, c/k/0/..."""
         ndim = len(self._arrays[name].shape)
         return self.path.joinpath(name, "c", str(k), *["0"] * (ndim - 1))
 
-    def _rel(self, path):
+    def _rel(self, path: Path) -> str:
         return path.relative_to(self.path).as_posix()
 
-    def _batch(self, k):
+    def _batch(self, k: int) -> Batch:
         if not self._plain:
             return self._zarr_batch(k)
         a, z = self.span(k)
@@ -71,14 +79,14 @@ class _ZarrStore(MapStore):
         predicted = file_bytes(where, size * 8, self._rel(where))
         if isinstance(predicted, str):
             return Batch(False, predicted, None, None)
-        errors = file_bytes(self._chunk_path("error", k))
-        errors = read_vlen_utf8(errors, size) if isinstance(errors, bytes) else None
+        chunk = file_bytes(self._chunk_path("error", k))
+        errors = read_vlen_utf8(chunk, size) if isinstance(chunk, bytes) else None
         if errors is None:
             return Batch(False, f"{self._rel(self._chunk_path('error', k))} is not a chunk of {size} strings",
-                          None, None)
+                         None, None)
         return Batch(True, None, np.frombuffer(predicted, "<i8")[:n].astype(np.int64), errors[:n])
 
-    def _zarr_batch(self, k):
+    def _zarr_batch(self, k: int) -> Batch:
         """_batch of a store whose chunks zarr encodes: each read through zarr."""
         a, z = self.span(k)
         arrays = self._arrays
@@ -101,7 +109,7 @@ class _ZarrStore(MapStore):
             return Batch(False, f"a chunk cannot be read ({one_line(exc)})", None, None)
         return Batch(True, None, predicted, errors)
 
-    def _read_maps(self, k):
+    def _read_maps(self, k: int) -> np.ndarray | str | None:
         a, z = self.span(k)
         if not self._plain:
             try:
@@ -114,7 +122,7 @@ class _ZarrStore(MapStore):
             return data
         return np.frombuffer(data, "<f4").reshape((self.batch_size,) + self.map_shape)[:z - a].copy()
 
-    def write_batch(self, k, maps, predicted, errors):
+    def write_batch(self, k: int, maps: np.ndarray, predicted: np.ndarray, errors: Sequence[str]) -> None:
         a, b = self.span(k)
         maps, predicted = np.asarray(maps, np.float32), np.asarray(predicted, np.int64)
         errors = [str(e) for e in errors]
@@ -140,7 +148,7 @@ class _ZarrStore(MapStore):
         self._put("error", k, vlen_utf8_chunk(errors, n))
         self._put("done", k, plain_chunk(np.ones(b - a, bool), n, False, "|b1"))  # last: the batch is whole
 
-    def _put(self, name, k, data):
+    def _put(self, name: str, k: int, data: bytes) -> None:
         """The chunk of batch k of array `name`, as one file written whole then renamed into place."""
         write_file(self._chunk_path(name, k), data)
 
@@ -151,7 +159,7 @@ _CHUNK_CODECS = {"maps": ["bytes"], "predicted": ["bytes"], "done": ["bytes"], "
 _DATA_TYPES = {"maps": "float32", "predicted": "int64", "done": "bool", "error": "string", "files": "string"}
 
 
-def _writes_plain_chunks(arrays, batch_size):
+def _writes_plain_chunks(arrays: dict[str, Any], batch_size: int) -> bool:
     """Whether the arrays are encoded as create_store makes them, so that write_batch may write
     their chunk files itself."""
     for name, codecs in _CHUNK_CODECS.items():
@@ -165,7 +173,8 @@ def _writes_plain_chunks(arrays, batch_size):
     return True
 
 
-def create_zarr(path, files, map_shape, batch_size, attrs):
+def create_zarr(path: Path, files: list[str], map_shape: tuple[int, ...], batch_size: int,
+                attrs: dict[str, Any]) -> _ZarrStore:
     """A new, empty _ZarrStore at `path` (nothing there, or an empty folder)."""
     import zarr
 
@@ -192,7 +201,7 @@ def create_zarr(path, files, map_shape, batch_size, attrs):
     return _ZarrStore(path, arrays, attrs, files)
 
 
-def read_attrs(path):
+def read_attrs(path: Path) -> dict[str, Any]:
     """The attributes of the Zarr store at `path`, from its zarr.json, checked."""
     try:
         doc = read_json(path / "zarr.json")
@@ -201,7 +210,7 @@ def read_attrs(path):
     return check_attrs(path, doc.get("attributes") if isinstance(doc, dict) else None, "zarr.json")
 
 
-def open_zarr(path, attrs=None):
+def open_zarr(path: Path, attrs: Optional[dict[str, Any]] = None) -> _ZarrStore:
     """The _ZarrStore at `path` (its attributes `attrs`, read and checked when not given), its
     arrays checked against them."""
     import zarr
@@ -209,12 +218,13 @@ def open_zarr(path, attrs=None):
     if attrs is None:
         attrs = read_attrs(path)
 
-    def bad(what):
+    def bad(what: str) -> StoreError:
         return StoreError(f"cannot read the map store {path}: {what}")
 
     try:
         group = zarr.open_group(str(path), mode="r+")
-        arrays, metas = {}, {}
+        arrays: dict[str, Any] = {}
+        metas: dict[str, Any] = {}
         for name in ARRAYS:
             try:
                 arrays[name] = group[name]
@@ -244,7 +254,8 @@ def open_zarr(path, attrs=None):
     return _ZarrStore(path, arrays, attrs, files)
 
 
-def _zarr_files(path, array, meta, n, bad):
+def _zarr_files(path: Path, array: Any, meta: dict[str, Any], n: int,
+                bad: Callable[[str], StoreError]) -> list[str]:
     """The `n` names of the `files` array (one chunk), read and checked here where its encoding is
     vlen-utf8 (zstd-compressed, as create_store makes it, or not): zarr would first allocate the
     `n` names its metadata claims, which a damaged zarr.json makes any number."""

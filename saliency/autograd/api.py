@@ -970,8 +970,9 @@ def interpolate(input: TensorLike, size: Size | None = None, scale_factor: float
                             f"{[type(n) for n in out]}")
         scales: tuple[float | None, ...] = (None, None)
     else:
-        scales = tuple(float(f) for f in _spatial_pair(scale_factor, "scale_factor", 2))
-        out = (int(H * scales[0]), int(W * scales[1]))  # floor, in double precision, as PyTorch
+        factors = tuple(float(f) for f in _spatial_pair(scale_factor, "scale_factor", 2))
+        scales = factors
+        out = (int(H * factors[0]), int(W * factors[1]))  # floor, in double precision, as PyTorch
         if recompute_scale_factor:
             scales = (None, None)
     out = (int(out[0]), int(out[1]))

@@ -3,9 +3,12 @@
 No recursion anywhere: the graph is walked with explicit stacks, so a chain of
 any length backpropagates, in time linear in its number of nodes and edges.
 """
+from __future__ import annotations
+
 import contextvars
 import heapq
 import threading
+from typing import TYPE_CHECKING, Any, Protocol, Sequence, Union, cast
 
 import numpy as np
 
@@ -13,9 +16,25 @@ from .patch import Patch, from_seed
 from .rules import rules_var
 from .tensor import AccumulateGrad, Tensor
 
+if TYPE_CHECKING:
+    from numpy.typing import NDArray
+
+    from .tensor import GradNode, Hook
+
+    # A gradient on its way through the graph: a dense array, or a windowed one (a Patch).
+    Grad = Union[NDArray[Any], Patch]
+    Targets = dict[GradNode, list[tuple[Tensor, int]]]
+
+
+class Tracer(Protocol):
+    """What `tracer_var` holds: saliency.autograd.trace.Trace (not imported: it imports this module)."""
+
+    def record(self, node: GradNode, g: Grad, grads: Sequence[Grad | None] | None, returned: bool = False) -> None: ...
+
+
 # The Trace that `saliency.autograd.trace()` sets while it is active, or None; gets one record per
 # node run. Context-local: a trace sees the backward passes of its own thread (or asyncio task) only.
-tracer_var = contextvars.ContextVar("saliency.tracer", default=None)
+tracer_var: contextvars.ContextVar[Tracer | None] = contextvars.ContextVar("saliency.tracer", default=None)
 
 # Held while a gradient is added into a tensor's .grad: threads whose backward passes reach the
 # same leaf (Hogwild-style training on one model) lose none of each other's additions.
@@ -26,7 +45,8 @@ _FREED = ("trying to backward through the graph a second time: {name} needs valu
           "(or to autograd.grad) to keep them")
 
 
-def execute(roots, *, retain_graph=False, targets=None, capture=False, seed_ndim=0):
+def execute(roots: Sequence[tuple[GradNode, NDArray[Any]]], *, retain_graph: bool = False,
+            targets: Targets | None = None, capture: bool = False, seed_ndim: int = 0) -> list[Grad | None] | None:
     """Backpropagate `roots`, a list of (node, gradient array) pairs.
 
     targets: None to accumulate into every reachable leaf; otherwise a dict
@@ -74,7 +94,7 @@ def execute(roots, *, retain_graph=False, targets=None, capture=False, seed_ndim
     return run.results
 
 
-def _checked(node, i, grad, child, seed_ndim):
+def _checked(node: GradNode, i: int, grad: Grad, child: GradNode, seed_ndim: int) -> Grad:
     """`grad`, the gradient `node` returned for input `i`, in the child's dtype; an error if its
     shape is not the child's output shape after the seed dimensions."""
     shape = child.out_shape
@@ -89,7 +109,8 @@ class _Pass:
 
     __slots__ = ("targets", "capture", "seed_ndim", "needed", "deps", "buffers", "ready", "results", "trace")
 
-    def __init__(self, roots, targets, capture, seed_ndim):
+    def __init__(self, roots: Sequence[tuple[GradNode, NDArray[Any]]], targets: Targets | None, capture: bool,
+                 seed_ndim: int) -> None:
         """Prepare the graph: count each node's incoming edges (among the nodes that lead to a
         target, when there are targets), sum the root gradients and queue the roots."""
         self.targets = targets
@@ -97,15 +118,15 @@ class _Pass:
         self.seed_ndim = seed_ndim
         root_nodes = list(dict.fromkeys(node for node, _ in roots))
         deps = _count_dependencies(root_nodes)
-        needed = None
+        needed: set[GradNode] | None = None
         if targets is not None:
             needed, deps = _prune(root_nodes, deps, targets)
             root_nodes = [n for n in root_nodes if n in needed]
         self.needed = needed
         self.deps = deps
-        self.results = ([None] * (1 + max((s for refs in targets.values() for _, s in refs), default=-1))
-                        if capture else None)
-        buffers = {}
+        slots = (s for refs in (targets or {}).values() for _, s in refs)
+        self.results: list[Grad | None] | None = [None] * (1 + max(slots, default=-1)) if capture else None
+        buffers: dict[GradNode, Grad] = {}
         for node, grad in roots:
             if needed is None or node in needed:
                 prev = buffers.get(node)
@@ -113,24 +134,25 @@ class _Pass:
         self.trace = tracer_var.get()
         if self.trace is None:  # local seeds travel as windows (saliency.autograd.patch); a trace shows dense arrays
             for node in root_nodes:
-                grad = buffers.get(node)
-                if grad is not None and type(node) is not AccumulateGrad:
-                    buffers[node] = from_seed(grad, seed_ndim) or grad
+                seed = buffers.get(node)
+                if seed is not None and type(node) is not AccumulateGrad:
+                    buffers[node] = from_seed(cast("NDArray[Any]", seed), seed_ndim) or seed  # roots are arrays
         self.buffers = buffers
         self.ready = [(-n.seq, n) for n in root_nodes if n not in deps]
         heapq.heapify(self.ready)
 
-    def deliver(self, node, grad, is_leaf):
+    def deliver(self, node: GradNode, grad: Grad, is_leaf: bool) -> Grad:
         """The gradient that reached `node`, after its hooks; stored where it is asked for
         (a retained .grad, a target, a leaf's .grad)."""
         leaf_hooks = is_leaf and node.variable._hooks
         if node.pre_hooks or leaf_hooks:
-            if type(grad) is Patch:
-                grad = grad.dense()  # hooks see what a dense backward would show them
+            # hooks see what a dense backward would show them
+            array = grad.dense() if isinstance(grad, Patch) else grad
             if node.pre_hooks:
-                grad = _run_hooks(node.pre_hooks, grad, node)
+                array = _run_hooks(node.pre_hooks, array, node)
             if leaf_hooks:
-                grad = _run_hooks(node.variable._hooks, grad, node)
+                array = _run_hooks(node.variable._hooks, array, node)
+            grad = array
         targets = self.targets
         is_target = targets is not None and node in targets
         if node.retain_ref is not None and not self.capture and not is_target:
@@ -138,7 +160,8 @@ class _Pass:
             if kept is not None:
                 _accumulate(kept, grad)
         if is_target:
-            results = self.results
+            assert targets is not None
+            results: Any = self.results
             for tensor, slot in targets[node]:
                 if self.capture:
                     results[slot] = grad if results[slot] is None else results[slot] + grad
@@ -149,7 +172,7 @@ class _Pass:
         return grad
 
 
-def vjp(node, grad, retain_graph):
+def vjp(node: GradNode, grad: Grad, retain_graph: bool) -> Sequence[Grad | None] | None:
     """The node's VJP of `grad`: one gradient (or None) per input. A windowed gradient (a Patch)
     goes through the node's cropped VJP when it has one, else through the dense VJP; the node's
     saved values are freed afterwards unless `retain_graph`."""
@@ -168,9 +191,9 @@ def vjp(node, grad, retain_graph):
     return grads
 
 
-def _count_dependencies(root_nodes):
+def _count_dependencies(root_nodes: list[GradNode]) -> dict[GradNode, int]:
     """For every node reachable from the roots, the number of edges that point at it."""
-    deps = {}
+    deps: dict[GradNode, int] = {}
     seen = set(root_nodes)
     stack = list(root_nodes)
     while stack:
@@ -184,11 +207,12 @@ def _count_dependencies(root_nodes):
     return deps
 
 
-def _prune(root_nodes, deps, targets):
+def _prune(root_nodes: list[GradNode], deps: dict[GradNode, int],
+           targets: Targets) -> tuple[set[GradNode], dict[GradNode, int]]:
     """The nodes from which a target can be reached, and the dependency counts among them."""
     remaining = dict(deps)
     stack = [n for n in root_nodes if n not in remaining]
-    order = []
+    order: list[GradNode] = []
     while stack:
         node = stack.pop()
         order.append(node)
@@ -199,11 +223,11 @@ def _prune(root_nodes, deps, targets):
             remaining[child] = left
             if left == 0:
                 stack.append(child)
-    needed = set()
+    needed: set[GradNode] = set()
     for node in reversed(order):
         if node in targets or any(c in needed for c, _ in node.next_functions):
             needed.add(node)
-    pruned = {}
+    pruned: dict[GradNode, int] = {}
     for node in needed:
         for child, _ in node.next_functions:
             if child in needed:
@@ -211,7 +235,7 @@ def _prune(root_nodes, deps, targets):
     return needed, pruned
 
 
-def _run_hooks(hooks, g, node):
+def _run_hooks(hooks: list[Hook], g: NDArray[Any], node: GradNode) -> NDArray[Any]:
     """Tensor hooks see the gradient as a Tensor and may return a replacement."""
     for hook in list(hooks):
         out = hook(Tensor._make(g, False, None))
@@ -224,22 +248,22 @@ def _run_hooks(hooks, g, node):
     return g
 
 
-def _accumulate(tensor, g):
+def _accumulate(tensor: Tensor, g: Grad) -> None:
     """Add `g` into `tensor.grad`, in place when the tensor already owns a gradient."""
-    fresh = type(g) is Patch
-    if fresh:
-        g = g.dense()  # a new array: kept without a copy if it becomes the gradient
+    fresh = isinstance(g, Patch)
+    array = g.dense() if isinstance(g, Patch) else g  # a Patch's is new: kept without a copy as the gradient
     with _grad_lock:
         current = tensor._grad
         if current is None:
             leaf = tensor._array
-            if g.shape == leaf.shape and not (fresh and g.dtype == leaf.dtype and g.strides == leaf.strides):
-                g, given = np.empty_like(leaf), g  # in the leaf's memory format, as PyTorch's .grad
-                g[...] = given
-            elif g.shape != leaf.shape:
-                g = g.astype(leaf.dtype, copy=False) if fresh else np.array(g, dtype=leaf.dtype)
-            tensor._grad = Tensor._make(g, False, None)
-        elif current._array.flags.writeable and current._array.shape == np.shape(g):
-            current._array += g
+            if array.shape == leaf.shape and not (fresh and array.dtype == leaf.dtype
+                                                  and array.strides == leaf.strides):
+                array, given = np.empty_like(leaf), array  # in the leaf's memory format, as PyTorch's .grad
+                array[...] = given
+            elif array.shape != leaf.shape:
+                array = array.astype(leaf.dtype, copy=False) if fresh else np.array(array, dtype=leaf.dtype)
+            tensor._grad = Tensor._make(array, False, None)
+        elif current._array.flags.writeable and current._array.shape == np.shape(array):
+            current._array += array
         else:
-            current._array = current._array + g
+            current._array = current._array + array

@@ -1,11 +1,14 @@
 """Errors the ops raise for inputs a caller can get wrong, with what a layer expected."""
+from __future__ import annotations
+
+from typing import Sequence
 
 
 class LayerInputError(ValueError):
     """A layer's input does not fit its weight: `expected` and `got` count `what` ("channels" of a
     convolution, "features" of a linear layer); `input_shape` is the shape the layer was given."""
 
-    def __init__(self, message, *, what, expected, got, input_shape):
+    def __init__(self, message: str, *, what: str, expected: int, got: int, input_shape: Sequence[int]) -> None:
         super().__init__(message)
         self.what, self.expected, self.got, self.input_shape = what, expected, got, tuple(input_shape)
 
@@ -33,7 +36,7 @@ _INSTEAD = {
 }
 
 
-def unsupported(owner, name):
+def unsupported(owner: str, name: str) -> UnsupportedError:
     """The error for `owner.name`, a PyTorch name that saliency does not implement."""
-    hint = _INSTEAD.get(name, "the README lists the supported layers, functions and Tensor methods")
+    hint = _INSTEAD.get(name, "docs/your-network.md lists the supported layers, functions and Tensor methods")
     return UnsupportedError(f"{owner}.{name} is not supported by saliency; {hint}")

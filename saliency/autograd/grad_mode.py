@@ -4,12 +4,18 @@ The mode is context-local (a `contextvars.ContextVar`), so it belongs to the thr
 task) that set it: `no_grad()` in one thread does not stop another from recording. A new thread
 starts with grad mode on, whatever the thread that started it was doing, as in PyTorch.
 """
+from __future__ import annotations
+
 import contextlib
 import contextvars
 import functools
+from typing import Any, Callable, Iterable, Iterator, Literal, TypeVar
+
+_T = TypeVar("_T")
+_Fn = TypeVar("_Fn", bound=Callable[..., Any])
 
 # Read by Function.apply on every op (enabled_var.get()); set only through the classes below.
-enabled_var = contextvars.ContextVar("saliency.grad_enabled", default=True)
+enabled_var: contextvars.ContextVar[bool] = contextvars.ContextVar("saliency.grad_enabled", default=True)
 
 
 # Ids of leaf tensors that record no graph in this context (read by Function.apply and
@@ -18,7 +24,7 @@ frozen_var: contextvars.ContextVar[frozenset[int]] = contextvars.ContextVar("sal
 
 
 @contextlib.contextmanager
-def frozen(tensors):
+def frozen(tensors: Iterable[object]) -> Iterator[None]:  # Tensors (only their ids are read)
     """Inside the block, in this thread or task only, the leaf `tensors` behave as if they did not
     require grad: operations on them record no edge to them and their .grad is left alone. Other
     threads see them unchanged (a model can be trained in one thread while maps of it are computed
@@ -35,12 +41,12 @@ def frozen(tensors):
         del keep
 
 
-def is_grad_enabled():
+def is_grad_enabled() -> bool:
     """Whether operations record the graph here (in this thread or task)."""
     return enabled_var.get()
 
 
-def leave(var, tokens):
+def leave(var: contextvars.ContextVar[_T], tokens: list[contextvars.Token[_T]]) -> None:
     """Undo the latest `var.set` made in this context among `tokens` (the tokens of one object's
     entries, oldest first), and drop its token.
 
@@ -71,27 +77,27 @@ class _GradMode:
     same object in several threads): each entry keeps its own token, and each exit restores what
     its own entry replaced."""
 
-    def __init__(self, mode):
+    def __init__(self, mode: bool) -> None:
         self.mode = bool(mode)
-        self._tokens = []
+        self._tokens: list[contextvars.Token[bool]] = []
 
-    def __enter__(self):
+    def __enter__(self) -> _GradMode:
         self._tokens.append(enabled_var.set(self.mode))
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> Literal[False]:
         leave(enabled_var, self._tokens)
         return False
 
-    def __call__(self, fn):
+    def __call__(self, fn: _Fn) -> _Fn:
         mode = self.mode
 
         @functools.wraps(fn)
-        def wrapper(*args, **kwargs):
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
             with _GradMode(mode):
                 return fn(*args, **kwargs)
 
-        return wrapper
+        return wrapper  # type: ignore[return-value]
 
 
 class set_grad_enabled(_GradMode):
@@ -99,18 +105,19 @@ class set_grad_enabled(_GradMode):
     decorator, and as a plain call `set_grad_enabled(False)`, which switches the mode (of this
     thread or task) until changed."""
 
-    def __init__(self, mode=True):
+    def __init__(self, mode: bool = True) -> None:
         super().__init__(mode)
-        self._pending = enabled_var.set(self.mode)  # the plain call's switch; a `with` block undoes it
+        # the plain call's switch; a `with` block undoes it
+        self._pending: contextvars.Token[bool] | None = enabled_var.set(self.mode)
 
-    def __enter__(self):
+    def __enter__(self) -> _GradMode:
         if self._pending is None:  # entered again: switch again
             return super().__enter__()
         self._tokens.append(self._pending)
         self._pending = None
         return self
 
-    def __call__(self, fn):
+    def __call__(self, fn: _Fn) -> _Fn:
         if self._pending is not None:  # used as a decorator: only the decorated function runs in the mode
             leave(enabled_var, [self._pending])
             self._pending = None
@@ -122,7 +129,7 @@ class _FixedMode(_GradMode):
 
     _mode = True
 
-    def __new__(cls, fn=None):
+    def __new__(cls, fn: Callable[..., Any] | None = None) -> Any:  # an instance, or `fn` wrapped in one
         if fn is None:
             return super().__new__(cls)
         if not callable(fn):
@@ -130,7 +137,7 @@ class _FixedMode(_GradMode):
                             f"or as a decorator")
         return cls()(fn)
 
-    def __init__(self, fn=None):
+    def __init__(self, fn: Callable[..., Any] | None = None) -> None:
         super().__init__(self._mode)
 
 

@@ -1,16 +1,26 @@
 """Explicit Jacobians and finite-difference gradient checks (for small problems, in float64)."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable, Sequence
+
 import numpy as np
 
 from .backward import grad
 from .grad_mode import no_grad
 from .tensor import Tensor
 
+if TYPE_CHECKING:
+    from numpy.typing import NDArray
+
+    from .._typing import Float64
+    from .tensor import TensorLike
+
 
 class GradcheckError(RuntimeError):
     """Analytical and numerical gradients disagree."""
 
 
-def jacobian(fn, x):
+def jacobian(fn: Callable[[Tensor], Tensor], x: TensorLike) -> Tensor:
     """The full Jacobian of `fn` at `x`, shape fn(x).shape + x.shape.
 
     All its rows come from ONE batched backward pass: the seeds are the rows of the identity.
@@ -28,12 +38,12 @@ def jacobian(fn, x):
     return Tensor(rows._array.reshape(y.shape + leaf.shape))
 
 
-def _outputs(fn, inputs):
+def _outputs(fn: Callable[..., Any], inputs: Sequence[Any]) -> tuple[Tensor, ...]:
     out = fn(*inputs)
     return (out,) if isinstance(out, Tensor) else tuple(out)
 
 
-def numerical_jacobian(fn, inputs, i, eps):
+def numerical_jacobian(fn: Callable[..., Any], inputs: Sequence[Any], i: int, eps: float) -> list[Float64]:
     """d outputs / d inputs[i] by central differences; one (out.size, in.size) matrix per output."""
     tensor = inputs[i]
     original = tensor._array
@@ -46,7 +56,8 @@ def numerical_jacobian(fn, inputs, i, eps):
         tensor._array = original
 
 
-def _central_differences(fn, inputs, flat, eps):
+def _central_differences(fn: Callable[..., Any], inputs: Sequence[Any], flat: NDArray[Any],
+                         eps: float) -> list[Float64]:
     """Columns of the Jacobian from perturbing each element of `flat`, a view of one input."""
     with no_grad():
         sizes = [o._array.size for o in _outputs(fn, inputs)]
@@ -63,11 +74,11 @@ def _central_differences(fn, inputs, flat, eps):
     return cols
 
 
-def analytical_jacobian(fn, inputs, i, batched):
+def analytical_jacobian(fn: Callable[..., Any], inputs: Sequence[Any], i: int, batched: bool) -> list[Float64]:
     """d outputs / d inputs[i] by backward passes: one per output element, or one batched pass."""
     outs = _outputs(fn, inputs)
     x = inputs[i]
-    mats = []
+    mats: list[Float64] = []
     for o in outs:
         n = o._array.size
         if not o.requires_grad:
@@ -85,37 +96,38 @@ def analytical_jacobian(fn, inputs, i, batched):
                 mat[order] = rows._array.reshape(n, -1) / scale[:, None]
             mats.append(mat)
             continue
-        rows = np.zeros((n, x._array.size))
+        dense = np.zeros((n, x._array.size))
         for k in range(n):
             seed = np.zeros(n, dtype=o.dtype)
             seed[k] = 1
             (row,) = grad(o, x, seed.reshape(o.shape), retain_graph=True, allow_unused=True)
             if row is not None:
-                rows[k] = row._array.reshape(-1)
-        mats.append(rows)
+                dense[k] = row._array.reshape(-1)
+        mats.append(dense)
     return mats
 
 
-def gradcheck(fn, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, check_batched=True, raise_exception=True):
+def gradcheck(fn: Callable[..., Any], inputs: Tensor | Sequence[Any], *, eps: float = 1e-6, atol: float = 1e-5,
+              rtol: float = 1e-3, check_batched: bool = True, raise_exception: bool = True) -> bool:
     """Compare the gradients of fn(*inputs) with central finite differences.
 
     inputs: a Tensor or a sequence of Tensors; those with requires_grad=True are checked and
     should be float64. With check_batched, the K-seed batched pass must also give the same rows.
     Returns True, or raises GradcheckError naming the input and the largest mismatch.
     """
-    inputs = (inputs,) if isinstance(inputs, Tensor) else tuple(inputs)
-    checked = [i for i, t in enumerate(inputs) if isinstance(t, Tensor) and t.requires_grad]
+    args = (inputs,) if isinstance(inputs, Tensor) else tuple(inputs)
+    checked = [i for i, t in enumerate(args) if isinstance(t, Tensor) and t.requires_grad]
     if not checked:
         raise ValueError("gradcheck needs at least one input with requires_grad=True")
     for i in checked:
-        if inputs[i].dtype != np.float64:
-            raise TypeError(f"gradcheck input {i} has dtype {inputs[i].dtype}; finite differences need float64 "
+        if args[i].dtype != np.float64:
+            raise TypeError(f"gradcheck input {i} has dtype {args[i].dtype}; finite differences need float64 "
                             f"(pass tensors made with dtype=np.float64 or call .double() on leaves)")
     for i in checked:
-        numeric = numerical_jacobian(fn, inputs, i, eps)
-        passes = [("backward", analytical_jacobian(fn, inputs, i, batched=False))]
+        numeric = numerical_jacobian(fn, args, i, eps)
+        passes = [("backward", analytical_jacobian(fn, args, i, batched=False))]
         if check_batched:
-            passes.append(("batched backward", analytical_jacobian(fn, inputs, i, batched=True)))
+            passes.append(("batched backward", analytical_jacobian(fn, args, i, batched=True)))
         for label, analytic in passes:
             for k, (a, n) in enumerate(zip(analytic, numeric)):
                 if not np.allclose(a, n, rtol=rtol, atol=atol):

@@ -14,13 +14,21 @@ An op subclasses `Function` and writes, side by side:
 `Op.apply(*inputs, **params)` runs the forward pass and, when grad mode is on
 and an input requires grad, leaves the node on the graph.
 """
-from typing import Any, Callable
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable, NoReturn, Sequence
 
 import numpy as np
 
 from .grad_mode import enabled_var, frozen_var
 from .rules import record_var
 from .tensor import RemovableHandle, Tensor, next_seq
+
+if TYPE_CHECKING:
+    from numpy.typing import NDArray
+
+    from .._typing import Shape
+    from .tensor import GradNode, Hook
 
 _NO_EDGE = (None, 0)
 _grad_enabled = enabled_var.get  # the grad mode of the calling thread or task
@@ -38,6 +46,14 @@ class Function:
 
     __slots__ = ("next_functions", "needs_input_grad", "saved", "out_shape", "out_dtype", "seq",
                  "pre_hooks", "retain_ref", "__weakref__")
+    next_functions: tuple[tuple[GradNode | None, int], ...]
+    needs_input_grad: list[bool]
+    saved: Any  # the tuple save_for_backward kept; None once a backward has freed it
+    out_shape: Shape
+    out_dtype: np.dtype[Any]
+    seq: int
+    pre_hooks: list[Hook] | None
+    retain_ref: Any  # a weakref.ref to the non-leaf Tensor whose .grad is kept, or None
     # True for elementwise ops whose inputs broadcast: a shape error names both shapes.
     broadcasts = False
     # Every op with a spatial window rule declares `backward_window` in its class: its cropped VJP
@@ -53,14 +69,15 @@ class Function:
     # one gets whole maps in saliency.autograd.windows.
 
     @classmethod
-    def apply(cls, *inputs, **params):
+    def apply(cls, *inputs: Any, **params: Any) -> Tensor:
         node = cls.__new__(cls)
-        arrays = []
-        edges = []
-        needs = []
+        arrays: list[Any] = []
+        edges: list[tuple[GradNode | None, int]] = []
+        needs: list[bool] = []
         record = _grad_enabled()
         any_grad = False
-        frozen = None
+        frozen: frozenset[int] | None = None
+        source: Tensor | None = None
         for t in inputs:
             if isinstance(t, Tensor):
                 arrays.append(t._array)
@@ -105,47 +122,47 @@ class Function:
         node.seq = next_seq()
         node.pre_hooks = None
         node.retain_ref = None
-        record = _recording()
-        if record is not None:
-            record.keep(node, arrays, out, params)
+        kept_by = _recording()
+        if kept_by is not None:
+            kept_by.keep(node, arrays, out, params)
         return Tensor._make(out, True, node)
 
-    def save_for_backward(self, *arrays):
+    def save_for_backward(self, *arrays: Any) -> None:
         self.saved = arrays
 
-    def forward(self, *arrays, **params):
+    def forward(self, *arrays: Any, **params: Any) -> Any:
         raise NotImplementedError(f"{type(self).__name__} has no forward")
 
-    def backward(self, g):
+    def backward(self, g: Any) -> Any:
         raise NotImplementedError(f"{type(self).__name__} has no backward")
 
-    def name(self):
+    def name(self) -> str:
         """The node's name as PyTorch spells it, e.g. 'MulBackward0'."""
         return type(self).__name__ + "Backward0"
 
-    def seed_ndim(self, g):
+    def seed_ndim(self, g: NDArray[Any]) -> int:
         """Number of leading seed dimensions that `g` carries beyond the output's shape."""
         return g.ndim - len(self.out_shape)
 
-    def register_prehook(self, fn):
+    def register_prehook(self, fn: Hook) -> RemovableHandle:
         """Run `fn(grad_array) -> array or None` on the gradient arriving at this node."""
         if self.pre_hooks is None:
             self.pre_hooks = []
         self.pre_hooks.append(fn)
         return RemovableHandle(self.pre_hooks, fn)
 
-    def __getattr__(self, attr):
+    def __getattr__(self, attr: str) -> NoReturn:
         # only reached when normal lookup fails: name the node as PyTorch does (an unset slot
         # may be what name() itself reads, so those fail plainly)
         if attr.startswith("_") or any(attr in getattr(k, "__slots__", ()) for k in type(self).__mro__):
             raise AttributeError(attr)
         raise AttributeError(f"'{self.name()}' object has no attribute '{attr}'")
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"<{self.name()} object at {id(self):#x}>"
 
 
-def unbroadcast(g, shape, seed_ndim=0):
+def unbroadcast(g: NDArray[Any], shape: Sequence[int], seed_ndim: int = 0) -> NDArray[Any]:
     """Sum `g` down to `g.shape[:seed_ndim] + shape`: the reverse of NumPy broadcasting.
 
     `seed_ndim` is the number of leading seed dimensions of `g`, which are kept.
@@ -161,7 +178,7 @@ def unbroadcast(g, shape, seed_ndim=0):
     return g
 
 
-def shape_of(a):
+def shape_of(a: Any) -> Shape:
     """Shape of an ndarray or of a Python/NumPy scalar constant."""
     kind = type(a)
     if kind is np.ndarray:

@@ -14,12 +14,20 @@ soon as its windows cover half the map (`Patch.like`), at a node without a cropp
 cropped VJP declines the case), at a leaf, and wherever a hook, `retain_grad` or a trace must see
 the gradient.
 """
+from __future__ import annotations
+
 import math
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
 from . import geometry
 from ..kernels import window as _window
+
+if TYPE_CHECKING:
+    from numpy.typing import DTypeLike, NDArray
+
+    from .._typing import IntArray, Shape, Size
 
 # A seed becomes windows when its windows cover at most this fraction of the map; windows
 # grown past DENSE_AT of the map go back to a dense array (the full VJP costs no more).
@@ -39,35 +47,42 @@ class Patch:
     __slots__ = ("data", "origins", "map_size", "seed_shape")
     __array_ufunc__ = None  # ndarray + Patch goes to Patch.__radd__
 
-    def __init__(self, data, origins, map_size, seed_shape):
+    data: NDArray[Any]
+    origins: IntArray
+    map_size: Shape  # (H, W)
+    seed_shape: Shape
+
+    def __init__(self, data: NDArray[Any], origins: IntArray, map_size: Sequence[int],
+                 seed_shape: Sequence[int]) -> None:
         self.data, self.origins = data, origins
         self.map_size, self.seed_shape = tuple(map_size), tuple(seed_shape)
 
     @property
-    def size(self):
+    def size(self) -> Shape:
         """(h, w) of the windows."""
         return self.data.shape[-2:]
 
     @property
-    def lead(self):
+    def lead(self) -> Shape:
         return self.data.shape[1:-2]
 
     @property
-    def dtype(self):
+    def dtype(self) -> np.dtype[Any]:
         return self.data.dtype
 
     @property
-    def shape(self):
+    def shape(self) -> Shape:
         """The shape of the dense gradient it stands for."""
         return self.seed_shape + self.lead + self.map_size
 
-    def dense(self):
+    def dense(self) -> NDArray[Any]:
         """The full gradient: seed_shape + output shape."""
         full = np.zeros((len(self.origins),) + self.lead + self.map_size, self.data.dtype)
         _window.add_into(full, self.data, self.origins)
         return full.reshape(self.shape)
 
-    def like(self, data, origins=None, map_size=None):
+    def like(self, data: NDArray[Any], origins: IntArray | None = None,
+             map_size: Sequence[int] | None = None) -> Patch | NDArray[Any]:
         """New windows (K, *lead, h, w) at `origins` (default: these) of a map of `map_size` (default:
         this one): a Patch, or the dense array once the windows cover DENSE_AT of the map."""
         origins = self.origins if origins is None else origins
@@ -78,51 +93,54 @@ class Patch:
             return p.dense()
         return p
 
-    def moved(self, data, origins, map_size):
+    def moved(self, data: NDArray[Any], origins: IntArray, map_size: Sequence[int]) -> Patch | NDArray[Any]:
         """`like` for windows whose cells outside the map may hold values that belong to no input
         cell (a convolution's padding): those are zeroed first."""
         return self.like(_window.clip(data, origins, map_size), origins, map_size)
 
-    def sliding(self, kernel, stride=1, padding=0, dilation=1):
+    def sliding(self, kernel: Size, stride: Size = 1, padding: Size = 0,
+                dilation: Size = 1) -> tuple[IntArray, tuple[int, ...]]:
         """(origins, size) of the input windows that a sliding-window op (convolution, pooling) reads
         for these output windows, per axis `geometry.reads` (not clipped to the map): origin * stride
         - padding, (h - 1) * stride + (k - 1) * dilation + 1 rows, likewise columns. Arguments are ints
         or (rows, cols) pairs."""
-        origins, size = [], []
-        for axis, (n, k, s, p, d) in enumerate(zip(self.size, *map(geometry.pair, (kernel, stride, padding, dilation)))):
+        origins: list[Any] = []
+        size: list[int] = []
+        pairs = map(geometry.pair, (kernel, stride, padding, dilation))
+        for axis, (n, k, s, p, d) in enumerate(zip(self.size, *pairs)):
             lo, hi = geometry.reads(0, n, k, s, p, d)
             origins.append(geometry.reads(self.origins[:, axis], self.origins[:, axis] + n, k, s, p, d)[0])
             size.append(hi - lo)
         return np.stack(origins, axis=1), tuple(size)
 
-    def fills(self, size, map_size):
+    def fills(self, size: Sequence[int], map_size: Sequence[int]) -> bool:
         """True when windows of `size` (h, w) cover DENSE_AT of a map of `map_size` or more: their VJP
         would be made dense by `like` anyway, after costing more than the dense VJP (a dilated
         convolution's input windows can be several times its map), so a cropped VJP declines them."""
         return size[0] * size[1] >= DENSE_AT * map_size[0] * map_size[1]
 
-    def window(self, a):
+    def window(self, a: NDArray[Any]) -> NDArray[Any]:
         """The windows of `a` (an array of the output's shape, or of its map with fewer lead
         dimensions) at these origins: (K, *a.shape[:-2], h, w); booleans come back as uint8."""
         return _window.gather(a, self.origins, self.size)
 
-    def times(self, a, data=None):
+    def times(self, a: NDArray[Any], data: NDArray[Any] | None = None) -> Patch:
         """These windows (or `data` in their place) times the same windows of `a` (an array of the
         output's shape, a boolean mask included): a new Patch of the same windows."""
         data = self.data if data is None else data
         return Patch(_window.times_window(data, a, self.origins), self.origins, self.map_size, self.seed_shape)
 
-    def like_data(self, data):
+    def like_data(self, data: NDArray[Any]) -> Patch:
         """The same windows holding `data` (K, *lead, h, w) instead: a new Patch."""
         return Patch(data, self.origins, self.map_size, self.seed_shape)
 
-    def astype(self, dtype):
+    def astype(self, dtype: DTypeLike) -> Patch:
         return Patch(self.data.astype(dtype), self.origins, self.map_size, self.seed_shape)
 
-    def __neg__(self):
+    def __neg__(self) -> Patch:
         return Patch(-self.data, self.origins, self.map_size, self.seed_shape)
 
-    def __add__(self, other):
+    def __add__(self, other: Patch | NDArray[Any]) -> Patch | NDArray[Any]:
         if type(other) is not Patch:
             return self.dense() + other
         lo = np.minimum(self.origins, other.origins)
@@ -133,15 +151,15 @@ class Patch:
         _window.add_into(data, other.data, other.origins - lo)
         return self.like(data, lo)
 
-    def __radd__(self, other):
+    def __radd__(self, other: NDArray[Any]) -> NDArray[Any]:
         return other + self.dense()
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return (f"Patch({len(self.origins)} windows {self.size[0]}x{self.size[1]} of a "
                 f"{self.map_size[0]}x{self.map_size[1]} map, lead {self.lead})")
 
 
-def from_seed(g, seed_ndim):
+def from_seed(g: NDArray[Any], seed_ndim: int) -> Patch | None:
     """A Patch for the seed gradient `g` (seed dims seed_ndim, then the output's shape) when every seed is zero
     outside a window of at most SPARSE_AT of the map, else None. Outputs without a map and a channel
     (fewer than 3 dimensions) stay dense: their ops (linear layers) have no window rule."""

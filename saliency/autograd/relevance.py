@@ -17,7 +17,10 @@ baseline (rows :N and N:); elementwise nonlinearities use (f(x) - f(x0)) / (x - 
 derivative where |x - x0| < eps), max-selection ops split f(x) - f(x0) between the winners at x
 and at the baseline, and linear ops keep their VJP.
 """
+from __future__ import annotations
+
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
@@ -28,6 +31,13 @@ from .engine import _count_dependencies
 from .patch import Patch
 from .tensor import AccumulateGrad
 from .rules import BATCHNORM, NONE, PASS, ROUTE, SPLIT, WEIGHTS, WINNER, RuleError, kind_of
+
+if TYPE_CHECKING:
+    from .rules import Kind, Recording, Vjp
+    from .tensor import GradNode
+
+    # choose(kind, node, module, first) -> the node's Rule, or None for the kind's default (see Relevance)
+    Choose = Callable[[Kind, GradNode, Callable[..., str | None], bool], "Rule | None"]
 
 
 def _times(g, a):
@@ -104,7 +114,7 @@ class Rule:
 
     weights = True
 
-    def __call__(self, layer):
+    def __call__(self, layer: Layer) -> tuple[Any, Any]:
         """`layer` (a `Layer`: the op's input x, weight w, bias b, output z, relevance r) -> (the
         relevance of x, the relevance the bias absorbed per seed and image)."""
         raise NotImplementedError
@@ -119,9 +129,9 @@ class Layer:
     op: object
     x: np.ndarray
     w: np.ndarray
-    b: object
+    b: np.ndarray | None
     z: np.ndarray
-    r: object
+    r: Any  # an array, or a Patch
     seed_ndim: int
     dropped: list  # per seed and image, the relevance at outputs the rule gives no share to (see `over`)
 
@@ -241,7 +251,7 @@ class Epsilon(Rule):
     epsilon: float = 1e-6
     zero_bias: bool = False
 
-    def __call__(self, layer):
+    def __call__(self, layer: Layer) -> tuple[Any, Any]:
         b = None if self.zero_bias else layer.b
         z = layer.z if b is layer.b or layer.b is None else layer.forward(layer.x, layer.w, None)
         s = layer.over(z, self.epsilon)
@@ -256,7 +266,7 @@ class ZPlus(Rule):
     stabilizer: float = 1e-6
     zero_bias: bool = False
 
-    def __call__(self, layer):
+    def __call__(self, layer: Layer) -> tuple[Any, Any]:
         pos, neg = _split(layer.x)
         b = None if self.zero_bias or layer.b is None else np.maximum(layer.b, 0)
         parts = layer.parts((pos, "plus", _positive), (neg, "minus", _negative))
@@ -274,12 +284,12 @@ class AlphaBeta(Rule):
     stabilizer: float = 1e-6
     zero_bias: bool = False
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.alpha < 0 or self.beta < 0 or self.alpha - self.beta != 1:
             raise ValueError(f"AlphaBeta needs alpha >= 0, beta >= 0 and alpha - beta = 1, got alpha={self.alpha}, "
                              f"beta={self.beta}")
 
-    def __call__(self, layer):
+    def __call__(self, layer: Layer) -> tuple[Any, Any]:
         pos, neg = _split(layer.x)
         bp = bn = None
         if not self.zero_bias and layer.b is not None:
@@ -308,7 +318,7 @@ class Gamma(Rule):
     stabilizer: float = 1e-6
     zero_bias: bool = False
 
-    def __call__(self, layer):
+    def __call__(self, layer: Layer) -> tuple[Any, Any]:
         g = self.gamma
         pos, neg = _split(layer.x)
         b_up = b_down = None
@@ -337,7 +347,7 @@ class ZBox(Rule):
     stabilizer: float = 1e-6
     zero_bias: bool = False
 
-    def __call__(self, layer):
+    def __call__(self, layer: Layer) -> tuple[Any, Any]:
         x = layer.x
         low = np.ascontiguousarray(np.broadcast_to(np.asarray(self.low, x.dtype), x.shape))
         high = np.ascontiguousarray(np.broadcast_to(np.asarray(self.high, x.dtype), x.shape))
@@ -357,7 +367,7 @@ class Flat(Rule):
     stabilizer: float = 1e-6
     zero_bias: bool = False
 
-    def __call__(self, layer):
+    def __call__(self, layer: Layer) -> tuple[Any, Any]:
         ones_w = layer.weight("ones", np.ones_like)
         s = layer.over(layer.forward(np.ones_like(layer.x), ones_w), self.stabilizer)
         return layer.vjp(s, ones_w), 0.0
@@ -371,7 +381,7 @@ class WSquare(Rule):
     stabilizer: float = 1e-6
     zero_bias: bool = False
 
-    def __call__(self, layer):
+    def __call__(self, layer: Layer) -> tuple[Any, Any]:
         w2 = layer.weight("square", np.square)
         b2 = None if self.zero_bias or layer.b is None else np.square(layer.b)
         s = layer.over(layer.forward(np.ones_like(layer.x), w2, b2), self.stabilizer)
@@ -418,7 +428,7 @@ def _walk(root):
     return order, consumers
 
 
-def describe(node, record):
+def describe(node: GradNode, record: Recording | None) -> str:
     """'Softmax (SoftmaxBackward0) in module classifier.2' for messages."""
     module = record.module(node) if record is not None else None
     where = f" in module {module!r}" if module else " (outside any module)" if module == "" else ""
@@ -453,12 +463,12 @@ class Relevance:
     outputs without positive contributions, Gamma's outputs exactly 0, ...).
     """
 
-    def __init__(self, root, record, choose, seed_ndim=0):
+    def __init__(self, root: GradNode, record: Recording, choose: Choose, seed_ndim: int = 0) -> None:
         self.record, self.seed_ndim = record, seed_ndim
         self.bias = self.dropped = 0.0
         self.plan, self.merge = {}, {}
         order, consumers = _walk(root)
-        below = {}  # node -> whether a weights op lies between it and the leaves
+        below: dict[GradNode, bool] = {}  # node -> whether a weights op lies between it and the leaves
         for node in reversed(order):
             below[node] = any(c is not None and (kind_of(c) is WEIGHTS or below.get(c, False))
                               for c, _ in getattr(node, "next_functions", ()))
@@ -504,7 +514,7 @@ class Relevance:
             raise RuleError(f"Pass() cannot choose the input of {describe(node, self.record)} that takes the "
                             f"relevance: it needs one input that depends on the image with the output's shape")
 
-    def vjp(self, node, r, retain_graph, default):
+    def vjp(self, node: GradNode, r: Any, retain_graph: bool, default: Vjp) -> Any:
         rule = self.plan.get(node)
         kind = kind_of(node)
         if rule is None and kind is PASS and _passes_to(node, self.record) is None:
@@ -585,7 +595,7 @@ class Rescale:
     """DeepLift's rule set (the rescale rule) for a graph recorded on the batch [x; x0] (rows :N the
     inputs, N: their baselines). The seed is zero on the baseline rows, and stays so."""
 
-    def __init__(self, root, record, epsilon=1e-10):
+    def __init__(self, root: GradNode, record: Recording, epsilon: float = 1e-10) -> None:
         self.record, self.epsilon = record, epsilon
         order, _ = _walk(root)
         for node in order:
@@ -596,7 +606,7 @@ class Rescale:
                 raise RuleError(f"DeepLift has no rule for {describe(node, record)}: {_why_none(node)}; attribute "
                                 f"an output before it")
 
-    def vjp(self, node, g, retain_graph, default):
+    def vjp(self, node: GradNode, g: Any, retain_graph: bool, default: Vjp) -> Any:
         kind = kind_of(node)
         if kind is PASS:
             return self._rescale(node, g, retain_graph, default)

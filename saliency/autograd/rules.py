@@ -18,14 +18,32 @@ Contexts are context-local: they apply to the thread (or asyncio task) that set 
 backprop in one thread leaves a plain gradient in another untouched, and are restored on exit,
 also when the block raises.
 """
+from __future__ import annotations
+
 import contextvars
+from typing import TYPE_CHECKING, Any, Callable, Literal, Protocol
 
 from .grad_mode import leave
 
+if TYPE_CHECKING:
+    from numpy.typing import NDArray
+
+    from .tensor import GradNode, Tensor
+
+# the engine's own step for one node: vjp(node, grad, retain_graph) -> one gradient (or None) per input
+Vjp = Callable[[Any, Any, bool], Any]
+
+
+class RuleSet(Protocol):
+    """What `using` takes: an object whose `vjp` decides each node's step of a backward pass."""
+
+    def vjp(self, node: GradNode, grad: Any, retain_graph: bool, default: Vjp) -> Any: ...
+
+
 # The rule set the engine applies (an object with `vjp(node, grad, retain_graph, default)`), or None
-rules_var = contextvars.ContextVar("saliency.rules", default=None)
+rules_var: contextvars.ContextVar[RuleSet | None] = contextvars.ContextVar("saliency.rules", default=None)
 # The Recording that Function.apply and Module.__call__ report to, or None
-record_var = contextvars.ContextVar("saliency.recording", default=None)
+record_var: contextvars.ContextVar[Recording | None] = contextvars.ContextVar("saliency.recording", default=None)
 
 
 class Kind:
@@ -34,10 +52,10 @@ class Kind:
 
     __slots__ = ("name", "doc")
 
-    def __init__(self, name, doc):
+    def __init__(self, name: str, doc: str) -> None:
         self.name, self.doc = name, doc
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"rules.{self.name}"
 
 
@@ -64,7 +82,7 @@ class RuleError(RuntimeError):
     """A rule-based method met an op it has no sound rule for; the message names the op and its module."""
 
 
-def kind_of(node):
+def kind_of(node: GradNode) -> Kind:
     """The Kind a node declares (NONE for a Function that declares none, such as a user's own)."""
     kind = getattr(node, "rule", None)
     return kind if isinstance(kind, Kind) else NONE
@@ -73,14 +91,14 @@ def kind_of(node):
 class _Guided:
     """The rule set of guided backprop: every node runs its VJP; Relu's reads `guided()`."""
 
-    def vjp(self, node, grad, retain_graph, default):
+    def vjp(self, node: GradNode, grad: Any, retain_graph: bool, default: Vjp) -> Any:
         return default(node, grad, retain_graph)
 
 
 GUIDED = _Guided()
 
 
-def guided():
+def guided() -> bool:
     """True inside `relu_rule("guided")`: read by Relu's VJP."""
     return rules_var.get() is GUIDED
 
@@ -89,15 +107,15 @@ class using:
     """Inside the block, the backward passes of this context apply `rule_set` (None: plain VJPs).
     Blocks nest, and one instance may be entered again while it is active."""
 
-    def __init__(self, rule_set):
+    def __init__(self, rule_set: RuleSet | None) -> None:
         self.rule_set = rule_set
-        self._tokens = []
+        self._tokens: list[contextvars.Token[RuleSet | None]] = []
 
-    def __enter__(self):
+    def __enter__(self) -> using:
         self._tokens.append(rules_var.set(self.rule_set))
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> Literal[False]:
         leave(rules_var, self._tokens)
         return False
 
@@ -113,7 +131,7 @@ class relu_rule(using):
     again while it is active (nested, or in several threads at once).
     """
 
-    def __init__(self, rule):
+    def __init__(self, rule: str) -> None:
         if rule not in _RELU_RULES:
             raise ValueError(f"relu_rule must be one of {', '.join(map(repr, _RELU_RULES))}, got {rule!r}")
         self.rule = rule
@@ -130,17 +148,24 @@ class Recording:
 
     __slots__ = ("model", "nodes", "stack", "source", "_names")
 
-    def __init__(self, model=None):
+    model: Any
+    # node -> (input arrays, output array, running module or None, keyword parameters)
+    nodes: dict[GradNode, tuple[tuple[Any, ...], NDArray[Any], Any, dict[str, Any]]]
+    stack: list[Any]
+    source: Tensor | None
+    _names: dict[int, str] | None
+
+    def __init__(self, model: Any = None) -> None:
         self.model = model
         self.nodes = {}
         self.stack = []
         self.source = None
         self._names = None
 
-    def keep(self, node, arrays, out, params):
+    def keep(self, node: GradNode, arrays: list[Any], out: NDArray[Any], params: dict[str, Any]) -> None:
         self.nodes[node] = (tuple(arrays), out, self.stack[-1] if self.stack else None, params)
 
-    def call(self, module, run, *args, **kwargs):
+    def call(self, module: Any, run: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """run(*args, **kwargs) with `module` as the running module."""
         self.stack.append(module)
         try:
@@ -148,7 +173,7 @@ class Recording:
         finally:
             self.stack.pop()
 
-    def module(self, node):
+    def module(self, node: GradNode) -> str | None:
         """The name of the module a node was recorded in ("" if none, None if not recorded)."""
         entry = self.nodes.get(node)
         if entry is None:
@@ -166,14 +191,14 @@ class recording:
     """Inside the block, the ops of this context keep what rules need (a `Recording`, the block's
     value). `model`'s submodules are named as `model.named_modules()` names them."""
 
-    def __init__(self, model=None):
+    def __init__(self, model: Any = None) -> None:
         self.record = Recording(model)
-        self._tokens = []
+        self._tokens: list[contextvars.Token[Recording | None]] = []
 
-    def __enter__(self):
+    def __enter__(self) -> Recording:
         self._tokens.append(record_var.set(self.record))
         return self.record
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> Literal[False]:
         leave(record_var, self._tokens)
         return False

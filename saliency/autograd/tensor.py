@@ -6,12 +6,15 @@ This module is the bottom of the engine: it imports no op. The methods that reco
 function in `saliency.autograd.api`, which sets them on `Tensor` when `saliency.autograd` is
 imported; the methods here are the tensor's state, conversions and in-place edits.
 """
+from __future__ import annotations
+
 import itertools
 import warnings
 import weakref
+from typing import TYPE_CHECKING, Any, Callable, NoReturn, Sequence, overload
 
 import numpy as np
-from numpy.typing import ArrayLike
+from numpy.typing import ArrayLike, NDArray
 
 from ..kernels import versions
 from .errors import UnsupportedError, unsupported
@@ -19,14 +22,25 @@ from .grad_mode import frozen_var, is_grad_enabled
 from .printing import format_data
 from .rng import generator as random_generator
 
-DEFAULT_DTYPE = np.dtype(np.float32)
+if TYPE_CHECKING:
+    from numpy.typing import DTypeLike
+
+    from .._typing import Index, Number, Shape
+
+DEFAULT_DTYPE: np.dtype[Any] = np.dtype(np.float32)
+# A graph node: an op's `saliency.autograd.node.Function` or a leaf's `AccumulateGrad`. Typed Any
+# because node.py imports this module (importing it back, even for annotations, would make a cycle).
+GradNode = Any
+# A gradient hook: fn(grad) -> a replacement or None.
+Hook = Callable[..., Any]
 
 
-def as_array(data, dtype=None):
+def as_array(data: TensorLike, dtype: DTypeLike | None = None) -> NDArray[Any]:
     """The ndarray behind `data`: a Tensor, ndarray, NumPy scalar, Python number or nested list.
 
     Python floats (and lists of them) become float32, the default dtype; arrays keep theirs.
     """
+    arr: NDArray[Any]
     if isinstance(data, Tensor):
         arr = data._array
     elif isinstance(data, (np.ndarray, np.generic)):
@@ -46,14 +60,14 @@ def as_array(data, dtype=None):
     return arr
 
 
-def _short(obj):
+def _short(obj: object) -> str:
     text = repr(obj)
     return text if len(text) <= 60 else text[:57] + "..."
 
 
 # Every graph node gets a sequence number when it is made; the engine runs the ready node with
 # the largest one first (the most recently recorded op, as PyTorch does).
-next_seq = itertools.count().__next__
+next_seq: Callable[[], int] = itertools.count().__next__
 # AccumulateGrad nodes run as soon as they are ready (as in PyTorch): their numbers sit above
 # every op's.
 _LEAF_PRIORITY = 1 << 62
@@ -66,8 +80,14 @@ class Tensor:
     # ndarray <op> Tensor calls the Tensor's reflected operator instead of NumPy's ufunc
     __array_ufunc__ = None
     __hash__ = object.__hash__
+    _array: NDArray[Any]
+    _requires_grad: bool
+    grad_fn: GradNode | None
+    _grad: Tensor | None
+    _hooks: list[Hook] | None
+    _acc: weakref.ref[AccumulateGrad] | None
 
-    def __init__(self, data, requires_grad=False, dtype=None):
+    def __init__(self, data: TensorLike, requires_grad: bool = False, dtype: DTypeLike | None = None) -> None:
         self._array = as_array(data, dtype)
         self._requires_grad = False
         self.grad_fn = None
@@ -78,7 +98,7 @@ class Tensor:
             self.requires_grad = True
 
     @classmethod
-    def _make(cls, data, requires_grad, grad_fn):
+    def _make(cls, data: NDArray[Any], requires_grad: bool, grad_fn: GradNode | None) -> Tensor:
         t = object.__new__(cls)
         t._array = data
         t._requires_grad = requires_grad
@@ -90,13 +110,13 @@ class Tensor:
 
     # ---- autograd state -------------------------------------------------------------------
     @property
-    def requires_grad(self):
+    def requires_grad(self) -> bool:
         """Whether operations on this tensor record the graph (False for a leaf frozen in this
         thread by `grad_mode.frozen`, as attribution methods freeze a model's parameters)."""
         return self._requires_grad and (self.grad_fn is not None or id(self) not in frozen_var.get())
 
     @requires_grad.setter
-    def requires_grad(self, flag):
+    def requires_grad(self, flag: bool) -> None:
         flag = bool(flag)
         if self.grad_fn is not None and not flag:
             raise RuntimeError("requires_grad can only be turned off on a leaf tensor; "
@@ -106,16 +126,16 @@ class Tensor:
                             f"{self._array.dtype}; convert it first, e.g. t.float()")
         self._requires_grad = flag
 
-    def requires_grad_(self, requires_grad=True):
+    def requires_grad_(self, requires_grad: bool = True) -> Tensor:
         self.requires_grad = requires_grad
         return self
 
     @property
-    def is_leaf(self):
+    def is_leaf(self) -> bool:
         return self.grad_fn is None
 
     @property
-    def grad(self):
+    def grad(self) -> Tensor | None:
         if self.grad_fn is not None and self.grad_fn.retain_ref is None and self._grad is None:
             warnings.warn("the .grad of a non-leaf tensor is being read; backward() does not fill it. "
                           "Call .retain_grad() on the tensor before backward() if you want it, "
@@ -123,7 +143,7 @@ class Tensor:
         return self._grad
 
     @grad.setter
-    def grad(self, value):
+    def grad(self, value: TensorLike | None) -> None:
         if value is not None:
             value = value if isinstance(value, Tensor) else Tensor(value)
             if value.shape != self.shape:
@@ -132,7 +152,7 @@ class Tensor:
                 value = Tensor._make(value._array.astype(self.dtype), False, None)
         self._grad = value
 
-    def _accumulator(self):
+    def _accumulator(self) -> AccumulateGrad:
         """The AccumulateGrad node of this leaf (one per leaf while any graph uses it)."""
         node = self._acc() if self._acc is not None else None
         if node is None:
@@ -140,7 +160,7 @@ class Tensor:
             self._acc = weakref.ref(node)
         return node
 
-    def retain_grad(self):
+    def retain_grad(self) -> Tensor:
         """Keep this non-leaf tensor's gradient in .grad during backward (no-op on a leaf)."""
         if not self._requires_grad:
             raise RuntimeError("cannot retain_grad on a tensor that does not require grad")
@@ -149,10 +169,10 @@ class Tensor:
         return self
 
     @property
-    def retains_grad(self):
+    def retains_grad(self) -> bool:
         return self.grad_fn is not None and self.grad_fn.retain_ref is not None
 
-    def register_hook(self, fn):
+    def register_hook(self, fn: Hook) -> RemovableHandle:
         """Call fn(grad) when this tensor's gradient is computed; fn may return a replacement."""
         if not self._requires_grad:
             raise RuntimeError("cannot register a hook on a tensor that does not require grad")
@@ -164,20 +184,20 @@ class Tensor:
         return RemovableHandle(self._hooks, fn)
 
     @property
-    def data(self):
+    def data(self) -> Tensor:
         """This tensor's values as a new tensor outside the graph that shares them, as PyTorch's
         `.data`: changes made to it in place (`p.data.normal_()`, `p.data[0] = 1`) change this
         tensor, and autograd does not see them. Assigning `t.data = other` swaps the values."""
         return Tensor._make(self._array, False, None)
 
     @data.setter
-    def data(self, value):
+    def data(self, value: TensorLike) -> None:
         self._array = value._array if isinstance(value, Tensor) else as_array(value)
 
-    def detach(self):
+    def detach(self) -> Tensor:
         return Tensor._make(self._array, False, None)
 
-    def __deepcopy__(self, memo):
+    def __deepcopy__(self, memo: dict[int, Any]) -> Tensor:
         # a new leaf with its own AccumulateGrad node (a copied graph node would write into the original)
         if self.grad_fn is not None:
             raise RuntimeError("only leaf tensors can be deep-copied (as in PyTorch); copy t.detach() instead")
@@ -189,27 +209,32 @@ class Tensor:
 
     # ---- array views ------------------------------------------------------------------------
     @property
-    def shape(self):
+    def shape(self) -> Shape:
         return self._array.shape
 
     @property
-    def dtype(self):
+    def dtype(self) -> np.dtype[Any]:
         return self._array.dtype
 
     @property
-    def ndim(self):
+    def ndim(self) -> int:
         return self._array.ndim
 
-    def size(self, dim=None):
+    @overload
+    def size(self, dim: None = None) -> Shape: ...
+    @overload
+    def size(self, dim: int) -> int: ...
+
+    def size(self, dim: int | None = None) -> Shape | int:
         return self._array.shape if dim is None else self._array.shape[dim]
 
-    def dim(self):
+    def dim(self) -> int:
         return self._array.ndim
 
-    def numel(self):
+    def numel(self) -> int:
         return self._array.size
 
-    def numpy(self):
+    def numpy(self) -> NDArray[Any]:
         """The tensor's array itself (no copy): writing into it changes the tensor. Handing it out
         counts as a write (`_version` goes up), so weight transforms derived from the tensor are
         computed again at their next use; an array kept and written later is not seen (write
@@ -217,42 +242,42 @@ class Tensor:
         self._written()
         return self._array
 
-    def item(self):
+    def item(self) -> Number:
         if self._array.size != 1:
             raise ValueError(f"item() needs a tensor with one element, this one has shape {self.shape}")
         return self._array.item()
 
-    def tolist(self):
+    def tolist(self) -> Any:
         return self._array.tolist()
 
-    def __array__(self, dtype=None, copy=None):
+    def __array__(self, dtype: DTypeLike | None = None, copy: bool | None = None) -> NDArray[Any]:
         arr = self._array if dtype is None else self._array.astype(dtype, copy=False)
         return arr.copy() if copy else arr
 
-    def __len__(self):
+    def __len__(self) -> int:
         if not self._array.ndim:
             raise TypeError("len() of a 0-d tensor")
         return len(self._array)
 
-    def __float__(self):
+    def __float__(self) -> float:
         return float(self.item())
 
-    def __int__(self):
+    def __int__(self) -> int:
         return int(self.item())
 
-    def __bool__(self):
+    def __bool__(self) -> bool:
         if self._array.size != 1:
             raise RuntimeError(f"the truth value of a tensor with {self._array.size} elements is ambiguous; "
                                f"use .any() or .all()")
         return bool(self._array.item())
 
-    def any(self):
+    def any(self) -> Tensor:
         return Tensor._make(np.asarray(self._array.any()), False, None)
 
-    def all(self):
+    def all(self) -> Tensor:
         return Tensor._make(np.asarray(self._array.all()), False, None)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         body = format_data(self._array)
         extras = []
         if self._array.dtype not in (DEFAULT_DTYPE, np.dtype(np.int64), np.dtype(bool)):
@@ -264,124 +289,124 @@ class Tensor:
         return "tensor(" + body + "".join(", " + e for e in extras) + ")"
 
     # ---- in place (outside the graph) ----------------------------------------------------------
-    def _check_inplace(self):
+    def _check_inplace(self) -> None:
         if self._requires_grad and is_grad_enabled():
             raise RuntimeError("a tensor that requires grad cannot be changed in place while grad mode is on; "
                                "do it under sl.no_grad() (as optimizers do)")
 
-    def _written(self):
+    def _written(self) -> Tensor:
         """Record an in-place write to this tensor's memory (its `_version` goes up, and weight
         transforms derived from it are computed again: `kernels.versions`); returns self."""
         versions.bump(self._array)
         return self
 
     @property
-    def _version(self):
+    def _version(self) -> int:
         """How many times this tensor's memory has been written in place, as PyTorch's counter
         (shared with every tensor viewing the same memory, `.data` and `detach()` included)."""
         return versions.version(self._array)
 
-    def zero_(self):
+    def zero_(self) -> Tensor:
         self._check_inplace()
         self._array[...] = 0
         return self._written()
 
-    def fill_(self, value):
+    def fill_(self, value: Number) -> Tensor:
         self._check_inplace()
         self._array[...] = value
         return self._written()
 
-    def copy_(self, src):
+    def copy_(self, src: TensorLike) -> Tensor:
         self._check_inplace()
         self._array[...] = as_array(src)
         return self._written()
 
-    def add_(self, other, alpha=1.0):
+    def add_(self, other: TensorLike, alpha: Number = 1.0) -> Tensor:
         self._check_inplace()
         self._array += alpha * as_array(other)
         return self._written()
 
-    def mul_(self, other):
+    def mul_(self, other: TensorLike) -> Tensor:
         self._check_inplace()
         self._array *= as_array(other)
         return self._written()
 
-    def clamp_(self, min=None, max=None):
+    def clamp_(self, min: Number | None = None, max: Number | None = None) -> Tensor:
         self._check_inplace()
         if min is None and max is None:
             raise ValueError("clamp_ needs at least one of min and max")
         np.clip(self._array, min, max, out=self._array)
         return self._written()
 
-    def normal_(self, mean=0.0, std=1.0, *, generator=None):
+    def normal_(self, mean: Number = 0.0, std: Number = 1.0, *, generator: np.random.Generator | None = None) -> Tensor:
         """Fill with draws from N(mean, std^2) (from `generator`, else the one manual_seed resets)."""
         self._check_inplace()
         self._array[...] = random_generator(generator).normal(mean, std, self.shape)
         return self._written()
 
-    def uniform_(self, a=0.0, b=1.0, *, generator=None):
+    def uniform_(self, a: Number = 0.0, b: Number = 1.0, *, generator: np.random.Generator | None = None) -> Tensor:
         """Fill with draws from U(a, b) (from `generator`, else the one manual_seed resets)."""
         self._check_inplace()
         self._array[...] = random_generator(generator).uniform(a, b, self.shape)
         return self._written()
 
-    def __setitem__(self, key, value):
+    def __setitem__(self, key: Index | Tensor | tuple[Index | Tensor, ...], value: TensorLike) -> None:
         """Write `value` into the selected elements, in place and outside the graph."""
         self._check_inplace()
         self._array[index_key(key)] = value._array if isinstance(value, Tensor) else value
         self._written()
 
     # comparisons give boolean tensors outside the graph
-    def __lt__(self, other):
+    def __lt__(self, other: TensorLike) -> Tensor:
         return _compare(np.less, self, other)
 
-    def __le__(self, other):
+    def __le__(self, other: TensorLike) -> Tensor:
         return _compare(np.less_equal, self, other)
 
-    def __gt__(self, other):
+    def __gt__(self, other: TensorLike) -> Tensor:
         return _compare(np.greater, self, other)
 
-    def __ge__(self, other):
+    def __ge__(self, other: TensorLike) -> Tensor:
         return _compare(np.greater_equal, self, other)
 
-    def __eq__(self, other):
+    def __eq__(self, other: object) -> Any:  # a bool Tensor (Any, as NumPy's stubs: object's is bool)
         return _compare(np.equal, self, other)
 
-    def __ne__(self, other):
+    def __ne__(self, other: object) -> Any:  # a bool Tensor (Any, as NumPy's stubs: object's is bool)
         return _compare(np.not_equal, self, other)
 
-    def __pos__(self):
+    def __pos__(self) -> Tensor:
         return self
 
     @property
-    def T(self):
+    def T(self) -> Tensor:
         return self.permute(*reversed(range(self.ndim)))
 
-    def contiguous(self, memory_format=None):
+    def contiguous(self, memory_format: object | None = None) -> Tensor:
         return self
 
-    def float(self):
+    def float(self) -> Tensor:
         return self.to(np.float32)
 
-    def double(self):
+    def double(self) -> Tensor:
         return self.to(np.float64)
 
     # ---- devices: everything is on the CPU ----------------------------------------------------------
     @property
-    def device(self):
+    def device(self) -> device:
         return CPU
 
     @property
-    def is_cuda(self):
+    def is_cuda(self) -> bool:
         return False
 
-    def cpu(self):
+    def cpu(self) -> Tensor:
         return self
 
-    def cuda(self, *args, **kwargs):
+    def cuda(self, *args: Any, **kwargs: Any) -> NoReturn:
         raise unsupported("Tensor", "cuda")
 
-    def __getattr__(self, name):
+    def __getattr__(self, name: str) -> NoReturn:
         # reached only when normal lookup fails: a PyTorch method ported code calls that we lack
         if name.startswith("_"):
             raise AttributeError(f"'Tensor' object has no attribute '{name}'")
@@ -397,34 +422,36 @@ class device:
     type can be named, but moving a tensor or a model there fails with a clear error."""
 
     __slots__ = ("type", "index")
+    type: str
+    index: int | None
 
-    def __init__(self, type="cpu", index=None):
+    def __init__(self, type: str = "cpu", index: int | None = None) -> None:
         if not isinstance(type, str):
             raise TypeError(f"device() takes a string such as 'cpu', got {type!r}")
         kind, _, number = type.partition(":")
         self.type = kind
         self.index = int(number) if number else index
 
-    def __eq__(self, other):
+    def __eq__(self, other: object) -> bool:
         if isinstance(other, str):
             other = device(other)
         return isinstance(other, device) and (self.type, self.index) == (other.type, other.index)
 
-    def __hash__(self):
+    def __hash__(self) -> int:
         return hash((self.type, self.index))
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"device(type='{self.type}')" if self.index is None else \
             f"device(type='{self.type}', index={self.index})"
 
-    def __str__(self):
+    def __str__(self) -> str:
         return self.type if self.index is None else f"{self.type}:{self.index}"
 
 
 CPU = device("cpu")
 
 
-def check_device(where):
+def check_device(where: object) -> None:
     """None for the CPU (a str or device naming it); the unsupported-device error otherwise."""
     if where is None or isinstance(where, (str, device)) and device(str(where)).type == "cpu":
         return
@@ -434,7 +461,8 @@ def check_device(where):
     raise TypeError(f"expected a device ('cpu') or a dtype, got {where!r}")
 
 
-def to_arguments(args, dtype=None, where=None):
+def to_arguments(args: Sequence[Any], dtype: DTypeLike | None = None,
+                 where: str | device | None = None) -> tuple[np.dtype[Any] | None, str | device | None]:
     """(dtype, device) from the positional arguments of PyTorch's to(): a dtype, a device (a
     string such as 'cpu' or a device), or a tensor (its dtype). A device other than the CPU is
     an error; the device returned is None or the CPU."""
@@ -449,7 +477,7 @@ def to_arguments(args, dtype=None, where=None):
     return (None if dtype is None else np.dtype(dtype)), where
 
 
-def _names_dtype(text):
+def _names_dtype(text: str) -> bool:
     try:
         np.dtype(text)
     except TypeError:
@@ -461,52 +489,56 @@ class AccumulateGrad:
     """The node of a leaf tensor: the gradient that reaches it is added to `.variable.grad`."""
 
     __slots__ = ("variable", "seq", "pre_hooks", "retain_ref", "__weakref__")
-    next_functions = ()
-    needs_input_grad = ()
-    saved = ()
-    backward_window = None
+    next_functions: tuple[tuple[GradNode | None, int], ...] = ()
+    needs_input_grad: tuple[bool, ...] = ()
+    saved: tuple[Any, ...] = ()
+    backward_window: Callable[..., Any] | None = None
+    variable: Tensor
+    seq: int
+    pre_hooks: list[Hook] | None
+    retain_ref: weakref.ref[Tensor] | None
 
-    def __init__(self, variable):
+    def __init__(self, variable: Tensor) -> None:
         self.variable = variable
         self.seq = _LEAF_PRIORITY - next_seq()  # older leaves first, for readable traces
         self.pre_hooks = None
         self.retain_ref = None
 
     @property
-    def out_shape(self):
+    def out_shape(self) -> Shape:
         return self.variable._array.shape
 
     @property
-    def out_dtype(self):
+    def out_dtype(self) -> np.dtype[Any]:
         return self.variable._array.dtype
 
-    def name(self):
+    def name(self) -> str:
         return "AccumulateGrad"
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"<AccumulateGrad object at {id(self):#x}>"
 
 
 class RemovableHandle:
     """Returned by `register_hook`-style calls; `.remove()` unregisters the hook."""
 
-    def __init__(self, hooks, fn):
+    def __init__(self, hooks: list[Hook], fn: Hook) -> None:
         self._hooks = hooks
         self._fn = fn
 
-    def remove(self):
+    def remove(self) -> None:
         try:
             self._hooks.remove(self._fn)
         except ValueError:
             pass
 
 
-def _compare(ufunc, a, b):
-    other = b if isinstance(b, (int, float)) else as_array(b)
+def _compare(ufunc: np.ufunc, a: Tensor, b: object) -> Tensor:
+    other = b if isinstance(b, (int, float)) else as_array(b)  # type: ignore[arg-type]
     return Tensor._make(np.asarray(ufunc(a._array, other)), False, None)
 
 
-def index_key(key):
+def index_key(key: Any) -> Any:
     """An index with Tensors in it, as NumPy indices."""
     if isinstance(key, Tensor):
         return key._array

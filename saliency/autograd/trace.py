@@ -5,7 +5,10 @@
     print(t)                       # one row per edge: node, gradient in, VJP sent to each input
     print(sl.autograd.render_graph(y, names={"y": y, "x": x}))
 """
+from __future__ import annotations
+
 import contextlib
+from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -14,23 +17,28 @@ from .tensor import AccumulateGrad
 from .grad_mode import leave
 from .printing import format_array
 
+if TYPE_CHECKING:
+    from numpy.typing import NDArray
+
+    from .tensor import GradNode, Tensor
+
 
 class _Labels:
     """Human names for nodes: the user's names for tensors, else the node's PyTorch name."""
 
-    def __init__(self, names):
-        self.by_id = {}
-        self.nodes = []  # keeps the labelled nodes alive, so that their ids stay theirs
+    def __init__(self, names: Mapping[str, Tensor] | None) -> None:
+        self.by_id: dict[int, str] = {}
+        self.nodes: list[GradNode] = []  # keeps the labelled nodes alive, so that their ids stay theirs
         for name, t in (names or {}).items():
             node = t.grad_fn if t.grad_fn is not None else (t._accumulator() if t.requires_grad else None)
             if node is not None:
                 self.by_id[id(node)] = name
                 self.nodes.append(node)
 
-    def tensor(self, node):
+    def tensor(self, node: GradNode) -> str | None:
         return self.by_id.get(id(node))
 
-    def __call__(self, node):
+    def __call__(self, node: GradNode) -> str:
         name = self.tensor(node)
         return f"{node.name()}({name})" if name else node.name()
 
@@ -38,7 +46,8 @@ class _Labels:
 class TraceStep:
     """One node run by the engine: the gradient that arrived and what it sent to each input."""
 
-    def __init__(self, index, node, grad_in, sends, leaf_grad):
+    def __init__(self, index: int, node: GradNode, grad_in: NDArray[Any],
+                 sends: list[tuple[GradNode | None, NDArray[Any] | None]], leaf_grad: NDArray[Any] | None) -> None:
         self.index = index
         self.node = node
         self.name = node.name()
@@ -46,21 +55,21 @@ class TraceStep:
         self.sends = sends          # list of (next node or None, gradient array or None)
         self.leaf_grad = leaf_grad  # for AccumulateGrad: the leaf's .grad after this step
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"<TraceStep {self.index} {self.name}>"
 
 
 class Trace:
     """What one or more backward passes did, node by node, in the order the engine ran them."""
 
-    def __init__(self, names=None):
-        self.steps = []
+    def __init__(self, names: Mapping[str, Tensor] | None = None) -> None:
+        self.steps: list[TraceStep] = []
         self._labels = _Labels(names)
 
-    def record(self, node, g, grads, returned=False):
+    def record(self, node: GradNode, g: Any, grads: Sequence[Any] | None, returned: bool = False) -> None:
         """Called by the engine; `returned` is true when gradients are returned (autograd.grad)
         rather than accumulated, so that a leaf's .grad was not touched."""
-        sends = []
+        sends: list[tuple[GradNode | None, NDArray[Any] | None]] = []
         if grads is not None:
             for (child, _), gi in zip(node.next_functions, grads):
                 sends.append((child, None if gi is None or child is None else np.array(gi)))
@@ -69,16 +78,16 @@ class Trace:
             leaf_grad = np.array(node.variable._grad._array)
         self.steps.append(TraceStep(len(self.steps) + 1, node, np.array(g), sends, leaf_grad))
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[TraceStep]:
         return iter(self.steps)
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self.steps)
 
-    def __getitem__(self, i):
+    def __getitem__(self, i: int) -> TraceStep:
         return self.steps[i]
 
-    def rows(self):
+    def rows(self) -> list[list[str]]:
         """The table as rows of strings: step, node, gradient in, sent to, VJP."""
         rows = []
         for s in self.steps:
@@ -96,7 +105,7 @@ class Trace:
                 rows.append(cells + [target, format_array(gi) if child is not None else "-"])
         return rows
 
-    def __str__(self):
+    def __str__(self) -> str:
         header = ["step", "node", "gradient in (dL/d output)", "sends to input", "VJP sent"]
         rows = [header] + self.rows()
         widths = [max(len(r[c]) for r in rows) for c in range(len(header))]
@@ -108,7 +117,7 @@ class Trace:
 
 
 @contextlib.contextmanager
-def trace(names=None):
+def trace(names: Mapping[str, Tensor] | None = None) -> Iterator[Trace]:
     """Record every node the engine runs inside the block, in this thread (or asyncio task) only;
     `names` maps labels to tensors."""
     t = Trace(names)
@@ -119,7 +128,7 @@ def trace(names=None):
         leave(tracer_var, [token])
 
 
-def render_graph(output, names=None):
+def render_graph(output: Tensor, names: Mapping[str, Tensor] | None = None) -> str:
     """The backward graph below `output` as an indented text tree.
 
     Each line is one edge of `next_functions`: the node it leads to (PyTorch's name), the
@@ -130,9 +139,9 @@ def render_graph(output, names=None):
     root = output.grad_fn if output.grad_fn is not None else (output._accumulator() if output.requires_grad else None)
     if root is None:
         return "(no graph: the tensor does not require grad)"
-    numbers = {}
-    lines = []
-    stack = [(root, "", "", None, 0)]
+    numbers: dict[int, int] = {}
+    lines: list[str] = []
+    stack: list[tuple[GradNode | None, str, str, str | None, int]] = [(root, "", "", None, 0)]
     while stack:
         node, prefix, branch, edge, depth = stack.pop()
         head = prefix + branch + (f"{edge} " if edge is not None else "")
@@ -159,7 +168,7 @@ def render_graph(output, names=None):
 _MAX_INDENT = 32  # levels of indentation before render_graph starts again at the left margin
 
 
-def _describe(node):
+def _describe(node: GradNode) -> str:
     if type(node) is AccumulateGrad:
         v = node.variable
         value = f" = {format_array(v._array)}" if v._array.size <= 12 else ""

@@ -20,31 +20,37 @@ dilated or strided window leaves holes that a later window straddling the border
 The geometry (`Box` and the per-axis and per-op-type functions `sliding`, `nearest`, `bilinear`,
 `adaptive`, `conv_window`, ...) lives in `saliency.autograd.geometry` and is re-exported here.
 """
+from __future__ import annotations
+
 import heapq
+from typing import TYPE_CHECKING
 
 from .tensor import AccumulateGrad
 # the geometry's public names are re-exported here (users and tests import them from this module)
 from .geometry import (Box, adaptive, adaptive_pool_window, bilinear, broadcast_window, conv_window,  # noqa: F401
                        nearest, pool_window, sliding, spatial, upsample_conv_window, upsample_window, whole_window)
 
+if TYPE_CHECKING:
+    from .tensor import GradNode, Tensor
 
-def _union(a, b):
+
+def _union(a: Box | None, b: Box | None) -> Box | None:
     return b if a is None else a.union(b)
 
 
-def input_boxes(node, box):
+def input_boxes(node: GradNode, box: Box) -> tuple[Box | None, ...]:
     """One Box (or None) per input of `node` (its next_functions), for a box of its output: the op's
     `window_rule(box, input shapes)`; a node without one (a user's Function) gets whole maps."""
     shapes = [None if fn is None else fn.out_shape for fn, _ in node.next_functions]
-    box = box.clip(node.out_shape)
-    if box is None:
+    clipped = box.clip(node.out_shape)
+    if clipped is None:
         return (None,) * len(shapes)
     rule = getattr(type(node), "window_rule", None) or whole_window
-    boxes = rule(node, box, shapes)
+    boxes = rule(node, clipped, shapes)
     return tuple(None if s is None or b is None else b.clip(s) for s, b in zip(shapes, boxes))
 
 
-def receptive_window(output, input, box):
+def receptive_window(output: Tensor, input: Tensor, box: Box) -> Box | None:
     """The Box of `input` (a leaf requiring grad, or a tensor of the graph) that a cotangent zero
     outside `box` of `output` can reach: the union over all paths. None when every path is empty."""
     root = output.grad_fn
@@ -55,7 +61,8 @@ def receptive_window(output, input, box):
     if output is input:
         return start
     target = input.grad_fn
-    boxes, heap = {root: start}, [(-root.seq, root)]
+    boxes: dict[GradNode, Box | None] = {root: start}
+    heap = [(-root.seq, root)]
     reached, found = False, None
     while heap:
         node = heapq.heappop(heap)[1]
@@ -81,7 +88,7 @@ def receptive_window(output, input, box):
     return found
 
 
-def receptive_box(output, input, row, col):
+def receptive_box(output: Tensor, input: Tensor, row: int, col: int) -> Box | None:
     """The theoretical receptive field of output pixel (row, col) (all channels) in `input`: a Box."""
     h, w = spatial(output.shape)
     if not (0 <= row < h and 0 <= col < w):

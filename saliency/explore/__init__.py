@@ -10,11 +10,20 @@ and browsing a store of maps made by `saliency batch`.
 
 See `server` for the API and its security (token, Host check, localhost by default).
 """
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Optional
+
 from .browse import ScoresError, StoreView, read_scores
 from .server import Explorer, RequestError, Server
 
+if TYPE_CHECKING:
+    from ..attribution._core import Model
+    from ..autograd.tensor import TensorLike
 
-def serve(model, x=None, store=None, host="127.0.0.1", port=0, token=None):
+
+def serve(model: Model, x: Optional[TensorLike] = None, store: Optional[StoreView] = None, host: str = "127.0.0.1",
+          port: int = 0, token: Optional[str] = None) -> Server:
     """A started Server for `model` on the image `x` ((C, H, W), as the methods take it), or on the
     images of `store` (a StoreView; the first with a map shown)."""
     return Server(Explorer(model, x, store=store), host=host, port=port, token=token).start()

@@ -36,6 +36,8 @@ named by their number in it.
 An error is HTTP 400 with {"error": "one line"}; a request superseded by a newer one of the same
 `stream` (a tab's clicks) while it waited is HTTP 409 with {"superseded": true}.
 """
+from __future__ import annotations
+
 import hmac
 import http.server
 import importlib.resources
@@ -44,6 +46,7 @@ import json
 import secrets
 import threading
 import urllib.parse
+from typing import Optional, cast
 
 import numpy as np
 from PIL import Image
@@ -253,7 +256,7 @@ class Explorer:
             raise RequestError(_one_line(exc)) from None
 
 
-def _one_line(exc):
+def _one_line(exc: BaseException) -> str:
     """An exception's message as one line (the page's error line)."""
     return " ".join(str(exc).split())
 
@@ -283,7 +286,7 @@ def _radii(amap, spec, output_shape):
     return centre, (r50 if np.isfinite(r50) else None), (r90 if np.isfinite(r90) else None)
 
 
-def _static(name):
+def _static(name: str) -> bytes:
     """The bytes of one of the page's files (a name of STATIC), from the package."""
     return (importlib.resources.files(__package__) / "static" / name).read_bytes()
 
@@ -311,28 +314,29 @@ class Server(http.server.ThreadingHTTPServer):
 
     daemon_threads = True
 
-    def __init__(self, explorer, host="127.0.0.1", port=0, token=None):
+    def __init__(self, explorer: Explorer, host: str = "127.0.0.1", port: int = 0,
+                 token: Optional[str] = None) -> None:
         super().__init__((host, port), _Handler)
         self.explorer = explorer
         self.token = token or secrets.token_urlsafe(24)
         port = self.server_address[1]
         names = {"127.0.0.1", "localhost", "[::1]", host if ":" not in host else f"[{host}]"}
         self.hosts = {f"{n}:{port}" for n in names}
-        self.thread = None
+        self.thread: Optional[threading.Thread] = None
 
     @property
-    def url(self):
-        host, port = self.server_address[:2]
+    def url(self) -> str:
+        host, port = cast("tuple[str, int]", self.server_address[:2])  # an AF_INET(6) server's
         shown = "127.0.0.1" if host in ("0.0.0.0", "") else host
         return f"http://{shown}:{port}/?token={self.token}"
 
-    def start(self):
+    def start(self) -> Server:
         """Serve in a daemon thread; returns self."""
         self.thread = threading.Thread(target=self.serve_forever, name="saliency-explore", daemon=True)
         self.thread.start()
         return self
 
-    def stop(self):
+    def stop(self) -> None:
         self.shutdown()
         self.server_close()
 

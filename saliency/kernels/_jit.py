@@ -17,6 +17,8 @@ only (every process then compiles again) and one `KernelCacheWarning`, when the 
 compiles, says so. Numba keys its
 cache files by the source file's path and contents, so installs and versions never collide.
 """
+from __future__ import annotations
+
 import atexit
 import contextlib
 import importlib.util
@@ -26,6 +28,9 @@ import sys
 import tempfile
 import warnings
 from pathlib import Path
+from types import FrameType, ModuleType
+from typing import Any, Callable, Iterator, Mapping
+
 
 import numba
 import numba.core.event
@@ -37,7 +42,7 @@ class KernelCacheWarning(RuntimeWarning):
     """The folder for compiled kernels cannot be written: they are compiled in memory instead."""
 
 
-def default_root(environ=os.environ, platform=sys.platform):
+def default_root(environ: Mapping[str, str] = os.environ, platform: str = sys.platform) -> Path:
     """The per-user cache folder of saliency-maps on this platform (not created here)."""
     home = Path(environ.get("HOME") or Path.home())
     if platform == "win32":
@@ -49,7 +54,7 @@ def default_root(environ=os.environ, platform=sys.platform):
     return (Path(xdg) if os.path.isabs(xdg) else home / ".cache") / "saliency-maps"
 
 
-def cache_folder(environ=os.environ, platform=sys.platform):
+def cache_folder(environ: Mapping[str, str] = os.environ, platform: str = sys.platform) -> tuple[Path, str]:
     """(folder for compiled kernels, the setting it came from), before checking it is writable."""
     numba_dir = environ.get("NUMBA_CACHE_DIR", "")
     if numba_dir:
@@ -60,7 +65,7 @@ def cache_folder(environ=os.environ, platform=sys.platform):
     return default_root(environ, platform) / "numba", "the per-user cache folder"
 
 
-def _writable(folder):
+def _writable(folder: Path) -> str | None:
     """None if `folder` exists (created if needed) and takes a file, else the reason it does not."""
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -70,7 +75,7 @@ def _writable(folder):
     return None
 
 
-def _compiles_ours(event):
+def _compiles_ours(event: Any) -> bool:
     """Whether a Numba compile event is the compiling of a function of this package."""
     dispatcher = (event.data or {}).get("dispatcher")
     module = getattr(getattr(dispatcher, "py_func", None), "__module__", "") or ""
@@ -82,15 +87,15 @@ class _WarnOnFirstCompile(numba.core.event.Listener):
     command line has set up its warning display by then, and a process that compiles nothing is
     not warned at all."""
 
-    def __init__(self, message):
+    def __init__(self, message: str | None) -> None:
         self.message = message
 
-    def on_start(self, event):
+    def on_start(self, event: Any) -> None:
         if self.message and _compiles_ours(event):
             message, self.message = self.message, None
             warnings.warn(message, KernelCacheWarning, stacklevel=_caller_level())
 
-    def on_end(self, event):
+    def on_end(self, event: Any) -> None:
         pass
 
 
@@ -98,14 +103,14 @@ class _OnFirstCompile(numba.core.event.Listener):
     """Calls its `pending` function once, when a kernel of this package next starts compiling (a
     kernel missing from the cache), with the folder the compiled kernels go to (None: in memory)."""
 
-    pending = None  # (a Listener's own `notify` is its event handler)
+    pending: Callable[[Path | None], object] | None = None  # (a Listener's own `notify` is its event handler)
 
-    def on_start(self, event):
+    def on_start(self, event: Any) -> None:
         if self.pending is not None and _compiles_ours(event):
             notify, self.pending = self.pending, None
             notify(CACHE_DIR)
 
-    def on_end(self, event):
+    def on_end(self, event: Any) -> None:
         pass
 
 
@@ -113,7 +118,7 @@ _FIRST_COMPILE = _OnFirstCompile()
 numba.core.event.register("numba:compile", _FIRST_COMPILE)
 
 
-def on_first_compile(notify):
+def on_first_compile(notify: Callable[[Path | None], object]) -> None:
     """Have notify(folder) called once, when this process next compiles a kernel (the first run
     after an install or an upgrade compiles the kernels it uses: tens of seconds; later runs load
     them from `folder`, or None when they are compiled in memory only), instead of any function
@@ -121,18 +126,19 @@ def on_first_compile(notify):
     _FIRST_COMPILE.pending = notify
 
 
-def _caller_level():
+def _caller_level() -> int:
     """The stacklevel of the innermost frame outside Numba, the standard library and this package:
     the code that called a kernel."""
     inside = (os.path.dirname(numba.__file__), os.path.dirname(contextlib.__file__),
               os.path.dirname(os.path.dirname(__file__)))
-    level, frame = 1, sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
+    level = 1
     while frame is not None and frame.f_code.co_filename.startswith(inside):
         level, frame = level + 1, frame.f_back
     return level
 
 
-def _choose():
+def _choose() -> Path | None:
     folder, source = cache_folder()
     reason = _writable(folder)
     if reason is None:
@@ -148,25 +154,26 @@ CACHE_DIR = _choose()
 
 
 @contextlib.contextmanager
-def _numba_cache_dir(folder):
+def _numba_cache_dir(folder: Path) -> Iterator[None]:
     """Numba reads its CACHE_DIR setting when a cached function is decorated; set it only meanwhile,
     so that the user's own Numba functions keep their settings."""
-    previous = numba.config.CACHE_DIR
-    numba.config.CACHE_DIR = str(folder)
+    config: Any = numba.config  # its settings are set at run time, from the environment
+    previous = config.CACHE_DIR
+    config.CACHE_DIR = str(folder)
     try:
         yield
     finally:
-        numba.config.CACHE_DIR = previous
+        config.CACHE_DIR = previous
 
 
 # What `parallel=True` turns on: the explicit `prange` loops only. The kernels' wrappers have no
 # array expressions to fuse or reductions to find, and Numba's other parallel passes make each
 # compile about a third slower.
-PARALLEL = {"prange": True, "comprehension": False, "numpy": False, "reduction": False, "setitem": False,
-            "fusion": False, "inplace_binop": False, "stencil": False}
+PARALLEL: dict[str, bool] = {"prange": True, "comprehension": False, "numpy": False, "reduction": False,
+                             "setitem": False, "fusion": False, "inplace_binop": False, "stencil": False}
 
 
-def njit(*, cache=False, **options):
+def njit(*, cache: bool = False, **options: Any) -> Callable[[Callable[..., Any]], Any]:
     """`numba.njit(**options)`, `parallel=True` meaning PARALLEL and NumPy's error model unless
     another is named (a float division by zero gives inf or NaN instead of raising: Python's model
     tests every divisor, a branch that keeps LLVM from vectorizing the loop); with cache=True the
@@ -176,7 +183,7 @@ def njit(*, cache=False, **options):
     if options.get("parallel") is True:  # an object, not a dict: Numba empties a dict it is given
         options["parallel"] = numba.core.cpu_options.ParallelOptions(dict(PARALLEL))
 
-    def decorate(fn):
+    def decorate(fn: Callable[..., Any]) -> Any:
         if not cache or CACHE_DIR is None:
             return numba.njit(**options)(fn)
         with _numba_cache_dir(CACHE_DIR):
@@ -185,10 +192,10 @@ def njit(*, cache=False, **options):
     return decorate
 
 
-_GENERATED_DIR = None
+_GENERATED_DIR: Path | None = None
 
 
-def generated(name, source):
+def generated(name: str, source: str) -> ModuleType:
     """The module of generated kernel source `source`, under the name `name` (a valid identifier,
     unique per source): written to CACHE_DIR/generated/name.py, rewritten only when its text
     differs (Numba keys its cache by the file's time stamp, so an unchanged file keeps its compiled
@@ -214,6 +221,7 @@ def generated(name, source):
         temporary.write_text(source)
         os.replace(temporary, path)  # whole, for a process importing it at the same time
     spec = importlib.util.spec_from_file_location(module_name, path)
+    assert spec is not None and spec.loader is not None  # a .py path always has a spec and a loader
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module
     try:

@@ -9,7 +9,10 @@ with g's optional leading seed dimensions, exactly NumPy's `g * mask` (NaN or in
 inactive unit gives NaN, a negative g gives -0.0). Both fall back to NumPy for anything but
 C-contiguous float32/float64 arrays whose trailing shape is the mask's.
 """
+from __future__ import annotations
+
 import math
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 from llvmlite import ir
@@ -20,9 +23,14 @@ from ._jit import njit
 
 from . import layout, threads
 
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike, NDArray
+
+    from .._typing import BoolArray, FloatArray
+
 
 @njit(cache=True, nogil=True)
-def _relu(x, out, mask, lo, hi):
+def _relu(x: FloatArray, out: FloatArray, mask: NDArray[np.uint8], lo: int, hi: int) -> None:
     x, out, mask = x[lo:hi], out[lo:hi], mask[lo:hi]
     for i in range(x.shape[0]):
         v = x[i]
@@ -32,14 +40,14 @@ def _relu(x, out, mask, lo, hi):
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _relu_parallel(x, out, mask, n, k):
+def _relu_parallel(x: FloatArray, out: FloatArray, mask: NDArray[np.uint8], n: int, k: int) -> None:
     for t in prange(k):
         lo, hi = threads.part(n, t, k)
         _relu(x, out, mask, lo, hi)
 
 
 @njit(cache=True, nogil=True)
-def _relu_grad(g, mask, out, lo, hi):
+def _relu_grad(g: FloatArray, mask: NDArray[np.uint8], out: FloatArray, lo: int, hi: int) -> None:
     """out[k, i] = g[k, i] * mask[i] (seeds in k) for the elements i in [lo, hi)."""
     mask = mask[lo:hi]
     for k in range(g.shape[0]):
@@ -50,13 +58,13 @@ def _relu_grad(g, mask, out, lo, hi):
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _relu_grad_parallel(g, mask, out, n, k):
+def _relu_grad_parallel(g: FloatArray, mask: NDArray[np.uint8], out: FloatArray, n: int, k: int) -> None:
     for t in prange(k):
         lo, hi = threads.part(n, t, k)
         _relu_grad(g, mask, out, lo, hi)
 
 
-def relu_forward(x):
+def relu_forward(x: FloatArray) -> tuple[FloatArray, BoolArray]:
     """(max(x, 0), boolean mask of not (x <= 0)), both in x's memory format; NaN stays NaN and its
     mask is True."""
     order = layout.dense_order(x) if type(x) is np.ndarray else None
@@ -69,7 +77,7 @@ def relu_forward(x):
     return out, ~(out <= 0)
 
 
-def relu_grad(g, mask):
+def relu_grad(g: FloatArray, mask: BoolArray) -> FloatArray:
     """g * mask, g of shape (*seeds, *mask.shape), in g's memory format."""
     if (type(g) is np.ndarray and g.dtype in (np.float32, np.float64) and mask.size >= 1024
             and g.shape[g.ndim - mask.ndim:] == mask.shape and _seeds_over(g, mask)):
@@ -80,7 +88,7 @@ def relu_grad(g, mask):
     return g * mask
 
 
-def _seeds_over(g, mask):
+def _seeds_over(g: NDArray[Any], mask: NDArray[Any]) -> bool:
     """Whether g (*seeds, *mask.shape) is, in memory, seed after seed of mask's memory format."""
     lead, order = g.ndim - mask.ndim, layout.dense_order(mask)
     return order is not None and layout.dense_order(g) == tuple(range(lead)) + tuple(lead + i for i in order)
@@ -90,12 +98,12 @@ _SQRT1_2 = 0.7071067811865476  # 1 / sqrt(2), correctly rounded (C's M_SQRT1_2)
 
 
 @njit(cache=True, nogil=True)
-def _normal_cdf(x, out):
+def _normal_cdf(x: FloatArray, out: FloatArray) -> None:
     for i in range(x.shape[0]):
         out[i] = 0.5 * math.erfc(-float(x[i]) * _SQRT1_2)
 
 
-def normal_cdf(x):
+def normal_cdf(x: ArrayLike) -> FloatArray:
     """Phi(x) = P(Z <= x) for a standard normal Z, elementwise, in x's float dtype (float64 for any
     other dtype): 0.5 * erfc(-x * (1 / sqrt 2)), evaluated in float64 with Numba's math.erfc (the
     same values as Python's math.erfc). The erfc form keeps full relative precision in the lower
@@ -126,12 +134,12 @@ def _float32_from_bits(typingctx, bits):
     return types.float32(bits), codegen
 
 
-def exp(a):
+def exp(a: float) -> float:
     """e ** a."""
     return np.exp(a)
 
 
-def phi(v):
+def phi(v: float) -> float:
     """The standard normal CDF at v: erfc(-v / sqrt 2) / 2."""
     return 0.5 * math.erfc(-float(v) * _SQRT1_2)
 
@@ -190,14 +198,14 @@ def _phi32(v):
 
 
 @overload(exp, inline="always")
-def _exp_compiled(a):
+def _exp_compiled(a):  # (no annotations: Numba compares them with the implementation's)
     if a == types.float32:
         return _exp32.py_func
     return lambda a: np.exp(a)
 
 
 @overload(phi, inline="always")
-def _phi_compiled(v):
+def _phi_compiled(v):  # (as _exp_compiled)
     if v == types.float32:
         return _phi32
     return lambda v: 0.5 * math.erfc(-float(v) * _SQRT1_2)
@@ -208,7 +216,7 @@ def _phi_compiled(v):
 # e * (1 / (1 + e)), within an ulp of the quotient and about 1.5 times the rate of two guarded
 # divisions; float64 keeps the quotients, PyTorch's values to the last bit.
 @njit(cache=True, nogil=True)
-def _sigmoid(x, out, fast, lo, hi):
+def _sigmoid(x: FloatArray, out: FloatArray, fast: bool, lo: int, hi: int) -> None:
     one = np.ones(1, x.dtype)[0]
     x, out = x[lo:hi], out[lo:hi]
     for i in range(x.shape[0]):
@@ -222,14 +230,14 @@ def _sigmoid(x, out, fast, lo, hi):
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _sigmoid_parallel(x, out, fast, n, k):
+def _sigmoid_parallel(x: FloatArray, out: FloatArray, fast: bool, n: int, k: int) -> None:
     for t in prange(k):
         lo, hi = threads.part(n, t, k)
         _sigmoid(x, out, fast, lo, hi)
 
 
 @njit(cache=True, nogil=True)
-def _silu(x, out, slope, grad, fast, lo, hi):
+def _silu(x: FloatArray, out: FloatArray, slope: FloatArray, grad: bool, fast: bool, lo: int, hi: int) -> None:
     one = np.ones(1, x.dtype)[0]
     x, out, slope = x[lo:hi], out[lo:hi], slope[lo:hi]
     for i in range(x.shape[0]):
@@ -246,13 +254,13 @@ def _silu(x, out, slope, grad, fast, lo, hi):
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _silu_parallel(x, out, slope, grad, fast, n, k):
+def _silu_parallel(x: FloatArray, out: FloatArray, slope: FloatArray, grad: bool, fast: bool, n: int, k: int) -> None:
     for t in prange(k):
         lo, hi = threads.part(n, t, k)
         _silu(x, out, slope, grad, fast, lo, hi)
 
 
-def _float_flat(x):
+def _float_flat(x: ArrayLike) -> FloatArray:
     """x as a float32 or float64 array (float64 for any other dtype) whose elements fill one block of
     memory: as it is when it does (contiguous, channels-last), else a contiguous copy."""
     x = np.asarray(x)
@@ -261,13 +269,13 @@ def _float_flat(x):
     return x if layout.dense_order(x) is not None else np.ascontiguousarray(x)
 
 
-def _flat(a):
+def _flat(a: NDArray[Any]) -> NDArray[Any]:
     """The elements of an array from `_float_flat` (or `np.empty_like` of one) in memory order:
     arrays of one memory format list the same positions in the same order."""
     return layout.flat(a, layout.dense_order(a))
 
 
-def sigmoid(x):
+def sigmoid(x: ArrayLike) -> FloatArray:
     """1 / (1 + exp(-x)) elementwise in x's float dtype (float64 for any other dtype), evaluated in
     that dtype without overflow (exp of -|x| only). NaN gives NaN, -inf 0 and inf 1."""
     x = _float_flat(x)
@@ -277,7 +285,8 @@ def sigmoid(x):
     return out
 
 
-def _with_slope(kernel, parallel, x, grad, *args):
+def _with_slope(kernel: Callable[..., object], parallel: Callable[..., object], x: FloatArray, grad: bool,
+                *args: Any) -> tuple[FloatArray, FloatArray | None]:
     """(out, slope or None) of kernel(x, out, slope, grad, *args, lo, hi) over `x` flattened
     (from `_float_flat`), in parts on the kernels' threads when large (`threads.run`); out and slope
     in x's memory format."""
@@ -288,7 +297,7 @@ def _with_slope(kernel, parallel, x, grad, *args):
     return out, (slope if grad else None)
 
 
-def silu(x, grad):
+def silu(x: ArrayLike, grad: bool) -> tuple[FloatArray, FloatArray | None]:
     """(x * sigmoid(x), its derivative s (1 + x (1 - s)) or None when `grad` is false), in one pass,
     evaluated in x's float dtype. NaN gives NaN; at -inf the value is NaN
     (-inf * 0), as the formula gives in NumPy and PyTorch."""
@@ -297,7 +306,7 @@ def silu(x, grad):
 
 
 @njit(cache=True, nogil=True)
-def _hardswish(x, out, slope, grad, lo, hi):
+def _hardswish(x: FloatArray, out: FloatArray, slope: FloatArray, grad: bool, lo: int, hi: int) -> None:
     one = np.ones(1, x.dtype)[0]
     zero = one - one
     three = one + one + one  # constants in x's dtype (an int times a float32 would be a float64)
@@ -316,13 +325,13 @@ def _hardswish(x, out, slope, grad, lo, hi):
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _hardswish_parallel(x, out, slope, grad, n, k):
+def _hardswish_parallel(x: FloatArray, out: FloatArray, slope: FloatArray, grad: bool, n: int, k: int) -> None:
     for t in prange(k):
         lo, hi = threads.part(n, t, k)
         _hardswish(x, out, slope, grad, lo, hi)
 
 
-def hardswish(x, grad):
+def hardswish(x: ArrayLike, grad: bool) -> tuple[FloatArray, FloatArray | None]:
     """(x * min(max(x + 3, 0), 6) / 6, its derivative (0 for x <= -3, x / 3 + 1/2 below 3, else 1,
     NaN included) or None), one pass over a float32 or float64 array in its dtype, the same values
     as NumPy's expression of the formula."""
@@ -330,7 +339,8 @@ def hardswish(x, grad):
 
 
 @njit(cache=True, nogil=True)
-def _hardtanh(x, out, mask, low, high, lo, hi):
+def _hardtanh(x: FloatArray, out: FloatArray, mask: NDArray[np.uint8], low: np.floating, high: np.floating, lo: int,
+              hi: int) -> None:
     x, out, mask = x[lo:hi], out[lo:hi], mask[lo:hi]
     for i in range(x.shape[0]):
         v = x[i]
@@ -340,13 +350,14 @@ def _hardtanh(x, out, mask, low, high, lo, hi):
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _hardtanh_parallel(x, out, mask, low, high, n, k):
+def _hardtanh_parallel(x: FloatArray, out: FloatArray, mask: NDArray[np.uint8], low: np.floating, high: np.floating,
+                       n: int, k: int) -> None:
     for t in prange(k):
         lo, hi = threads.part(n, t, k)
         _hardtanh(x, out, mask, low, high, lo, hi)
 
 
-def hardtanh(x, low, high):
+def hardtanh(x: ArrayLike, low: float, high: float) -> tuple[FloatArray, BoolArray]:
     """(min(max(x, low), high), its derivative as a boolean mask: True strictly inside (low, high)
     and at NaN), one pass over a float32 or float64 array in its dtype and memory format, NumPy's
     values; `relu_grad` is the VJP."""
@@ -362,7 +373,7 @@ INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)  # the standard normal density at 
 
 
 @njit(cache=True, nogil=True)
-def _gelu(x, out, slope, grad, lo, hi):
+def _gelu(x: FloatArray, out: FloatArray, slope: FloatArray, grad: bool, lo: int, hi: int) -> None:
     cell = np.empty(1, x.dtype)  # rounds a float64 value to x's dtype
     cell[0] = INV_SQRT_2PI
     density = cell[0]
@@ -378,13 +389,13 @@ def _gelu(x, out, slope, grad, lo, hi):
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _gelu_parallel(x, out, slope, grad, n, k):
+def _gelu_parallel(x: FloatArray, out: FloatArray, slope: FloatArray, grad: bool, n: int, k: int) -> None:
     for t in prange(k):
         lo, hi = threads.part(n, t, k)
         _gelu(x, out, slope, grad, lo, hi)
 
 
-def gelu(x, grad):
+def gelu(x: ArrayLike, grad: bool) -> tuple[FloatArray, FloatArray | None]:
     """(x * Phi(x), its derivative Phi(x) + x phi(x) or None) for a float32 or float64 array, in one
     pass in x's dtype: float64 with the C library's erfc and exp (Phi as `normal_cdf`), float32
     with `_phi32` and `_exp32` (within 5e-7 relative of the float64 values)."""

@@ -5,7 +5,10 @@ its VJP differentiates through them; eval mode uses running statistics, constant
 Updating the running statistics (PyTorch: unbiased variance, momentum) is the caller's job.
 Statistics are accumulated in float64; kernels loop over channels or (n, c) planes.
 """
+from __future__ import annotations
+
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 from numba import prange
@@ -14,9 +17,14 @@ from ._jit import njit
 
 from .conv2d import _fold_seeds, _float_array
 
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
+
+    from .._typing import FloatArray, Float64
+
 
 @njit(cache=True)
-def _channel_stats(x, mean, var):
+def _channel_stats(x: FloatArray, mean: FloatArray, var: FloatArray) -> None:
     """x (N, C, L): per-channel mean and biased variance, two passes in float64."""
     N, C, L = x.shape
     for c in prange(C):
@@ -35,7 +43,7 @@ def _channel_stats(x, mean, var):
 
 
 @njit(cache=True, fastmath={"reassoc", "contract"})
-def _normalize(x, out, mean, scale, shift):
+def _normalize(x: FloatArray, out: FloatArray, mean: FloatArray, scale: FloatArray, shift: FloatArray) -> None:
     """out[n, c] = scale[c] * (x[n, c] - mean[c]) + shift[c]; x, out (N, C, L)."""
     N, C, L = x.shape
     for t in prange(N * C):
@@ -46,7 +54,7 @@ def _normalize(x, out, mean, scale, shift):
 
 
 @njit(cache=True)
-def _grad_sums(g, x, mean, sg, sgx):
+def _grad_sums(g: FloatArray, x: FloatArray, mean: FloatArray, sg: FloatArray, sgx: FloatArray) -> None:
     """Per seed k and channel c: sg = sum g, sgx = sum g * (x - mean), over (n, i); g (K, N, C, L)."""
     K, N, C, L = g.shape
     for t in prange(K * C):
@@ -63,7 +71,8 @@ def _grad_sums(g, x, mean, sg, sgx):
 
 
 @njit(cache=True, fastmath={"reassoc", "contract"})
-def _grad_x(g, x, dx, mean, a, bk, ck):
+def _grad_x(g: FloatArray, x: FloatArray, dx: FloatArray, mean: FloatArray, a: FloatArray, bk: FloatArray,
+            ck: FloatArray) -> None:
     """dx[k, n, c] = a[c] * g[k, n, c] + bk[k, c] * (x[n, c] - mean[c]) + ck[k, c]."""
     K, N, C, L = g.shape
     for t in prange(K * N * C):
@@ -74,14 +83,14 @@ def _grad_x(g, x, dx, mean, a, bk, ck):
             dx[k, n, c, i] = a[c] * g[k, n, c, i] + bk[k, c] * (x[n, c, i] - mean[c]) + ck[k, c]
 
 
-def _check_x(x):
+def _check_x(x: ArrayLike) -> FloatArray:
     x = _float_array(x, "x")
     if x.ndim != 4:
         raise ValueError(f"x must have shape (N, C, H, W), got {x.shape!r}")
     return x
 
 
-def _per_channel(v, C, default, name):
+def _per_channel(v: ArrayLike | None, C: int, default: float, name: str) -> Float64:
     if v is None:
         return np.full(C, default, np.float64)
     v = np.asarray(v, np.float64).reshape(-1)
@@ -90,7 +99,7 @@ def _per_channel(v, C, default, name):
     return v
 
 
-def batch_norm_stats(x):
+def batch_norm_stats(x: FloatArray) -> tuple[Float64, Float64]:
     """(N, C, H, W) -> (mean (C,), biased variance (C,)) in float64, over N, H, W."""
     x = _check_x(x)
     N, C = x.shape[:2]
@@ -99,7 +108,8 @@ def batch_norm_stats(x):
     return mean, var
 
 
-def batch_norm_forward(x, mean, var, weight=None, bias=None, eps=1e-5):
+def batch_norm_forward(x: FloatArray, mean: ArrayLike, var: ArrayLike, weight: ArrayLike | None = None,
+                       bias: ArrayLike | None = None, eps: float = 1e-5) -> FloatArray:
     """y = weight * (x - mean) / sqrt(var + eps) + bias per channel; batch stats (training) or running stats (eval)."""
     x = _check_x(x)
     N, C = x.shape[:2]
@@ -112,7 +122,8 @@ def batch_norm_forward(x, mean, var, weight=None, bias=None, eps=1e-5):
     return out
 
 
-def _grad(g, x, mean, var, weight, eps, training):
+def _grad(g: FloatArray, x: FloatArray, mean: ArrayLike, var: ArrayLike, weight: ArrayLike | None, eps: float,
+          training: bool) -> tuple[FloatArray, FloatArray, FloatArray]:
     x = _check_x(x)
     N, C = x.shape[:2]
     g2, seeds = _fold_seeds(g, 4, "g")
@@ -139,7 +150,9 @@ def _grad(g, x, mean, var, weight, eps, training):
             sg.astype(dt).reshape(seeds + (C,)))
 
 
-def batch_norm_grad_train(g, x, mean, var, weight=None, eps=1e-5):
+def batch_norm_grad_train(g: FloatArray, x: FloatArray, mean: ArrayLike, var: ArrayLike,
+                          weight: ArrayLike | None = None,
+                          eps: float = 1e-5) -> tuple[FloatArray, FloatArray, FloatArray]:
     """VJP of training-mode batch norm (mean, var = the batch's, from batch_norm_stats).
 
     g (*seeds, N, C, H, W) -> (dx (*seeds, N, C, H, W), dweight (*seeds, C), dbias (*seeds, C)).
@@ -147,6 +160,7 @@ def batch_norm_grad_train(g, x, mean, var, weight=None, eps=1e-5):
     return _grad(g, x, mean, var, weight, eps, True)
 
 
-def batch_norm_grad_eval(g, x, mean, var, weight=None, eps=1e-5):
+def batch_norm_grad_eval(g: FloatArray, x: FloatArray, mean: ArrayLike, var: ArrayLike, weight: ArrayLike | None = None,
+                         eps: float = 1e-5) -> tuple[FloatArray, FloatArray, FloatArray]:
     """VJP of eval-mode batch norm (mean, var = running statistics, constants); shapes as batch_norm_grad_train."""
     return _grad(g, x, mean, var, weight, eps, False)

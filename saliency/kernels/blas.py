@@ -14,11 +14,14 @@ enter it saves the count and sets 1, the last to leave restores the count. Threa
 at once never leave the process on one BLAS thread, and products of other threads that run while
 a section is open use one thread too.
 """
+from __future__ import annotations
+
 import contextlib
 import ctypes
 import glob
 import os
 import threading
+from typing import TYPE_CHECKING, Any, Callable, Literal
 
 import llvmlite.binding
 import numba
@@ -27,8 +30,13 @@ from numba import types
 
 from ._jit import njit
 
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike, NDArray
 
-def _openblas_libraries():
+    from .._typing import FloatArray
+
+
+def _openblas_libraries() -> list[ctypes.CDLL]:
     """The OpenBLAS libraries bundled with NumPy (wheels for Linux/Windows, and macOS), loaded."""
     here = os.path.dirname(np.__file__)
     found = []
@@ -41,7 +49,7 @@ def _openblas_libraries():
     return found
 
 
-def _thread_setter(libraries):
+def _thread_setter(libraries: list[ctypes.CDLL]) -> Callable[[int], int] | None:
     """OpenBLAS's thread-local thread-count setter from the library NumPy loaded, or None."""
     for lib in libraries:
         setter = getattr(lib, "openblas_set_num_threads_local", None)
@@ -57,7 +65,7 @@ _GEMM_NAMES = [("scipy_cblas_", "64_", ctypes.c_int64), ("cblas_", "64_", ctypes
 _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
 
 
-def _gemm_functions(libraries):
+def _gemm_functions(libraries: list[ctypes.CDLL]) -> dict[np.dtype[Any], Any]:
     """{dtype: cblas gemm} for float32 and float64 from NumPy's OpenBLAS, or {} where not found."""
     for lib in libraries:
         for prefix, suffix, integer in _GEMM_NAMES:
@@ -90,10 +98,11 @@ IN_PLACE_GEMM = bool(_gemm)
 # the GIL between products. The functions are entered in LLVM's symbol table under names of our
 # own, which the compiled (and cached) kernels refer to; the kernels' pointers and sizes are
 # 64-bit integers, so only the ILP64 builds NumPy's wheels ship are bound (NATIVE_GEMM).
-def _native_gemm_functions(functions):
+def _native_gemm_functions(functions: dict[np.dtype[Any], Any]) -> tuple[Any, ...]:
     if not functions or functions[np.dtype(np.float32)].argtypes[3] is not ctypes.c_int64:
         return None, None
-    if numba.config.DISABLE_JIT:  # the kernels run as Python: they call the ctypes functions
+    # (numba.config sets its options at import time, from the environment: mypy does not see them)
+    if numba.config.DISABLE_JIT:  # type: ignore[attr-defined]  # kernels run as Python: they call ctypes
         return functions[np.dtype(np.float32)], functions[np.dtype(np.float64)]
     i32, i64, ptr = types.int32, types.int64, types.intp
     bound = []
@@ -111,7 +120,7 @@ NATIVE_GEMM = _native_sgemm is not None
 
 
 @njit(cache=True, inline="always")
-def _native_operand(a):
+def _native_operand(a: FloatArray) -> tuple[int, int]:
     """(transpose flag, leading dimension) of a 2-D view with unit stride along one axis."""
     item = a.itemsize
     if a.strides[1] == item and (a.shape[0] <= 1 or a.strides[0] >= item * a.shape[1]):
@@ -120,7 +129,7 @@ def _native_operand(a):
 
 
 @njit(cache=True, nogil=True)
-def native_gemm(a, b, c, beta):
+def native_gemm(a: FloatArray, b: FloatArray, c: FloatArray, beta: float) -> None:
     """c = a @ b + beta * c in place, called from compiled kernels (with NATIVE_GEMM only): 2-D
     float32 or float64 views of one dtype, a and b with unit stride along one axis, c along its
     rows; the caller checks the shapes. Runs on the calling thread's BLAS settings."""
@@ -145,21 +154,23 @@ class _OneThread:
     restored after the last."""
 
     __slots__ = ("depth", "saved")
+    depth: int
+    saved: int | None
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.depth, self.saved = 0, None
 
-    def __enter__(self):
+    def __enter__(self) -> None:
         with _section_lock:
             if self.depth == 0:
-                self.saved = _set_threads(1)
+                self.saved = _set_threads(1)  # type: ignore[misc]  # made only where there is a setter
             self.depth += 1
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> Literal[False]:
         with _section_lock:
             self.depth -= 1
             if self.depth == 0:
-                _set_threads(self.saved)
+                _set_threads(self.saved)  # type: ignore[misc, arg-type]  # as above; saved in __enter__
         return False
 
 
@@ -167,19 +178,19 @@ _section_lock = threading.Lock()
 _ONE_THREAD = _OneThread() if _set_threads is not None else contextlib.nullcontext()
 
 
-def one_thread():
+def one_thread() -> contextlib.AbstractContextManager[None]:
     """Within the block, BLAS products (of every thread) run on one thread; blocks of several
     threads may overlap and nest."""
     return _ONE_THREAD
 
 
-def matmul(a, b, out=None):
+def matmul(a: ArrayLike, b: ArrayLike, out: NDArray[Any] | None = None) -> NDArray[Any]:
     """np.matmul(a, b, out=out) on one BLAS thread."""
     with one_thread():
         return np.matmul(a, b) if out is None else np.matmul(a, b, out=out)
 
 
-def _operand(a):
+def _operand(a: NDArray[Any]) -> tuple[int, int] | None:
     """(transpose flag, leading dimension) of a 2-D view BLAS can read in place: unit stride along
     one of its axes (a row-major matrix with any row stride, or the transpose of one)."""
     item = a.itemsize
@@ -190,7 +201,7 @@ def _operand(a):
     return None
 
 
-def gemm(a, b, c, beta):
+def gemm(a: FloatArray, b: FloatArray, c: FloatArray, beta: float) -> None:
     """c = a @ b + beta * c in place, for 2-D views a (M, K), b (K, N), c (M, N) of one float
     dtype that BLAS can read as they are: each has unit stride along one axis (c along its
     rows), any stride along the other, so a shifted window of a larger buffer is an operand with

@@ -16,8 +16,11 @@ The kernels take the range [lo, hi) of their independent tasks as their last two
 tasks when omitted); large calls run in parts of the tasks on the kernels' threads
 (`threads.run`, with the `_x_parallel` wrappers).
 """
+from __future__ import annotations
+
 import enum
 import math
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 from numba import prange
@@ -26,11 +29,20 @@ from ._jit import njit
 
 from . import blas, depthwise, im2col, layout, shifted, threads, winograd
 
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
+
+    from .._typing import FloatArray, Shape, Size
+
+    Pair = tuple[int, int]
+
+
 _FASTMATH = {"reassoc", "contract"}
 
 
 @njit(cache=True, fastmath=_FASTMATH, nogil=True)
-def _corr2d(x, w, b, out, sh, sw, ph, pw, dh, dw, groups, ob, rb, lo, hi):
+def _corr2d(x: FloatArray, w: FloatArray, b: FloatArray, out: FloatArray, sh: int, sw: int, ph: int, pw: int, dh: int,
+            dw: int, groups: int, ob: int, rb: int, lo: int, hi: int) -> None:
     """out[n, o, oy, ox] = b[o] + sum_{c, ky, kx} w[o, c, ky, kx]
                                    * x[n, group*Cg + c, oy*sh - ph + ky*dh, ox*sw - pw + kx*dw]
 
@@ -98,14 +110,17 @@ def _corr2d(x, w, b, out, sh, sw, ph, pw, dh, dw, groups, ob, rb, lo, hi):
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _corr2d_parallel(x, w, b, out, sh, sw, ph, pw, dh, dw, groups, ob, rb, n, k):
+def _corr2d_parallel(x: FloatArray, w: FloatArray, b: FloatArray, out: FloatArray, sh: int, sw: int, ph: int, pw: int,
+                     dh: int, dw: int, groups: int, ob: int, rb: int, n: int, k: int) -> None:
     for t in prange(k):
         lo, hi = threads.part(n, t, k)
         _corr2d(x, w, b, out, sh, sw, ph, pw, dh, dw, groups, ob, rb, lo, hi)
 
 
 @njit(cache=True, fastmath=_FASTMATH, inline="always", nogil=True)
-def _taps3x3(out, n, oy, w, o0, n_oc, c, OW, r0a, r0b, r0c, r1a, r1b, r1c, r2a, r2b, r2c):
+def _taps3x3(out: FloatArray, n: int, oy: int, w: FloatArray, o0: int, n_oc: int, c: int, OW: int, r0a: FloatArray,
+             r0b: FloatArray, r0c: FloatArray, r1a: FloatArray, r1b: FloatArray, r1c: FloatArray, r2a: FloatArray,
+             r2b: FloatArray, r2c: FloatArray) -> None:
     """out[n, o0 + j, oy] += the 9 taps of w[o0 + j, c] times the 9 shifted rows, for j < n_oc."""
     for j in range(n_oc):
         wa = w[o0 + j, c]
@@ -119,7 +134,8 @@ def _taps3x3(out, n, oy, w, o0, n_oc, c, OW, r0a, r0b, r0c, r1a, r1b, r1c, r2a, 
 
 
 @njit(cache=True, fastmath=_FASTMATH, nogil=True)
-def _corr2d_3x3(x, w, b, out, sh, sw, ph, pw, dh, dw, groups, ob, rb, lo, hi):
+def _corr2d_3x3(x: FloatArray, w: FloatArray, b: FloatArray, out: FloatArray, sh: int, sw: int, ph: int, pw: int,
+                dh: int, dw: int, groups: int, ob: int, rb: int, lo: int, hi: int) -> None:
     """_corr2d for 3x3 kernels (the same correlation, tested against it): per output row and input
     channel, the three input rows it reads are copied once into a zero-padded buffer, then each
     output pixel takes all 9 taps from registers for 4 output channels at a time (36 FMAs per 9
@@ -180,14 +196,16 @@ def _corr2d_3x3(x, w, b, out, sh, sw, ph, pw, dh, dw, groups, ob, rb, lo, hi):
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _corr2d_3x3_parallel(x, w, b, out, sh, sw, ph, pw, dh, dw, groups, ob, rb, n, k):
+def _corr2d_3x3_parallel(x: FloatArray, w: FloatArray, b: FloatArray, out: FloatArray, sh: int, sw: int, ph: int,
+                         pw: int, dh: int, dw: int, groups: int, ob: int, rb: int, n: int, k: int) -> None:
     for t in prange(k):
         lo, hi = threads.part(n, t, k)
         _corr2d_3x3(x, w, b, out, sh, sw, ph, pw, dh, dw, groups, ob, rb, lo, hi)
 
 
 @njit(cache=True, fastmath=_FASTMATH, nogil=True)
-def _corr2d_3x3_padded(xp, w, b, out, dh, dw, groups, ob, lo, hi):
+def _corr2d_3x3_padded(xp: FloatArray, w: FloatArray, b: FloatArray, out: FloatArray, dh: int, dw: int, groups: int,
+                       ob: int, lo: int, hi: int) -> None:
     """_corr2d_3x3 at stride 1 on an input padded beforehand (xp: zeros around x, OH + 2*dh rows and
     OW + 2*dw columns): the taps read the rows of xp in place instead of copying three rows per
     output row, channel and block. Tasks (n, group, block of `ob` output channels, output row),
@@ -219,20 +237,21 @@ def _corr2d_3x3_padded(xp, w, b, out, dh, dw, groups, ob, lo, hi):
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _corr2d_3x3_padded_parallel(xp, w, b, out, dh, dw, groups, ob, n, k):
+def _corr2d_3x3_padded_parallel(xp: FloatArray, w: FloatArray, b: FloatArray, out: FloatArray, dh: int, dw: int,
+                                groups: int, ob: int, n: int, k: int) -> None:
     for t in prange(k):
         lo, hi = threads.part(n, t, k)
         _corr2d_3x3_padded(xp, w, b, out, dh, dw, groups, ob, lo, hi)
 
 
 @njit(cache=True, inline="always")
-def _nine(wc):
+def _nine(wc: FloatArray) -> tuple[float, ...]:
     """The 9 taps of a 3x3 filter as a tuple (held in registers by the loops that use them)."""
     return (wc[0, 0], wc[0, 1], wc[0, 2], wc[1, 0], wc[1, 1], wc[1, 2], wc[2, 0], wc[2, 1], wc[2, 2])
 
 
 @njit(cache=True, inline="always")
-def _shifted_rows(xc, oy, dh, dw, OW):
+def _shifted_rows(xc: FloatArray, oy: int, dh: int, dw: int, OW: int) -> tuple[FloatArray, ...]:
     """The 9 input row segments that the 3x3 taps of output row oy read, from a padded channel xc."""
     r0, r1, r2 = xc[oy], xc[oy + dh], xc[oy + 2 * dh]
     return (r0[0:OW], r0[dw:dw + OW], r0[2 * dw:2 * dw + OW], r1[0:OW], r1[dw:dw + OW], r1[2 * dw:2 * dw + OW],
@@ -240,13 +259,14 @@ def _shifted_rows(xc, oy, dh, dw, OW):
 
 
 @njit(cache=True, fastmath=_FASTMATH, inline="always")
-def _dot9(t, r, i):
+def _dot9(t: tuple[float, ...], r: tuple[FloatArray, ...], i: int) -> float:
     return (t[0] * r[0][i] + t[1] * r[1][i] + t[2] * r[2][i] + t[3] * r[3][i] + t[4] * r[4][i]
             + t[5] * r[5][i] + t[6] * r[6][i] + t[7] * r[7][i] + t[8] * r[8][i])
 
 
 @njit(cache=True, fastmath=_FASTMATH, nogil=True)
-def _corr2d_3x3_rgb(xp, w, b, out, dh, dw, lo, hi):
+def _corr2d_3x3_rgb(xp: FloatArray, w: FloatArray, b: FloatArray, out: FloatArray, dh: int, dw: int, lo: int,
+                    hi: int) -> None:
     """_corr2d_3x3_padded for three input channels and one group (a first layer on RGB): each
     output pixel of two output channels at a time takes all 27 taps from registers and is stored
     once, instead of one pass per input channel over the output row. Tasks (n, pair of output
@@ -276,14 +296,16 @@ def _corr2d_3x3_rgb(xp, w, b, out, dh, dw, lo, hi):
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _corr2d_3x3_rgb_parallel(xp, w, b, out, dh, dw, n, k):
+def _corr2d_3x3_rgb_parallel(xp: FloatArray, w: FloatArray, b: FloatArray, out: FloatArray, dh: int, dw: int, n: int,
+                             k: int) -> None:
     for t in prange(k):
         lo, hi = threads.part(n, t, k)
         _corr2d_3x3_rgb(xp, w, b, out, dh, dw, lo, hi)
 
 
 @njit(cache=True, fastmath=_FASTMATH, nogil=True)
-def _corr2d_grad_weight(g, x, dwt, sh, sw, ph, pw, dh, dw, groups, lo, hi):
+def _corr2d_grad_weight(g: FloatArray, x: FloatArray, dwt: FloatArray, sh: int, sw: int, ph: int, pw: int, dh: int,
+                        dw: int, groups: int, lo: int, hi: int) -> None:
     """dwt[k, o, c, ky, kx] = sum_{n, oy, ox} g[k, n, o, oy, ox]
                                  * x[n, group*Cg + c, oy*sh - ph + ky*dh, ox*sw - pw + kx*dw], group = o // Og.
 
@@ -326,7 +348,8 @@ def _corr2d_grad_weight(g, x, dwt, sh, sw, ph, pw, dh, dw, groups, lo, hi):
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _corr2d_grad_weight_parallel(g, x, dwt, sh, sw, ph, pw, dh, dw, groups, n, k):
+def _corr2d_grad_weight_parallel(g: FloatArray, x: FloatArray, dwt: FloatArray, sh: int, sw: int, ph: int, pw: int,
+                                 dh: int, dw: int, groups: int, n: int, k: int) -> None:
     for t in prange(k):
         lo, hi = threads.part(n, t, k)
         _corr2d_grad_weight(g, x, dwt, sh, sw, ph, pw, dh, dw, groups, lo, hi)
@@ -342,7 +365,7 @@ class ConvAlgorithm(enum.Enum):
     GEMM = "gemm"      # im2col / col2im around NumPy matmul (BLAS)
 
 
-def _pair(v, name):
+def _pair(v: Size, name: str) -> Pair:
     if isinstance(v, (int, np.integer)):
         return int(v), int(v)
     if isinstance(v, (tuple, list)) and len(v) == 2 and all(isinstance(e, (int, np.integer)) for e in v):
@@ -350,7 +373,7 @@ def _pair(v, name):
     raise TypeError(f"{name} must be an int or a pair of ints, got {v!r}")
 
 
-def _float_array(a, name, keep_format=False):
+def _float_array(a: ArrayLike, name: str, keep_format: bool = False) -> FloatArray:
     """a as a float32 or float64 array, contiguous (or as it is, when keep_format and channels-last)."""
     a = np.asarray(a)
     if a.dtype not in (np.float32, np.float64):
@@ -358,12 +381,13 @@ def _float_array(a, name, keep_format=False):
     return a if keep_format and layout.channels_last(a) else np.ascontiguousarray(a)
 
 
-def conv_output_size(size, kernel, stride, padding, dilation):
+def conv_output_size(size: int, kernel: int, stride: int, padding: int, dilation: int) -> int:
     """PyTorch's output length along one axis: floor((size + 2p - d(k-1) - 1) / s) + 1."""
     return (size + 2 * padding - dilation * (kernel - 1) - 1) // stride + 1
 
 
-def _check(x_shape, w_shape, stride, padding, dilation, groups):
+def _check(x_shape: Shape, w_shape: Shape, stride: Size, padding: Size, dilation: Size,
+           groups: int) -> tuple[Pair, Pair, Pair, Shape]:
     s, p, d = _pair(stride, "stride"), _pair(padding, "padding"), _pair(dilation, "dilation")
     if len(x_shape) != 4 or len(w_shape) != 4:
         raise ValueError(f"conv2d expects x of shape (N, C, H, W) and w of shape (O, C/groups, kh, kw), "
@@ -382,7 +406,7 @@ def _check(x_shape, w_shape, stride, padding, dilation, groups):
     return s, p, d, (N, O, OH, OW)
 
 
-def _block(o_per_group, n_out_rows, n_tasks_other):
+def _block(o_per_group: int, n_out_rows: int, n_tasks_other: int) -> tuple[int, int]:
     """Output-channel block (register/L1 reuse of an input row) and row block (rows halved until there
     are at least 8 tasks, so that the parts of the tasks on the kernels' threads come out even)."""
     ob = min(8, o_per_group)
@@ -392,7 +416,7 @@ def _block(o_per_group, n_out_rows, n_tasks_other):
     return ob, rb
 
 
-def _padded(x, p, size):
+def _padded(x: FloatArray, p: Pair, size: Sequence[int]) -> FloatArray:
     """x (N, C, H, W) placed at offset p = (rows, cols) of zeros of spatial `size`: x[..., i, j] at
     [..., i + p[0], j + p[1]]; parts that fall outside (negative p, or a smaller size) are cut."""
     xp = np.zeros(x.shape[:2] + tuple(size), x.dtype)
@@ -404,7 +428,8 @@ def _padded(x, p, size):
     return xp
 
 
-def _direct(x, w, b, out_shape, s, p, d, groups):
+def _direct(x: FloatArray, w: FloatArray, b: FloatArray, out_shape: Shape, s: Pair, p: Pair, d: Pair,
+            groups: int) -> FloatArray:
     """The direct kernels, in parts of their tasks on the kernels' threads when large."""
     out = np.empty(out_shape, dtype=x.dtype)
     N, O, OH, OW = out_shape
@@ -441,7 +466,7 @@ def _direct(x, w, b, out_shape, s, p, d, groups):
 RELAYOUT_RATIO = 2
 
 
-def _relayout_pays(weight_rows, patch_rows):
+def _relayout_pays(weight_rows: int, patch_rows: int) -> bool:
     return weight_rows * RELAYOUT_RATIO <= patch_rows
 
 
@@ -450,7 +475,7 @@ def _relayout_pays(weight_rows, patch_rows):
 SHIFTED_MIN_CHANNELS = 16
 
 
-def _shifted_pays(stride, groups, channels, patch_bytes):
+def _shifted_pays(stride: Pair, groups: int, channels: int, patch_bytes: int) -> bool:
     """Whether a stride-1 convolution (or its input VJP) runs as accumulated products on shifted
     views (`shifted.py`) instead of on a patch matrix: where one image's patches would outgrow
     the caches (im2col.CHUNK_BYTES), so that writing and reading them back would stream from
@@ -472,7 +497,7 @@ TILE_S = 0.4e-9
 WEIGHT_S = 0.45e-9
 
 
-def _winograd_pays(w_shape, s, d, groups, images, out_hw, itemsize):
+def _winograd_pays(w_shape: Shape, s: Pair, d: Pair, groups: int, images: int, out_hw: Shape, itemsize: int) -> bool:
     """Whether a 3x3 convolution at stride 1 (or its input VJP: `images` counts the seeds) runs as
     Winograd's F(2x2, 3x3): 16 products per 2x2 tile instead of 36 multiply-adds, plus transforms
     whose cost grows with C + O per tile where the saving grows with C*O."""
@@ -488,12 +513,13 @@ def _winograd_pays(w_shape, s, d, groups, images, out_hw, itemsize):
     return tiled < direct
 
 
-def _pointwise(w_shape, p):
+def _pointwise(w_shape: Shape, p: Pair) -> bool:
     """A 1x1 convolution without padding: a GEMM on the input as it is (any stride, groups)."""
     return tuple(w_shape[2:]) == (1, 1) and p == (0, 0)
 
 
-def _depthwise(w_shape, groups, s, in_hw, out_hw, vjp=False, last=False):
+def _depthwise(w_shape: Shape, groups: int, s: Pair, in_hw: Shape, out_hw: Shape, vjp: bool = False,
+               last: bool = False) -> bool:
     """Whether the depthwise kernels serve this direct convolution: one input channel per group,
     except a 3x3 kernel at stride 1 on planes, which the register-tiled 3x3 kernel computes faster
     (forward, and the input VJP as a stride-1 correlation); small planes of many channels run
@@ -505,7 +531,7 @@ def _depthwise(w_shape, groups, s, in_hw, out_hw, vjp=False, last=False):
                                                      last)
 
 
-def choose_algorithm(x_shape, w_shape, out_shape, groups, vjp=False):
+def choose_algorithm(x_shape: Shape, w_shape: Shape, out_shape: Shape, groups: int, vjp: bool = False) -> ConvAlgorithm:
     """The algorithm for this shape (the forward, or with vjp=True the input and weight VJPs): the
     faster of the two on the zoo's layers (benchmarks/kernels_conv.py compares them).
 
@@ -529,7 +555,8 @@ def choose_algorithm(x_shape, w_shape, out_shape, groups, vjp=False):
     return ConvAlgorithm.GEMM
 
 
-def conv2d_forward(x, w, b=None, stride=1, padding=0, dilation=1, groups=1, algorithm=None):
+def conv2d_forward(x: FloatArray, w: FloatArray, b: FloatArray | None = None, stride: Size = 1, padding: Size = 0,
+                   dilation: Size = 1, groups: int = 1, algorithm: ConvAlgorithm | None = None) -> FloatArray:
     """y = conv2d(x, w, b): x (N, C, H, W), w (O, C/groups, kh, kw), b (O,) or None -> (N, O, OH, OW).
 
     `algorithm` (a ConvAlgorithm) forces a path; None picks by shape (`choose_algorithm`).
@@ -539,7 +566,7 @@ def conv2d_forward(x, w, b=None, stride=1, padding=0, dilation=1, groups=1, algo
         raise TypeError(f"x and w must have one dtype, got {x.dtype} and {w.dtype}")
     s, p, d, out_shape = _check(x.shape, w.shape, stride, padding, dilation, groups)
     bias = np.zeros(w.shape[0], x.dtype) if b is None else np.ascontiguousarray(b, dtype=x.dtype).reshape(-1)
-    if bias.shape[0] != w.shape[0]:
+    if b is not None and bias.shape[0] != w.shape[0]:  # (zeros of the right length when b is None)
         raise ValueError(f"b must have {w.shape[0]} entries (one per output channel), got shape {np.shape(b)!r}")
     if algorithm is None and _pointwise(w.shape, p):
         return im2col.conv2d_pointwise(x, w, bias, out_shape, s, groups)  # in x's memory format
@@ -562,7 +589,7 @@ def conv2d_forward(x, w, b=None, stride=1, padding=0, dilation=1, groups=1, algo
     return _direct(x, w, bias, out_shape, s, p, d, groups)
 
 
-def _fold_seeds(g, n_trailing, name, keep_format=False):
+def _fold_seeds(g: ArrayLike, n_trailing: int, name: str, keep_format: bool = False) -> tuple[FloatArray, Shape]:
     """(*seeds, N, O, OH, OW) -> ((K*N, O, OH, OW) contiguous, or as it is when keep_format and
     channels-last, seeds)."""
     g = np.asarray(g)
@@ -572,14 +599,15 @@ def _fold_seeds(g, n_trailing, name, keep_format=False):
     return _float_array(g.reshape((-1,) + g.shape[g.ndim - 3:]), name, keep_format), seeds
 
 
-def _flipped_transposed(w, groups):
+def _flipped_transposed(w: FloatArray, groups: int) -> FloatArray:
     """(O, Cg, kh, kw) -> (C, Og, kh, kw): per group swap in/out channels and rotate by 180 degrees."""
     O, Cg, KH, KW = w.shape
     wt = w.reshape(groups, O // groups, Cg, KH, KW).transpose(0, 2, 1, 3, 4)[..., ::-1, ::-1]
     return np.ascontiguousarray(wt).reshape(groups * Cg, O // groups, KH, KW)
 
 
-def conv2d_grad_input_direct(g, w, x_shape, s, p, d, groups):
+def conv2d_grad_input_direct(g: FloatArray, w: FloatArray, x_shape: Shape, s: Pair, p: Pair, d: Pair,
+                             groups: int) -> FloatArray:
     """Input VJP as a correlation (the formulation every other path is tested against).
 
     dx = corr(dilate(g, s), flip(w)^T) with padding d*(k-1) - p and the output cropped (or
@@ -598,7 +626,8 @@ def conv2d_grad_input_direct(g, w, x_shape, s, p, d, groups):
     return _direct(gd, wt, zero, (M, x_shape[1], x_shape[2], x_shape[3]), (1, 1), pt, d, groups)
 
 
-def conv2d_grad_input(g, w, x_shape, stride=1, padding=0, dilation=1, groups=1, algorithm=None):
+def conv2d_grad_input(g: FloatArray, w: FloatArray, x_shape: Sequence[int], stride: Size = 1, padding: Size = 0,
+                      dilation: Size = 1, groups: int = 1, algorithm: ConvAlgorithm | None = None) -> FloatArray:
     """VJP of conv2d to x: g (*seeds, N, O, OH, OW) -> (*seeds, N, C, H, W), one kernel call for all seeds."""
     w = _float_array(w, "w")
     x_shape = tuple(int(e) for e in x_shape)
@@ -640,7 +669,8 @@ def conv2d_grad_input(g, w, x_shape, stride=1, padding=0, dilation=1, groups=1, 
     return dx.reshape(seeds + x_shape)
 
 
-def conv2d_grad_weight(g, x, w_shape, stride=1, padding=0, dilation=1, groups=1, algorithm=None):
+def conv2d_grad_weight(g: FloatArray, x: FloatArray, w_shape: Sequence[int], stride: Size = 1, padding: Size = 0,
+                       dilation: Size = 1, groups: int = 1, algorithm: ConvAlgorithm | None = None) -> FloatArray:
     """VJP of conv2d to w: g (*seeds, N, O, OH, OW), x (N, C, H, W) -> (*seeds, O, C/groups, kh, kw)."""
     x = _float_array(x, "x")
     w_shape = tuple(int(e) for e in w_shape)
@@ -661,7 +691,7 @@ def conv2d_grad_weight(g, x, w_shape, stride=1, padding=0, dilation=1, groups=1,
     return dwt.reshape(seeds + w_shape)
 
 
-def conv2d_grad_bias(g):
+def conv2d_grad_bias(g: FloatArray) -> FloatArray:
     """VJP of conv2d to b: g (*seeds, N, O, OH, OW) -> (*seeds, O)."""
     g = np.asarray(g)
     if g.ndim < 4:

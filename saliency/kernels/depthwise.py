@@ -23,7 +23,10 @@ planes, or of the output rows in channels-last order.
 
 Arguments are already checked and normalized by the wrappers in `conv2d.py`.
 """
+from __future__ import annotations
+
 import functools
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 from numba import prange
@@ -33,11 +36,18 @@ from ._jit import njit
 
 from . import im2col, layout, threads
 
+if TYPE_CHECKING:
+    from .._typing import FloatArray, Shape
+
+    Pair = tuple[int, int]
+
+
 _FASTMATH = {"reassoc", "contract"}
 
 
 @njit(cache=True, fastmath=_FASTMATH, nogil=True)
-def _forward(x, w, b, out, sh, sw, ph, pw, dh, dw, lo, hi):
+def _forward(x: FloatArray, w: FloatArray, b: FloatArray, out: FloatArray, sh: int, sw: int, ph: int, pw: int, dh: int,
+             dw: int, lo: int, hi: int) -> None:
     """For the planes t = n*C + c in [lo, hi) and o = c*m + j (m = O // C, j < m):
 
         out[n, o, oy, ox] = b[o] + sum_{ky, kx} w[o, 0, ky, kx] * x[n, c, oy*sh - ph + ky*dh, ox*sw - pw + kx*dw]
@@ -83,14 +93,16 @@ def _forward(x, w, b, out, sh, sw, ph, pw, dh, dw, lo, hi):
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _forward_parallel(x, w, b, out, sh, sw, ph, pw, dh, dw, n, k):
+def _forward_parallel(x: FloatArray, w: FloatArray, b: FloatArray, out: FloatArray, sh: int, sw: int, ph: int, pw: int,
+                      dh: int, dw: int, n: int, k: int) -> None:
     for t in prange(k):
         lo, hi = threads.part(n, t, k)
         _forward(x, w, b, out, sh, sw, ph, pw, dh, dw, lo, hi)
 
 
 @njit(cache=True, fastmath=_FASTMATH, nogil=True)
-def _grad_input(g, w, dx, sh, sw, ph, pw, dh, dw, lo, hi):
+def _grad_input(g: FloatArray, w: FloatArray, dx: FloatArray, sh: int, sw: int, ph: int, pw: int, dh: int, dw: int,
+                lo: int, hi: int) -> None:
     """The adjoint of `_forward` for the planes t = n*C + c in [lo, hi):
 
         dx[n, c, iy, ix] = sum over j < m, ky, kx, oy, ox with iy = oy*sh - ph + ky*dh and
@@ -135,13 +147,14 @@ def _grad_input(g, w, dx, sh, sw, ph, pw, dh, dw, lo, hi):
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _grad_input_parallel(g, w, dx, sh, sw, ph, pw, dh, dw, n, k):
+def _grad_input_parallel(g: FloatArray, w: FloatArray, dx: FloatArray, sh: int, sw: int, ph: int, pw: int, dh: int,
+                         dw: int, n: int, k: int) -> None:
     for t in prange(k):
         lo, hi = threads.part(n, t, k)
         _grad_input(g, w, dx, sh, sw, ph, pw, dh, dw, lo, hi)
 
 
-def _columns(KH, KW, s, d):
+def _columns(KH: int, KW: int, s: Pair, d: Pair) -> int:
     """How many output columns a channels-last kernel computes at once: as many as LLVM still
     vectorizes (read from the compiled code on AVX2 with Numba 0.68: 4 for 3x3 at stride 1, 3 for
     3x3 at larger strides, 2 up to 25 taps, one beyond; past that the loop body stays scalar, 3-5
@@ -152,7 +165,7 @@ def _columns(KH, KW, s, d):
     return 2 if taps <= 25 else 1
 
 
-def _source(KH, KW, s, d, B):
+def _source(KH: int, KW: int, s: Pair, d: Pair, B: int) -> str:
     """Python source of the channels-last kernels for one (kernel size, stride, dilation): every
     tap written out, B output columns at a time, the loop over channels innermost (see
     `channels_last_kernels`)."""
@@ -181,7 +194,7 @@ def _source(KH, KW, s, d, B):
     lines += [f"        r{ky} = xt[n, oy * {sh} + {ky * dh}].reshape(-1)" for ky in range(KH)]
     lines += ["        ox = 0", "        while ox < OW:"]
 
-    def block(width, indent):
+    def block(width: int, indent: int) -> list[str]:
         pad = " " * indent
         out = [f"{pad}xo = np.uint64(ox * {sw}) * C", f"{pad}yo = np.uint64(ox) * C", f"{pad}for i in range(C):"]
         out += [f"{pad}    a{j} = b[i]" for j in range(width)]
@@ -208,7 +221,7 @@ def _source(KH, KW, s, d, B):
 
 
 @functools.lru_cache(maxsize=None)
-def channels_last_kernels(KH, KW, s, d):
+def channels_last_kernels(KH: int, KW: int, s: Pair, d: Pair) -> tuple[Callable[..., Any], Callable[..., Any]]:
     """(serial, parallel) channels-last depthwise kernels for this kernel size, stride and dilation
     (multiplier 1), generated on first use and cached like every kernel:
 
@@ -240,7 +253,8 @@ CHANNELS_PIXEL_NS, CHANNELS_ELEMENT_NS = 0.5, 0.05
 TRANSPOSE_NS, COPY_NS = 0.2, 0.2
 
 
-def channels_last_pays(C, m, in_hw, out_hw, taps, tiled=False, vjp=False, last=False):
+def channels_last_pays(C: int, m: int, in_hw: Sequence[int], out_hw: Sequence[int], taps: int, tiled: bool = False,
+                       vjp: bool = False, last: bool = False) -> bool:
     """Whether the channels-last kernels beat the plane kernels (`tiled`: the register-tiled 3x3
     kernel of conv2d, which serves 3x3 at stride 1) for a forward pass from in_hw to out_hw, or with
     vjp=True its input VJP (the channels-last one a correlation over the input's size), the array it
@@ -261,13 +275,13 @@ def channels_last_pays(C, m, in_hw, out_hw, taps, tiled=False, vjp=False, last=F
     return pixels + TRANSPOSE_NS * given < planes
 
 
-def register_tiled(KH, KW, s):
+def register_tiled(KH: int, KW: int, s: Sequence[int]) -> bool:
     """Whether the plane alternative is conv2d's register-tiled 3x3 kernel (3x3 at stride 1)."""
     return (KH, KW) == (3, 3) and tuple(s) == (1, 1)
 
 
 @njit(cache=True, nogil=True)
-def _pad_rows(src, dst, pt, pl, lo, hi):
+def _pad_rows(src: FloatArray, dst: FloatArray, pt: int, pl: int, lo: int, hi: int) -> None:
     """dst[n, i + pt, j + pl, :] = src[n, i, j, :], zero elsewhere, for the rows t = n*Hp + r of
     dst in [lo, hi): each row a run of zeros, one contiguous copy and another run of zeros."""
     H, W, C = src.shape[1], src.shape[2], src.shape[3]
@@ -290,13 +304,13 @@ def _pad_rows(src, dst, pt, pl, lo, hi):
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _pad_rows_parallel(src, dst, pt, pl, n, k):
+def _pad_rows_parallel(src: FloatArray, dst: FloatArray, pt: int, pl: int, n: int, k: int) -> None:
     for t in prange(k):
         lo, hi = threads.part(n, t, k)
         _pad_rows(src, dst, pt, pl, lo, hi)
 
 
-def _padded_nhwc(a, shape, pt, pl):
+def _padded_nhwc(a: FloatArray, shape: Shape, pt: int, pl: int) -> FloatArray:
     """The zero-padded channels-last copy of the 4-D a, of shape (N, Hp, Wp, C): a[n, c, i, j] at
     [n, i + pt, j + pl, c] (pt, pl >= 0), cropped to the shape, whichever a's memory format."""
     out = np.empty(shape, a.dtype)
@@ -308,7 +322,8 @@ def _padded_nhwc(a, shape, pt, pl):
     return out
 
 
-def depthwise_forward(x, w, b, out_shape, s, p, d):
+def depthwise_forward(x: FloatArray, w: FloatArray, b: FloatArray, out_shape: Shape, s: Pair, p: Pair,
+                      d: Pair) -> FloatArray:
     """conv2d with groups == C (w of shape (O, 1, kh, kw), O a multiple of C); x contiguous or
     channels-last. The result is channels-last when the channels-last kernels ran."""
     N, C, H, W = x.shape
@@ -329,7 +344,7 @@ def depthwise_forward(x, w, b, out_shape, s, p, d):
     return out
 
 
-def depthwise_grad_input(g, w, x_shape, s, p, d):
+def depthwise_grad_input(g: FloatArray, w: FloatArray, x_shape: Shape, s: Pair, p: Pair, d: Pair) -> FloatArray:
     """Input VJP of `depthwise_forward`; g is (M, O, OH, OW), contiguous or channels-last, with seeds
     folded into M. The result is channels-last when the channels-last kernels ran.
 

@@ -23,13 +23,22 @@ then costs about (i - first[i])**2 / 2 multiply-adds, where i - first[i] counts 
 between i's upper-left neighbour and i: at most W + 1, less where few pixels are removed. The
 image is numbered by columns instead when that envelope is smaller (for instance when H < W).
 """
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from ._jit import njit
 
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
+
+    from .._typing import BoolArray, Float64, IntArray
+
 
 @njit(cache=True)
-def _number(keep, by_rows, index):
+def _number(keep: BoolArray, by_rows: bool, index: IntArray) -> int:
     """index[r, c] = the number of removed pixel (r, c), counted row by row (by column if not
     by_rows), or -1 for a kept pixel; returns how many pixels are removed."""
     H, W = keep.shape
@@ -47,7 +56,7 @@ def _number(keep, by_rows, index):
 
 
 @njit(cache=True)
-def _envelope(index, first):
+def _envelope(index: IntArray, first: IntArray) -> int:
     """first[i] = the lowest number among unknown i and its removed neighbours; returns the
     factorization's cost, the sum of (i - first[i])**2."""
     H, W = index.shape
@@ -69,7 +78,7 @@ def _envelope(index, first):
 
 
 @njit(cache=True)
-def _assemble(image, index, band, rhs):
+def _assemble(image: Float64, index: IntArray, band: Float64, rhs: Float64) -> None:
     """Write M's lower triangle into band (n, wd + 1), entry (i, j) at band[i, wd - i + j], and b
     into rhs (C, n), for the n removed pixels of one image (C, H, W) numbered by index."""
     C, H, W = image.shape
@@ -102,7 +111,7 @@ def _assemble(image, index, band, rhs):
 
 
 @njit(cache=True, fastmath={"reassoc", "contract"})
-def _finish_row(band, first, i, kmin, j0):
+def _finish_row(band: Float64, first: IntArray, i: int, kmin: int, j0: int) -> None:
     """Row i of the factor, its entries from column kmin held in band and those left of column j0
     already reduced: t[j] = L[i, j] * D[j] = M[i, j] - sum_k t[k] * L[j, k] for j0 <= j < i, then
     L[i, j] = t[j] / D[j] and D[i] = M[i, i] - sum_j t[j] * L[i, j]."""
@@ -127,7 +136,7 @@ def _finish_row(band, first, i, kmin, j0):
 
 
 @njit(cache=True, fastmath={"reassoc", "contract"})
-def _factor(band, first, n):
+def _factor(band: Float64, first: IntArray, n: int) -> None:
     """In place: M = L D L^T, L unit lower triangular (below the diagonal of band), D on it.
 
     Rows go in blocks of four: their dot products with each earlier row j of L share the loads of
@@ -170,7 +179,7 @@ def _factor(band, first, n):
 
 
 @njit(cache=True, fastmath={"reassoc", "contract"})
-def _solve1(band, first, x):
+def _solve1(band: Float64, first: IntArray, x: Float64) -> None:
     """In place: x (n,) becomes the solution of L D L^T x = x."""
     wd = band.shape[1] - 1
     n = x.shape[0]
@@ -194,7 +203,7 @@ def _solve1(band, first, x):
 
 
 @njit(cache=True, fastmath={"reassoc", "contract"})
-def _solve3(band, first, x0, x1, x2):
+def _solve3(band: Float64, first: IntArray, x0: Float64, x1: Float64, x2: Float64) -> None:
     """_solve1 for three right-hand sides at once, sharing the loads of L."""
     wd = band.shape[1] - 1
     n = x0.shape[0]
@@ -237,7 +246,7 @@ def _solve3(band, first, x0, x1, x2):
 
 
 @njit(cache=True)
-def _impute(out, keep):
+def _impute(out: Float64, keep: BoolArray) -> None:
     """In place on out (N, C, H, W) float64: every pixel where keep (N, H, W) is False becomes the
     solution of its image's system. No image may have every pixel removed."""
     N, C, H, W = out.shape
@@ -277,7 +286,7 @@ def _impute(out, keep):
                         out[m, ch, r, c] = rhs[ch, i]
 
 
-def linear_impute(images, keep):
+def linear_impute(images: ArrayLike, keep: ArrayLike) -> Float64:
     """Fill the removed pixels of images (N, C, H, W), float32 or float64, where keep (N, H, W)
     bool is False, by ROAD's linear imputation without its noise.
 

@@ -12,6 +12,8 @@ It changes the whole process, so the library never calls it on its own: the comm
 and a program that maps many batches may. Elsewhere than glibc (macOS, Windows, musl) it does
 nothing and returns False.
 """
+from __future__ import annotations
+
 import ctypes
 import ctypes.util
 import sys
@@ -25,7 +27,7 @@ KEEP_BYTES = 1 << 30
 _done = None
 
 
-def keep_freed_memory():
+def keep_freed_memory() -> bool:
     """Make malloc keep freed arrays (up to KEEP_BYTES each) for reuse in this process. True if it
     did (glibc), False where there is no glibc malloc to tune."""
     global _done
@@ -42,7 +44,7 @@ def keep_freed_memory():
     return _done
 
 
-def available_bytes():
+def available_bytes() -> int | None:
     """The memory the system can give this process now without swapping (Linux's MemAvailable; the
     free physical pages elsewhere), or None where that cannot be read."""
     try:
@@ -60,7 +62,7 @@ def available_bytes():
         return None
 
 
-def format_bytes(n):
+def format_bytes(n: float) -> str:
     """A size for a message: '512 KiB', '3.4 MiB', '12.0 GiB'."""
     for unit, scale in (("GiB", 2 ** 30), ("MiB", 2 ** 20)):
         if n >= scale:

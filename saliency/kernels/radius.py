@@ -14,13 +14,23 @@ running total lies within rounding of f * total may move the radius by one ring 
 else. The distance is computed as in NumPy (no fastmath contraction), so radii equal NumPy's
 sqrt(dr**2 + dc**2) of the pixel offsets bit for bit.
 """
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from ._jit import njit
 
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
+
+    from .._typing import Float64
+
 
 @njit(cache=True)
-def _ring_radius(dist, weight, n, ring, target, start):
+def _ring_radius(dist: Float64, weight: Float64, n: int, ring: int, target: float,
+                 start: float) -> tuple[float, float]:
     """Walk ring `ring`'s pixels (of the n gathered ones) nearest first from running total `start`:
     (distance where the total first reaches target, or -1.0; the total after the whole ring)."""
     count = 0
@@ -45,7 +55,7 @@ def _ring_radius(dist, weight, n, ring, target, start):
 
 
 @njit(cache=True)
-def _mass_radii(mass, centres, fractions, out):
+def _mass_radii(mass: Float64, centres: Float64, fractions: Float64, out: Float64) -> None:
     """out[m, f] = the radius of map m about centres[m] holding fractions[f] of its total."""
     M, H, W = mass.shape
     F = fractions.shape[0]
@@ -92,7 +102,7 @@ def _mass_radii(mass, centres, fractions, out):
             out[m, f] = radius
 
 
-def mass_radii(mass, centres, fractions):
+def mass_radii(mass: ArrayLike, centres: ArrayLike, fractions: ArrayLike) -> Float64:
     """The radii of non-negative maps (..., H, W) about their centres: shape (..., F).
 
     centres: (row, col) per map, shape (..., 2), or one (2,) for every map; fractions: F values in

@@ -6,6 +6,10 @@ the kernels' threads (`threads.run`), each part writing its own slots.
 stabilized_reciprocal(z, eps) -> (out, any_zero); value_range(x) -> (lo, hi). Arrays that are not
 C-contiguous float32/float64 go through NumPy, with the same results.
 """
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
 from numba import prange
 
@@ -13,9 +17,12 @@ from ._jit import njit
 
 from . import threads
 
+if TYPE_CHECKING:
+    from .._typing import FloatArray, IntArray
+
 
 @njit(cache=True, nogil=True)
-def _reciprocal(z, eps, one, out, lo, hi):
+def _reciprocal(z: FloatArray, eps: np.floating, one: np.floating, out: FloatArray, lo: int, hi: int) -> int:
     """out = one / (z + eps * sign(z)) on [lo, hi); returns how many z there are exactly 0. Branch-free,
     in z's dtype (one, eps), over slices indexed from 0 (an index that might be negative wraps around,
     which keeps LLVM from vectorising): so that the loop is vectorised."""
@@ -29,13 +36,14 @@ def _reciprocal(z, eps, one, out, lo, hi):
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _reciprocal_parallel(z, eps, one, out, zeros, n, k):
+def _reciprocal_parallel(z: FloatArray, eps: np.floating, one: np.floating, out: FloatArray, zeros: IntArray, n: int,
+                         k: int) -> None:
     for t in prange(k):
         lo, hi = threads.part(n, t, k)
         zeros[t] = _reciprocal(z, eps, one, out, lo, hi)
 
 
-def stabilized_reciprocal(z, eps):
+def stabilized_reciprocal(z: FloatArray, eps: float) -> tuple[FloatArray, bool]:
     """(1 / (z + eps * sign(z)) with sign(0) = +1, in z's dtype and shape; whether any z == 0)."""
     if type(z) is np.ndarray and z.flags.c_contiguous and z.dtype in (np.float32, np.float64) and z.size:
         out = np.empty_like(z)
@@ -55,7 +63,7 @@ def stabilized_reciprocal(z, eps):
 
 
 @njit(cache=True, nogil=True)
-def _range(x):
+def _range(x: FloatArray) -> tuple[Any, Any]:
     a = b = x[0]
     for i in range(x.shape[0]):
         v = x[i]
@@ -64,7 +72,7 @@ def _range(x):
     return a, b
 
 
-def value_range(x):
+def value_range(x: FloatArray) -> tuple[Any, Any]:
     """(x.min(), x.max()) of a non-empty array without NaN, in one pass."""
     if type(x) is np.ndarray and x.flags.c_contiguous and x.dtype in (np.float32, np.float64) and x.size:
         flat = x.reshape(-1)

@@ -10,7 +10,10 @@ planes, each call owning its planes (the VJPs scatter-add within them), and larg
 parts of their planes on the kernels' threads (`threads.run`). Bilinear resampling runs in two
 separable passes (columns of every input row read, then rows).
 """
+from __future__ import annotations
+
 import math
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 from numba import prange
@@ -21,9 +24,20 @@ from . import threads
 from .conv2d import _fold_seeds, _float_array
 from .window import _planes, _separable_grad
 
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike, DTypeLike, NDArray
+
+    from .._typing import BoolArray, FloatArray, IntArray, Shape
+
+    # A resampling table of one axis, (i0, i1, l0, l1): output r is l0[r] * x[i0[r]] + l1[r] * x[i1[r]]
+    Table = tuple[IntArray, IntArray, FloatArray, FloatArray]
+    TableLike = tuple[ArrayLike, ArrayLike, ArrayLike, ArrayLike]
+    # The kernels' eight arrays: the rows' table, then the columns', contiguous, weights in the data's dtype
+    PlaneTables = tuple[IntArray, IntArray, FloatArray, FloatArray, IntArray, IntArray, FloatArray, FloatArray]
+
 
 @njit(cache=True, nogil=True)
-def _nearest(x, out, s, lo, hi):
+def _nearest(x: FloatArray, out: FloatArray, s: int, lo: int, hi: int) -> None:
     """out = x with each pixel repeated s x s times, for the flattened (n, c) planes in [lo, hi)."""
     C, H, W = x.shape[1], x.shape[2], x.shape[3]
     for t in range(lo, hi):
@@ -37,14 +51,14 @@ def _nearest(x, out, s, lo, hi):
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _nearest_parallel(x, out, s, n, k):
+def _nearest_parallel(x: FloatArray, out: FloatArray, s: int, n: int, k: int) -> None:
     for t in prange(k):
         lo, hi = threads.part(n, t, k)
         _nearest(x, out, s, lo, hi)
 
 
 @njit(cache=True, nogil=True)
-def _nearest_grad(g, dx, s, lo, hi):
+def _nearest_grad(g: FloatArray, dx: FloatArray, s: int, lo: int, hi: int) -> None:
     """dx[m, c, iy, ix] = sum of g over the s x s block it was copied to, for the flattened (m, c)
     planes in [lo, hi)."""
     C, H, W = dx.shape[1], dx.shape[2], dx.shape[3]
@@ -61,13 +75,13 @@ def _nearest_grad(g, dx, s, lo, hi):
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _nearest_grad_parallel(g, dx, s, n, k):
+def _nearest_grad_parallel(g: FloatArray, dx: FloatArray, s: int, n: int, k: int) -> None:
     for t in prange(k):
         lo, hi = threads.part(n, t, k)
         _nearest_grad(g, dx, s, lo, hi)
 
 
-def _rows_read(i0, i1, size):
+def _rows_read(i0: IntArray, i1: IntArray, size: int) -> BoolArray:
     """Which of `size` input rows (or columns) a table's outputs read."""
     used = np.zeros(size, np.bool_)
     used[i0] = True
@@ -76,7 +90,8 @@ def _rows_read(i0, i1, size):
 
 
 @njit(cache=True, nogil=True, fastmath={"contract"})
-def _bilinear(x, out, y0, y1, ly0, ly1, x0, x1, lx0, lx1, used, lo, hi):
+def _bilinear(x: FloatArray, out: FloatArray, y0: IntArray, y1: IntArray, ly0: FloatArray, ly1: FloatArray,
+              x0: IntArray, x1: IntArray, lx0: FloatArray, lx1: FloatArray, used: BoolArray, lo: int, hi: int) -> None:
     """Planes [lo, hi) of the flattened (N*C) planes, in two separable passes: every input row that
     an output row reads, resampled along the columns once (H x OW scratch), then each output row as
     the weighted sum of its two resampled rows (a contiguous pass)."""
@@ -103,14 +118,18 @@ def _bilinear(x, out, y0, y1, ly0, ly1, x0, x1, lx0, lx1, used, lo, hi):
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _bilinear_parallel(x, out, y0, y1, ly0, ly1, x0, x1, lx0, lx1, used, n, k):
+def _bilinear_parallel(x: FloatArray, out: FloatArray, y0: IntArray, y1: IntArray, ly0: FloatArray, ly1: FloatArray,
+                       x0: IntArray, x1: IntArray, lx0: FloatArray, lx1: FloatArray, used: BoolArray, n: int,
+                       k: int) -> None:
     for t in prange(k):
         lo, hi = threads.part(n, t, k)
         _bilinear(x, out, y0, y1, ly0, ly1, x0, x1, lx0, lx1, used, lo, hi)
 
 
 @njit(cache=True, nogil=True, fastmath={"contract"})
-def _bilinear_grad(g, dx, y0, y1, ly0, ly1, x0, x1, lx0, lx1, used, lo, hi):
+def _bilinear_grad(g: FloatArray, dx: FloatArray, y0: IntArray, y1: IntArray, ly0: FloatArray, ly1: FloatArray,
+                   x0: IntArray, x1: IntArray, lx0: FloatArray, lx1: FloatArray, used: BoolArray, lo: int,
+                   hi: int) -> None:
     """Adjoint of _bilinear, its two passes in reverse: each g row added into the two resampled rows
     it was made from (contiguous), then each of those rows sent back to its source columns."""
     C, H = dx.shape[1], dx.shape[2]
@@ -144,19 +163,22 @@ def _bilinear_grad(g, dx, y0, y1, ly0, ly1, x0, x1, lx0, lx1, used, lo, hi):
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _bilinear_grad_parallel(g, dx, y0, y1, ly0, ly1, x0, x1, lx0, lx1, used, n, k):
+def _bilinear_grad_parallel(g: FloatArray, dx: FloatArray, y0: IntArray, y1: IntArray, ly0: FloatArray, ly1: FloatArray,
+                            x0: IntArray, x1: IntArray, lx0: FloatArray, lx1: FloatArray, used: BoolArray, n: int,
+                            k: int) -> None:
     for t in prange(k):
         lo, hi = threads.part(n, t, k)
         _bilinear_grad(g, dx, y0, y1, ly0, ly1, x0, x1, lx0, lx1, used, lo, hi)
 
 
-def _planes_run(serial, parallel, out, other, *args):
+def _planes_run(serial: Callable[..., object], parallel: Callable[..., object], out: NDArray[Any], other: NDArray[Any],
+                *args: Any) -> None:
     """serial(*args, lo, hi) over the N*C planes of `out`, in parts on the kernels' threads when
     `out` or `other` (the call's input) is large (`threads.run`)."""
     threads.run(serial, parallel, out.shape[0] * out.shape[1], max(out.size, other.size), *args)
 
 
-def _resample(x, out, tables):
+def _resample(x: FloatArray, out: FloatArray, tables: PlaneTables) -> FloatArray:
     """out = the separable resampling of x by `tables` (_tables' eight arrays), in parts of the
     planes on the kernels' threads when large."""
     used = _rows_read(tables[0], tables[1], x.shape[2])
@@ -164,27 +186,27 @@ def _resample(x, out, tables):
     return out
 
 
-def _resample_grad(g, dx, tables):
+def _resample_grad(g: FloatArray, dx: FloatArray, tables: PlaneTables) -> FloatArray:
     """dx = the adjoint of _resample applied to g (both folded to planes as in the forward)."""
     used = _rows_read(tables[0], tables[1], dx.shape[2])
     _planes_run(_bilinear_grad, _bilinear_grad_parallel, dx, g, g, dx, *tables, used)
     return dx
 
 
-def _scale(scale_factor):
+def _scale(scale_factor: int) -> int:
     if not isinstance(scale_factor, (int, np.integer)) or isinstance(scale_factor, bool) or scale_factor < 1:
         raise ValueError(f"scale_factor must be an integer >= 1, got {scale_factor!r}")
     return int(scale_factor)
 
 
-def _check_x(x):
+def _check_x(x: ArrayLike) -> FloatArray:
     x = _float_array(x, "x")
     if x.ndim != 4:
         raise ValueError(f"x must have shape (N, C, H, W), got {x.shape!r}")
     return x
 
 
-def _check_g(g, x_shape, s):
+def _check_g(g: FloatArray, x_shape: Sequence[int], s: int) -> tuple[FloatArray, Shape, Shape]:
     x_shape = tuple(int(e) for e in x_shape)
     g2, seeds = _fold_seeds(g, 4, "g")
     want = x_shape[:2] + (x_shape[2] * s, x_shape[3] * s)
@@ -193,7 +215,7 @@ def _check_g(g, x_shape, s):
     return g2, seeds, x_shape
 
 
-def _linear_table(size, s, dtype):
+def _linear_table(size: int, s: int, dtype: DTypeLike) -> Table:
     """Source rows/columns and weights for bilinear upsampling by s, align_corners=False."""
     src = np.maximum((np.arange(size * s) + 0.5) / s - 0.5, 0.0)
     i0 = np.floor(src).astype(np.int64)
@@ -202,7 +224,7 @@ def _linear_table(size, s, dtype):
     return i0, i1, (1 - l1).astype(dtype), l1
 
 
-def resample_table(size, scale_factor, mode, dtype):
+def resample_table(size: int, scale_factor: int, mode: str, dtype: DTypeLike) -> Table:
     """(i0, i1, l0, l1) over the size*s output rows of an upsampling: output row r is
     l0[r] * x[i0[r]] + l1[r] * x[i1[r]] (nearest: i0 = i1 = r // s, l0 = 1, l1 = 0)."""
     s = _scale(scale_factor)
@@ -212,7 +234,7 @@ def resample_table(size, scale_factor, mode, dtype):
     return i0, i0, np.ones(size * s, dtype), np.zeros(size * s, dtype)
 
 
-def upsample_nearest2d_forward(x, scale_factor):
+def upsample_nearest2d_forward(x: FloatArray, scale_factor: int) -> FloatArray:
     """(N, C, H, W) -> (N, C, H*s, W*s), each pixel repeated s x s times."""
     x, s = _check_x(x), _scale(scale_factor)
     out = np.empty(x.shape[:2] + (x.shape[2] * s, x.shape[3] * s), x.dtype)
@@ -220,7 +242,7 @@ def upsample_nearest2d_forward(x, scale_factor):
     return out
 
 
-def upsample_nearest2d_grad_input(g, x_shape, scale_factor):
+def upsample_nearest2d_grad_input(g: FloatArray, x_shape: Sequence[int], scale_factor: int) -> FloatArray:
     """VJP of nearest upsampling: g (*seeds, N, C, H*s, W*s) -> (*seeds, N, C, H, W), sums over s x s blocks."""
     s = _scale(scale_factor)
     g2, seeds, x_shape = _check_g(g, x_shape, s)
@@ -229,7 +251,7 @@ def upsample_nearest2d_grad_input(g, x_shape, scale_factor):
     return dx.reshape(seeds + x_shape)
 
 
-def upsample_bilinear2d_forward(x, scale_factor):
+def upsample_bilinear2d_forward(x: FloatArray, scale_factor: int) -> FloatArray:
     """(N, C, H, W) -> (N, C, H*s, W*s), bilinear with align_corners=False (PyTorch's default)."""
     x, s = _check_x(x), _scale(scale_factor)
     out = np.empty(x.shape[:2] + (x.shape[2] * s, x.shape[3] * s), x.dtype)
@@ -237,7 +259,7 @@ def upsample_bilinear2d_forward(x, scale_factor):
     return _resample(x, out, tables)
 
 
-def upsample_bilinear2d_grad_input(g, x_shape, scale_factor):
+def upsample_bilinear2d_grad_input(g: FloatArray, x_shape: Sequence[int], scale_factor: int) -> FloatArray:
     """VJP of bilinear upsampling: g (*seeds, N, C, H*s, W*s) -> (*seeds, N, C, H, W)."""
     s = _scale(scale_factor)
     g2, seeds, x_shape = _check_g(g, x_shape, s)
@@ -248,7 +270,8 @@ def upsample_bilinear2d_grad_input(g, x_shape, scale_factor):
 
 # ---- any output size: per-axis tables computed as PyTorch's CPU kernels compute them -------------
 
-def resize_table(size_in, size_out, mode, align_corners=False, scale=None, dtype=np.float32):
+def resize_table(size_in: int, size_out: int, mode: str, align_corners: bool = False, scale: float | None = None,
+                 dtype: DTypeLike = np.float32) -> Table:
     """(i0, i1, l0, l1) over the `size_out` outputs of one axis resized from `size_in`: output r is
     l0[r] * x[i0[r]] + l1[r] * x[i1[r]]. `scale` is the user's scale factor (None when the size was
     given or recomputed).
@@ -266,15 +289,15 @@ def resize_table(size_in, size_out, mode, align_corners=False, scale=None, dtype
         elif size_out == 2 * size_in:
             i0 = r // 2
         else:
-            t = (np.float32(1.0 / scale) if scale is not None and scale > 0
-                 else np.float32(size_in) / np.float32(size_out))
+            t: np.floating = (np.float32(1.0 / scale) if scale is not None and scale > 0
+                              else np.float32(size_in) / np.float32(size_out))
             i0 = np.minimum(np.floor(r.astype(np.float32) * t).astype(np.int64), size_in - 1)
         return i0, i0, np.ones(size_out, dtype), np.zeros(size_out, dtype)
     if mode != "bilinear":
         raise ValueError(f"mode must be 'nearest' or 'bilinear', got {mode!r}")
     if size_out == size_in:
         return r, r, np.ones(size_out, dtype), np.zeros(size_out, dtype)
-    op = np.float64 if np.dtype(dtype) == np.float64 else np.float32
+    op: type[np.floating] = np.float64 if np.dtype(dtype) == np.float64 else np.float32
     if align_corners:
         t = op(size_in - 1) / op(size_out - 1) if size_out > 1 else op(0)
         src = r.astype(op) * t
@@ -287,14 +310,14 @@ def resize_table(size_in, size_out, mode, align_corners=False, scale=None, dtype
     return i0, i1, (op(1) - l1).astype(dtype), l1.astype(dtype)
 
 
-def _tables(rows, cols, dtype):
+def _tables(rows: TableLike, cols: TableLike, dtype: DTypeLike) -> PlaneTables:
     (y0, y1, ly0, ly1), (x0, x1, lx0, lx1) = rows, cols
     ints = [np.ascontiguousarray(a, np.int64) for a in (y0, y1, x0, x1)]
     flts = [np.ascontiguousarray(a, dtype) for a in (ly0, ly1, lx0, lx1)]
     return ints[0], ints[1], flts[0], flts[1], ints[2], ints[3], flts[2], flts[3]
 
 
-def resample2d_forward(x, rows, cols):
+def resample2d_forward(x: FloatArray, rows: Table, cols: Table) -> FloatArray:
     """(N, C, H, W) -> (N, C, len(rows[0]), len(cols[0])): out[r, c] = sum over the two row taps and
     the two column taps of `rows` and `cols` (tables (i0, i1, l0, l1), see `resize_table`) of weight
     times input."""
@@ -303,7 +326,7 @@ def resample2d_forward(x, rows, cols):
     return _resample(x, out, _tables(rows, cols, x.dtype))
 
 
-def resample2d_grad_input(g, x_shape, rows, cols):
+def resample2d_grad_input(g: FloatArray, x_shape: Sequence[int], rows: Table, cols: Table) -> FloatArray:
     """VJP of `resample2d_forward`: g (*seeds, N, C, OH, OW) -> (*seeds, N, C, H, W), each g cell sent
     back to its four taps with their weights."""
     x_shape = tuple(int(e) for e in x_shape)
@@ -315,7 +338,7 @@ def resample2d_grad_input(g, x_shape, rows, cols):
     return _resample_grad(g2, dx, _tables(rows, cols, g2.dtype)).reshape(seeds + x_shape)
 
 
-def gather_grad_axis(g, index, n, axis):
+def gather_grad_axis(g: ArrayLike, index: IntArray, n: int, axis: int) -> NDArray[Any]:
     """Adjoint of x.take(index, axis) for an x with n entries along `axis`: each g slice added into the
     entry it was read from (index need not be monotone; entries never read get 0)."""
     g = np.moveaxis(np.asarray(g), axis, 0)
@@ -329,7 +352,7 @@ def gather_grad_axis(g, index, n, axis):
     return np.moveaxis(dx, 0, axis)
 
 
-def _range_bounds(t0, t1, origins, size):
+def _range_bounds(t0: IntArray, t1: IntArray, origins: IntArray, size: int) -> tuple[IntArray, IntArray]:
     """Per window k of `size` consecutive outputs from origins[k] (clipped to the outputs): the least
     and one past the greatest entry of the tables t0 and t1 among its outputs (tables may be
     non-monotone; every tap counts, weight 0 or not, since the adjoint kernel visits all four)."""
@@ -346,7 +369,8 @@ def _range_bounds(t0, t1, origins, size):
     return np.where(empty, 0, first), np.where(empty, 1, last + 1)
 
 
-def table_window_grad(g, origins, out_size, rows, cols):
+def table_window_grad(g: FloatArray, origins: IntArray, out_size: Sequence[int], rows: TableLike,
+                      cols: TableLike) -> tuple[FloatArray, IntArray]:
     """Adjoint of a separable resampling by tables `rows` and `cols` (i0, i1, l0, l1 over the output's
     rows / columns, in any order, e.g. a reflection) on windows g (K, *lead, h, w) at `origins` of the
     output map: (dx windows, origins_in) of the input map, each window the bounding box of the taps

@@ -20,6 +20,10 @@ The input VJP at stride 1 is the correlation of the cotangent with the flipped, 
 weight at padding dilation*(k - 1) - padding (see `conv2d.conv2d_grad_input_direct`): the same
 products, with the per-tap matrices read transposed (no second copy) and in reverse tap order.
 """
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Sequence
+
 import numpy as np
 from numba import prange
 
@@ -27,15 +31,21 @@ from ._jit import njit
 
 from . import blas, im2col, threads
 
+if TYPE_CHECKING:
+    from .._typing import FloatArray, Shape
 
-def _tap_matrices(w):
+    Pair = tuple[int, int]
+
+
+def _tap_matrices(w: FloatArray) -> FloatArray:
     """(O, C, kh, kw) -> (kh*kw, O, C): the weight of each tap as one contiguous matrix."""
     O, C, KH, KW = w.shape
     return np.ascontiguousarray(w.transpose(2, 3, 0, 1)).reshape(KH * KW, O, C)
 
 
 @njit(cache=True, nogil=True)
-def _correlate_rows(x, wt, flip, out, ph, pw, dh, dw, KH, KW, lo, hi):
+def _correlate_rows(x: FloatArray, wt: FloatArray, flip: bool, out: FloatArray, ph: int, pw: int, dh: int, dw: int,
+                    KH: int, KW: int, lo: int, hi: int) -> None:
     """The output rows [lo, hi) of `_correlate`, flattened over the images (task n*OH + oy), with
     their products called from here (blas.NATIVE_GEMM): for each image's run of rows [r0, r1), the
     padded rows r0 .. r1 - 1 + (KH - 1)*dh of its input (flattened Wp wide, plus the last tap's
@@ -76,13 +86,15 @@ def _correlate_rows(x, wt, flip, out, ph, pw, dh, dw, KH, KW, lo, hi):
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _correlate_rows_parallel(x, wt, flip, out, ph, pw, dh, dw, KH, KW, n, k):
+def _correlate_rows_parallel(x: FloatArray, wt: FloatArray, flip: bool, out: FloatArray, ph: int, pw: int, dh: int,
+                             dw: int, KH: int, KW: int, n: int, k: int) -> None:
     for t in prange(k):
         lo, hi = threads.part(n, t, k)
         _correlate_rows(x, wt, flip, out, ph, pw, dh, dw, KH, KW, lo, hi)
 
 
-def _correlate(x, wt, flip, out, pad, d, kernel):
+def _correlate(x: FloatArray, wt: FloatArray, flip: bool, out: FloatArray, pad: Pair, d: Pair,
+               kernel: Sequence[int]) -> FloatArray:
     """out[n, o, oy, ox] = sum_{c, ky, kx} W_(ky*kw + kx)[o, c] * x[n, c, oy - pad[0] + ky*dh, ox - pad[1] + kx*dw]
 
     (stride 1; input positions outside x read as zero, a negative pad crops), with W_t = wt[t], or
@@ -118,7 +130,7 @@ def _correlate(x, wt, flip, out, pad, d, kernel):
     return out
 
 
-def conv2d_shifted(x, w, b, out_shape, p, d):
+def conv2d_shifted(x: FloatArray, w: FloatArray, b: FloatArray, out_shape: Shape, p: Pair, d: Pair) -> FloatArray:
     """Forward at stride 1 (groups = 1), plus bias."""
     y = _correlate(x, _tap_matrices(w), False, np.empty(out_shape, x.dtype), p, d, w.shape[2:])
     if b.any():
@@ -126,7 +138,7 @@ def conv2d_shifted(x, w, b, out_shape, p, d):
     return y
 
 
-def conv2d_grad_input_shifted(g, w, x_shape, p, d):
+def conv2d_grad_input_shifted(g: FloatArray, w: FloatArray, x_shape: Shape, p: Pair, d: Pair) -> FloatArray:
     """Input VJP at stride 1 (groups = 1); g is (M, O, OH, OW) with seeds folded into M."""
     KH, KW = w.shape[2], w.shape[3]
     pt = (d[0] * (KH - 1) - p[0], d[1] * (KW - 1) - p[1])

@@ -16,7 +16,10 @@ input VJP gather, multiply (`blas.native_gemm`) and scatter one block of rows at
 compiled kernel, large calls in parts of their rows on the kernels' threads (`threads.run`); the
 weight VJP's products run in the pool (`threads.matmul`).
 """
+from __future__ import annotations
+
 import math
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 from numba import prange
@@ -26,8 +29,11 @@ from ._jit import njit
 from . import blas, im2col, threads
 from .conv2d import _fold_seeds, _float_array
 
+if TYPE_CHECKING:
+    from .._typing import Float64, FloatArray, IntArray
 
-def phase_matrices(scale):
+
+def phase_matrices(scale: int) -> tuple[IntArray, Float64]:
     """(bases, A): bases[r] = (r - 1) // scale and A[r, t, k] = 1 where kernel row k of phase r
     reads low-resolution row i + bases[r] + t."""
     bases = np.array([(r - 1) // scale for r in range(scale)])
@@ -38,7 +44,7 @@ def phase_matrices(scale):
     return bases, A
 
 
-def phase_weights(w, scale):
+def phase_weights(w: FloatArray, scale: int) -> FloatArray:
     """(O, C, 3, 3) -> Wph (scale, scale, O, C, 2, 2), the 2x2 kernel of each output phase."""
     O, C = w.shape[:2]
     B = phase_matrices(scale)[1].reshape(2 * scale, 3).astype(w.dtype)  # rows (r, a)
@@ -47,7 +53,7 @@ def phase_weights(w, scale):
     return U.reshape(scale, 2, O, C, scale, 2).transpose(0, 4, 2, 3, 1, 5)
 
 
-def _check(x_shape, w_shape, scale):
+def _check(x_shape: Sequence[int], w_shape: Sequence[int], scale: int) -> int:
     if not isinstance(scale, (int, np.integer)) or scale < 2:
         raise ValueError(f"scale must be an int >= 2 (use conv2d for scale 1), got {scale!r}")
     if len(x_shape) != 4 or tuple(w_shape[1:]) != (x_shape[1], 3, 3) or len(w_shape) != 4:
@@ -56,7 +62,7 @@ def _check(x_shape, w_shape, scale):
     return int(scale)
 
 
-def _padded(x):
+def _padded(x: FloatArray) -> FloatArray:
     """x channels-last with one zero row and column on each side: the taps' rows bases + t lie in [-1, 1]."""
     N, C, H, W = x.shape
     xp = np.empty((N, H + 2, W + 2, C), x.dtype)
@@ -64,14 +70,15 @@ def _padded(x):
     return xp
 
 
-def _offsets(scale):
+def _offsets(scale: int) -> IntArray:
     """offs[r, t]: the padded row (or column) of x that tap t of phase r reads, less the output's
     low-resolution row."""
     return (phase_matrices(scale)[0] + 1)[:, None] + np.arange(2)[None, :]
 
 
 @njit(cache=True, nogil=True)
-def _gather(xv, C, offs, r, q, H, W, cols, u0, u1):
+def _gather(xv: FloatArray, C: int, offs: IntArray, r: int, q: int, H: int, W: int, cols: FloatArray, u0: int,
+            u1: int) -> None:
     """cols[(u - u0)*W + ox] = the patch of phase (r, q) at output position (u // H, u % H, ox), tap
     order (ty, tx, c), for the low-resolution rows u = n*H + oy in [u0, u1) of all the images; xv is
     x after `_padded`, viewed as (N, H + 2, (W + 2)*C)."""
@@ -87,7 +94,8 @@ def _gather(xv, C, offs, r, q, H, W, cols, u0, u1):
 
 
 @njit(cache=True, nogil=True)
-def _patch_rows(xv, C, offs, s, H, W, NH, cols, lo, hi):
+def _patch_rows(xv: FloatArray, C: int, offs: IntArray, s: int, H: int, W: int, NH: int, cols: FloatArray, lo: int,
+                hi: int) -> None:
     """The patches of `_patches` for the tasks (phase p, low-resolution row u) in [lo, hi), flattened
     phase-major (p*NH + u)."""
     t = lo
@@ -100,13 +108,14 @@ def _patch_rows(xv, C, offs, s, H, W, NH, cols, lo, hi):
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _patch_rows_parallel(xv, C, offs, s, H, W, NH, cols, n, k):
+def _patch_rows_parallel(xv: FloatArray, C: int, offs: IntArray, s: int, H: int, W: int, NH: int, cols: FloatArray,
+                         n: int, k: int) -> None:
     for t in prange(k):
         lo, hi = threads.part(n, t, k)
         _patch_rows(xv, C, offs, s, H, W, NH, cols, lo, hi)
 
 
-def _patches(x, scale, xp=None):
+def _patches(x: FloatArray, scale: int, xp: FloatArray | None = None) -> FloatArray:
     """Row-major patches of the s*s phases (r, q): (s*s, N*H*W, 4*C), tap order (ty, tx, c), in parts
     on the kernels' threads when large. xp is x after `_padded`, made here if not given."""
     N, C, H, W = x.shape
@@ -118,7 +127,8 @@ def _patches(x, scale, xp=None):
 
 
 @njit(cache=True, nogil=True)
-def _forward(xv, C, offs, wm, bias, y, s, block, lo, hi):
+def _forward(xv: FloatArray, C: int, offs: IntArray, wm: FloatArray, bias: FloatArray, y: FloatArray, s: int,
+             block: int, lo: int, hi: int) -> None:
     """The tasks (phase p, low-resolution row u = n*H + oy) in [lo, hi), flattened phase-major, in
     blocks of at most `block` rows of one phase: their patches (`_gather`), the product with wm[p]
     (blas.NATIVE_GEMM) and the scatter into output rows s*oy + r, columns s*ox + q of y, plus bias."""
@@ -148,13 +158,14 @@ def _forward(xv, C, offs, wm, bias, y, s, block, lo, hi):
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _forward_parallel(xv, C, offs, wm, bias, y, s, block, n, k):
+def _forward_parallel(xv: FloatArray, C: int, offs: IntArray, wm: FloatArray, bias: FloatArray, y: FloatArray, s: int,
+                      block: int, n: int, k: int) -> None:
     for t in prange(k):
         lo, hi = threads.part(n, t, k)
         _forward(xv, C, offs, wm, bias, y, s, block, lo, hi)
 
 
-def upsample_conv2d_forward(x, w, b=None, scale=2):
+def upsample_conv2d_forward(x: FloatArray, w: FloatArray, b: FloatArray | None = None, scale: int = 2) -> FloatArray:
     """conv2d(upsample_nearest(x, scale), w, b, stride=1, padding=1): x (N, C, H, W), w (O, C, 3, 3) -> (N, O, sH, sW).
 
     Blocks of patches of one phase (about im2col.CHUNK_BYTES), each multiplied by that phase's
@@ -167,7 +178,7 @@ def upsample_conv2d_forward(x, w, b=None, scale=2):
     N, C, H, W = x.shape
     O = w.shape[0]
     bias = np.zeros(O, x.dtype) if b is None else np.ascontiguousarray(b, dtype=x.dtype).reshape(-1)
-    if bias.shape[0] != O:
+    if b is not None and bias.shape[0] != O:  # (zeros of the right length when b is None)
         raise ValueError(f"b must have {O} entries (one per output channel), got shape {np.shape(b)!r}")
     wm = np.ascontiguousarray(phase_weights(w, s).transpose(0, 1, 4, 5, 3, 2)).reshape(s * s, 4 * C, O)
     xp = _padded(x)
@@ -184,7 +195,8 @@ def upsample_conv2d_forward(x, w, b=None, scale=2):
 
 
 @njit(cache=True, nogil=True)
-def _grad_input(g, offs, wm, zero, dx, s, block, lo, hi):
+def _grad_input(g: FloatArray, offs: IntArray, wm: FloatArray, zero: FloatArray, dx: FloatArray, s: int, block: int,
+                lo: int, hi: int) -> None:
     """The rows [lo, hi) of dx flattened over the images (task m*H + i), in blocks of at most
     `block` rows: for each image's run of rows [i0, i1) in a block, the padded channels-last rows
     s*i0 .. s*i1 + 2s - 1 of g (a zero border of s) and their patches; the block's product with wm
@@ -223,13 +235,14 @@ def _grad_input(g, offs, wm, zero, dx, s, block, lo, hi):
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _grad_input_parallel(g, offs, wm, zero, dx, s, block, n, k):
+def _grad_input_parallel(g: FloatArray, offs: IntArray, wm: FloatArray, zero: FloatArray, dx: FloatArray, s: int,
+                         block: int, n: int, k: int) -> None:
     for t in prange(k):
         lo, hi = threads.part(n, t, k)
         _grad_input(g, offs, wm, zero, dx, s, block, lo, hi)
 
 
-def upsample_conv2d_grad_input(g, w, x_shape, scale=2):
+def upsample_conv2d_grad_input(g: FloatArray, w: FloatArray, x_shape: Sequence[int], scale: int = 2) -> FloatArray:
     """VJP to x: g (*seeds, N, O, sH, sW) -> (*seeds, N, C, H, W), all phases in one GEMM per block of rows of dx.
 
     dx[i, j] = sum over phases (r, q) and taps (t, u) of Wph[r, q, :, :, t, u]^T g[s*(i - base_r - t) + r,
@@ -249,7 +262,7 @@ def upsample_conv2d_grad_input(g, w, x_shape, scale=2):
     M = g2.shape[0]
     bases, _ = phase_matrices(s)
     # tap (r, t) reads padded row s*i + r - s*(bases[r] + t) + s
-    offs = (np.arange(s)[:, None] - s * (bases[:, None] + np.arange(2)[None, :]) + s).reshape(2 * s)
+    offs: IntArray = (np.arange(s)[:, None] - s * (bases[:, None] + np.arange(2)[None, :]) + s).reshape(2 * s)
     # taps in increasing offset order: consecutive offsets are one contiguous run for _im2row
     # (for s = 2 the 4 taps of a patch row become 1 run of 4*O values instead of 4 runs of O)
     order = np.argsort(offs, kind="stable")
@@ -282,7 +295,7 @@ def upsample_conv2d_grad_input(g, w, x_shape, scale=2):
     return dx.reshape(seeds + x_shape)
 
 
-def upsample_conv2d_grad_weight(g, x, w_shape, scale=2):
+def upsample_conv2d_grad_weight(g: FloatArray, x: FloatArray, w_shape: Sequence[int], scale: int = 2) -> FloatArray:
     """VJP to w: g (*seeds, N, O, sH, sW), x (N, C, H, W) -> (*seeds, O, C, 3, 3).
 
     Per phase dWph = patches^T @ g-rows (one batched GEMM over phases and seeds, in the pool), then

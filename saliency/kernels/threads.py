@@ -17,9 +17,12 @@ process may run on. GNU OpenMP's workers spin for a moment after a region, then 
 the choices). GNU OpenMP does not survive `fork()`: a process forked from one that has used the
 pool runs every kernel serially (Numba would otherwise end it).
 """
+from __future__ import annotations
+
 import math
 import os
 import threading
+from typing import TYPE_CHECKING, Any, Callable
 
 import numba
 import numpy as np
@@ -28,6 +31,14 @@ from numba import prange
 from . import blas
 from ._jit import njit
 
+if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
+
+    from numpy.typing import ArrayLike, NDArray
+
+    from .._typing import FloatArray
+
+
 # Thresholds: a call runs in parts when its output (or input, the larger) has at least
 # PARALLEL_ELEMENTS elements, or its products at least PARALLEL_FLOPS floating-point operations
 # (about 30 microseconds of one core's GEMM: a region costs 3-15).
@@ -35,11 +46,11 @@ PARALLEL_ELEMENTS = 1 << 15
 PARALLEL_FLOPS = 4e6
 
 
-def _layer():
+def _layer() -> str:
     """'omp' where Numba's OpenMP layer loads (thread-safe: two Python threads may run kernels at
     once), else Numba's default choice."""
     try:
-        from numba.np.ufunc import omppool  # noqa: F401
+        from numba.np.ufunc import omppool  # type: ignore[attr-defined]  # noqa: F401
     except ImportError:
         return "default"
     return "omp"
@@ -49,7 +60,7 @@ def _layer():
 numba.config.THREADING_LAYER = _layer()  # type: ignore[attr-defined]
 
 
-def _from_environment():
+def _from_environment() -> int:
     for name in ("SALIENCY_NUM_THREADS", "OMP_NUM_THREADS", "NUMBA_NUM_THREADS"):
         value = os.environ.get(name, "").strip()
         if value.isdigit() and int(value) >= 1:
@@ -64,7 +75,7 @@ _threads = min(_from_environment(), numba.config.NUMBA_NUM_THREADS)  # type: ign
 _forked = False
 
 
-def _after_fork():
+def _after_fork() -> None:
     global _forked, _threads
     _forked, _threads = True, 1
 
@@ -73,21 +84,21 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork)
 
 
-def get_num_threads():
+def get_num_threads() -> int:
     """The number of threads the kernels use."""
     return _threads
 
 
-def set_num_threads(n):
+def set_num_threads(n: int) -> None:
     """Use n threads for every kernel from now on (at most Numba's pool size,
     numba.config.NUMBA_NUM_THREADS, which `NUMBA_NUM_THREADS` sets before the first import)."""
     global _threads
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
         raise ValueError(f"set_num_threads needs a positive integer, got {n!r}")
-    _threads = 1 if _forked else min(int(n), numba.config.NUMBA_NUM_THREADS)
+    _threads = 1 if _forked else min(int(n), numba.config.NUMBA_NUM_THREADS)  # type: ignore[attr-defined]
 
 
-def parts(n, work, flops=False):
+def parts(n: int, work: float, flops: bool = False) -> int:
     """Into how many parts to cut a range of n items whose call has `work`: elements against
     PARALLEL_ELEMENTS, or with `flops` floating-point operations against PARALLEL_FLOPS. 1 below
     the threshold, else the pool's size (at most n), whatever the threads in use: where the cut
@@ -96,13 +107,13 @@ def parts(n, work, flops=False):
     process). The parts are shared among the threads in use (`run`)."""
     if n < 2 or work < (PARALLEL_FLOPS if flops else PARALLEL_ELEMENTS):
         return 1
-    return min(numba.config.NUMBA_NUM_THREADS, n)
+    return min(numba.config.NUMBA_NUM_THREADS, n)  # type: ignore[attr-defined]
 
 
 _local = threading.local()
 
 
-def region(k):
+def region(k: int) -> AbstractContextManager[None]:
     """`with region(k):` parallel kernels of this thread use at most k threads (and no more than
     the threads in use), and BLAS products one, within the block."""
     k = min(k, _threads)
@@ -112,7 +123,8 @@ def region(k):
     return blas.one_thread()
 
 
-def run(serial, parallel, n, work, *args, flops=False):
+def run(serial: Callable[..., object], parallel: Callable[..., object], n: int, work: float, *args: Any,
+        flops: bool = False) -> None:
     """serial(*args, 0, n) on this thread for a call whose `work` is below its threshold (`parts`);
     else serial on each of k parts of [0, n): through parallel(*args, n, k), a compiled wrapper
     whose `prange(k)` runs serial on each part (`part` gives the ranges), the parts shared among
@@ -129,7 +141,7 @@ def run(serial, parallel, n, work, *args, flops=False):
 
 
 @njit(cache=True, inline="always")
-def part(n, t, k):
+def part(n: int, t: int, k: int) -> tuple[int, int]:
     """(start, stop) of part t of k of [0, n): sizes differ by at most one."""
     return t * n // k, (t + 1) * n // k
 
@@ -141,7 +153,7 @@ def part(n, t, k):
 
 
 @njit(cache=True, nogil=True)
-def _products(a, b, c, lo, hi):
+def _products(a: FloatArray, b: FloatArray, c: FloatArray, lo: int, hi: int) -> None:
     """c[p] = a[p] @ b[p] for the flattened products p in [lo, hi)."""
     B2 = c.shape[1]
     for p in range(lo, hi):
@@ -150,14 +162,14 @@ def _products(a, b, c, lo, hi):
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _products_parallel(a, b, c, n, k):
+def _products_parallel(a: FloatArray, b: FloatArray, c: FloatArray, n: int, k: int) -> None:
     for t in prange(k):
         lo, hi = part(n, t, k)
         _products(a, b, c, lo, hi)
 
 
 @njit(cache=True, nogil=True)
-def _rows(a, b, c, units, lo, hi):
+def _rows(a: FloatArray, b: FloatArray, c: FloatArray, units: int, lo: int, hi: int) -> None:
     """Blocks u in [lo, hi) of `units` blocks of rows: c[..., r0:r1, :] = a[..., r0:r1, :] @ b."""
     for u in range(lo, hi):
         r0, r1 = part(c.shape[2], u, units)
@@ -167,14 +179,14 @@ def _rows(a, b, c, units, lo, hi):
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _rows_parallel(a, b, c, units, n, k):
+def _rows_parallel(a: FloatArray, b: FloatArray, c: FloatArray, units: int, n: int, k: int) -> None:
     for t in prange(k):
         lo, hi = part(n, t, k)
         _rows(a, b, c, units, lo, hi)
 
 
 @njit(cache=True, nogil=True)
-def _columns(a, b, c, units, lo, hi):
+def _columns(a: FloatArray, b: FloatArray, c: FloatArray, units: int, lo: int, hi: int) -> None:
     """Blocks u in [lo, hi) of `units` blocks of columns: c[..., c0:c1] = a @ b[..., c0:c1]."""
     for u in range(lo, hi):
         c0, c1 = part(c.shape[3], u, units)
@@ -184,13 +196,13 @@ def _columns(a, b, c, units, lo, hi):
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _columns_parallel(a, b, c, units, n, k):
+def _columns_parallel(a: FloatArray, b: FloatArray, c: FloatArray, units: int, n: int, k: int) -> None:
     for t in prange(k):
         lo, hi = part(n, t, k)
         _columns(a, b, c, units, lo, hi)
 
 
-def _blas_view(a):
+def _blas_view(a: NDArray[Any]) -> NDArray[Any]:
     """a, or a C-contiguous copy when its last two axes are not a BLAS operand as they are."""
     s, item = a.strides, a.itemsize
     r, c = a.shape[-2], a.shape[-1]
@@ -199,14 +211,14 @@ def _blas_view(a):
     return np.ascontiguousarray(a)
 
 
-def _four(a, batch):
+def _four(a: NDArray[Any], batch: tuple[int, ...]) -> NDArray[Any]:
     """a broadcast to batch + its matrix shape, as 4-D (B1, B2, rows, cols); a view where NumPy can."""
     a = np.broadcast_to(a, batch + a.shape[-2:])
     b2 = batch[-1] if batch else 1
     return a.reshape((math.prod(batch[:-1]), b2) + a.shape[-2:])
 
 
-def matmul(a, b, out=None):
+def matmul(a: ArrayLike, b: ArrayLike, out: NDArray[Any] | None = None) -> NDArray[Any]:
     """np.matmul(a, b, out=out), its products in the pool on one BLAS thread each: cut by
     products, or by the rows (columns) of each when there are fewer products than threads. For
     the operations' matrix products, weight VJPs and the convolutions' GEMM paths."""
@@ -233,7 +245,7 @@ def matmul(a, b, out=None):
     c4 = c.reshape((math.prod(batch[:-1]), batch[-1] if batch else 1, M, N))
     products = c4.shape[0] * c4.shape[1]
     flops = 2.0 * products * M * N * K
-    pool = numba.config.NUMBA_NUM_THREADS
+    pool = numba.config.NUMBA_NUM_THREADS  # type: ignore[attr-defined]
     if products >= 2 * pool or products % pool == 0 or parts(max(M, N), flops, True) == 1:
         run(_products, _products_parallel, products, flops, a4, b4, c4, flops=True)
     else:  # fewer products than the pool has threads: each in blocks of rows (columns), as many as threads

@@ -23,11 +23,17 @@ from `np.asarray(t)`) and written into after later calls; write through the tens
 The derived values are kept while their arrays live, least recently used first out beyond
 BUDGET_BYTES, and are read-only (a caller that changed one would change every later call's).
 """
+from __future__ import annotations
+
 import threading
 import weakref
 from collections import OrderedDict
+from typing import TYPE_CHECKING, Any, Callable, Hashable
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from numpy.typing import NDArray
 
 # Memory the derived values may hold at once; beyond it the least recently used go.
 BUDGET_BYTES = 512 << 20
@@ -43,14 +49,14 @@ _held = [0]   # bytes in _values
 _dead: list[tuple] = []
 
 
-def _root(a):
+def _root(a: NDArray[Any]) -> NDArray[Any]:
     """The array whose memory `a` views (a itself when it owns its memory)."""
     while isinstance(a.base, np.ndarray):
         a = a.base
     return a
 
 
-def bump(a):
+def bump(a: NDArray[Any] | None) -> None:
     """Record an in-place write to `a` (an array or None): the version of its memory goes up, and
     every value derived from it will be computed again."""
     if a is None:
@@ -62,30 +68,34 @@ def bump(a):
         if entry is not None and entry[0]() is root:
             _versions[key] = (entry[0], entry[1] + 1)
         else:
-            _versions[key] = (weakref.ref(root, lambda ref, key=key: _forget_version(key, ref)), 1)
+            _versions[key] = (weakref.ref(root, lambda ref: _forget_version(key, ref)), 1)
 
 
-def _forget_version(key, ref):
+def _forget_version(key: int, ref: weakref.ref[np.ndarray]) -> None:
     # a freed array's id can be reused only after this callback has run, so the entry is its own
     if _versions.get(key, (None,))[0] is ref:
         _versions.pop(key, None)
 
 
-def _version_of_root(root):
+def _version_of_root(root: NDArray[Any]) -> int:
     entry = _versions.get(id(root))
     return entry[1] if entry is not None and entry[0]() is root else 0
 
 
-def version(a):
+def version(a: NDArray[Any]) -> int:
     """How many in-place writes the memory of `a` has had (0 for one never written in place)."""
     return _version_of_root(_root(a))
 
 
 class _Entry:
     __slots__ = ("refs", "versions", "value", "nbytes")
+    refs: tuple[weakref.ref[np.ndarray] | None, ...]
+    versions: tuple[int, ...]
+    value: Any
+    nbytes: int
 
 
-def _identity(a):
+def _identity(a: NDArray[Any] | None) -> tuple[NDArray[Any] | None, tuple[Hashable, ...] | None]:
     """(root, where `a` sits in it) for an array, (None, None) for None."""
     if a is None:
         return None, None
@@ -94,19 +104,19 @@ def _identity(a):
     return root, where
 
 
-def _pop(key):
+def _pop(key: tuple) -> _Entry | None:
     entry = _values.pop(key, None)
     if entry is not None:
         _held[0] -= entry.nbytes
     return entry
 
 
-def _drop_dead():
+def _drop_dead() -> None:
     while _dead:
         _pop(_dead.pop())
 
 
-def derived(name, fn, *arrays):
+def derived(name: str, fn: Callable[..., Any], *arrays: NDArray[Any] | None) -> Any:
     """fn(*arrays) (an array or a tuple of arrays), computed again only when one of `arrays` (each
     an array or None) is a different array or its memory has been written in place since the last
     call with the same `name`. The result is shared between calls: read-only."""
@@ -127,7 +137,7 @@ def derived(name, fn, *arrays):
             raise ValueError(f"derived value {name!r} shares memory with its input; it must be a new array")
         v.flags.writeable = False
     entry = _Entry()
-    entry.refs = tuple(None if root is None else weakref.ref(root, lambda _, key=key: _dead.append(key))
+    entry.refs = tuple(None if root is None else weakref.ref(root, lambda _: _dead.append(key))
                        for root, _ in ids)
     entry.versions, entry.value = now, value
     entry.nbytes = sum(v.nbytes for v in parts)
@@ -143,14 +153,14 @@ def derived(name, fn, *arrays):
     return value
 
 
-def held_bytes():
+def held_bytes() -> int:
     """Bytes the derived values hold now."""
     with _lock:
         _drop_dead()
         return _held[0]
 
 
-def clear():
+def clear() -> None:
     """Forget every derived value (they are computed again at their next use)."""
     with _lock:
         entries = list(_values.values())   # freed after the lock is released

@@ -8,7 +8,10 @@ windows, add windows into a dense map or a larger window, zero the cells outside
 and the adjoints of resampling (upsampling, max pooling) from an output window to the
 input window it reads. `saliency.autograd.patch` builds the engine's cropped VJPs on them.
 """
+from __future__ import annotations
+
 import math
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
@@ -16,9 +19,18 @@ from ._jit import njit
 
 from .pool import _indices as _pool_indices
 
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike, NDArray
+
+    from .._typing import Float64, FloatArray, IntArray
+
+    IndexArray = NDArray[np.int32 | np.int64]  # max-pool indices (`pool.max_pool2d_forward`)
+    Table = tuple[IntArray, IntArray, FloatArray, FloatArray]  # a resampling table (`resize.resize_table`)
+    Tables = tuple[IntArray, IntArray, IntArray, IntArray, Float64]  # box pooling's (`pool.avg_pool2d_tables`)
+
 
 @njit(cache=True)
-def _gather(src, origins, out):
+def _gather(src: NDArray[Any], origins: IntArray, out: NDArray[Any]) -> None:
     """out[k, q] = src[q] on the window at origins[k]; zero outside src's map."""
     K, L, h, w = out.shape
     H, W = src.shape[1], src.shape[2]
@@ -37,7 +49,7 @@ def _gather(src, origins, out):
 
 
 @njit(cache=True)
-def _times_window(g, src, origins, out):
+def _times_window(g: FloatArray, src: NDArray[Any], origins: IntArray, out: FloatArray) -> None:
     """out[k, q] = g[k, q] * src[q] on the window at origins[k] (zero outside src's map). One plain
     loop over the window with the bounds test inside: no row views, no separate zero fill."""
     K, L, h, w = g.shape
@@ -56,7 +68,7 @@ def _times_window(g, src, origins, out):
 
 
 @njit(cache=True)
-def _add(dst, src, offsets):
+def _add(dst: FloatArray, src: FloatArray, offsets: IntArray) -> None:
     """dst[k, q, offsets[k] + (i, j)] += src[k, q, i, j] where that is inside dst."""
     K, L, h, w = src.shape
     H, W = dst.shape[2], dst.shape[3]
@@ -73,7 +85,7 @@ def _add(dst, src, offsets):
 
 
 @njit(cache=True)
-def _clip(data, origins, H, W):
+def _clip(data: FloatArray, origins: IntArray, H: int, W: int) -> None:
     """Zero the cells of each window that fall outside the H x W map."""
     K, L, h, w = data.shape
     for k in range(K):
@@ -93,7 +105,9 @@ def _clip(data, origins, H, W):
 
 
 @njit(cache=True, fastmath={"contract"})
-def _separable_grad(g, origins, origins_in, OH, OW, y0, y1, ly0, ly1, x0, x1, lx0, lx1, dx):
+def _separable_grad(g: FloatArray, origins: IntArray, origins_in: IntArray, OH: int, OW: int, y0: IntArray,
+                    y1: IntArray, ly0: FloatArray, ly1: FloatArray, x0: IntArray, x1: IntArray, lx0: FloatArray,
+                    lx1: FloatArray, dx: FloatArray) -> None:
     """Adjoint of a separable resampling out[R, C] = sum of the four x[y0|y1[R], x0|x1[C]] with weights
     ly0|ly1[R] * lx0|lx1[C], on windows: g at `origins` of the OH x OW output, dx at `origins_in`."""
     K, L, h, w = g.shape
@@ -120,7 +134,7 @@ def _separable_grad(g, origins, origins_in, OH, OW, y0, y1, ly0, ly1, x0, x1, lx
 
 
 @njit(cache=True)
-def _nearest_grad(g, shifts, s, dx):
+def _nearest_grad(g: FloatArray, shifts: IntArray, s: int, dx: FloatArray) -> None:
     """Adjoint of nearest upsampling by s on windows: g[k, q, i, j] goes to dx[k, q, (i + shifts[k, 0]) // s,
     (j + shifts[k, 1]) // s] (cells outside the output map hold zeros, so they need no test)."""
     K, L, h, w = g.shape
@@ -136,7 +150,8 @@ def _nearest_grad(g, shifts, s, dx):
 
 
 @njit(cache=True)
-def _max_pool_grad(g, origins, origins_in, idx, W, dx):
+def _max_pool_grad(g: FloatArray, origins: IntArray, origins_in: IntArray, idx: IndexArray, W: int,
+                   dx: FloatArray) -> None:
     """Adjoint of max pooling on windows: idx (L, OH, OW) flat positions iy*W + ix of the maxima."""
     K, L, h, w = g.shape
     OH, OW = idx.shape[1], idx.shape[2]
@@ -154,7 +169,8 @@ def _max_pool_grad(g, origins, origins_in, idx, W, dx):
 
 
 @njit(cache=True, fastmath={"contract"})
-def _box_grad(g, origins, origins_in, y0, y1, x0, x1, div, dx):
+def _box_grad(g: FloatArray, origins: IntArray, origins_in: IntArray, y0: IntArray, y1: IntArray, x0: IntArray,
+              x1: IntArray, div: FloatArray, dx: FloatArray) -> None:
     """Adjoint of a box pooling (out[R, C] = sum of x over rows y0[R]:y1[R], columns x0[C]:x1[C], divided
     by div[R, C]) on windows: g at `origins` of the output map, dx at `origins_in` of the input's."""
     K, L, h, w = g.shape
@@ -179,7 +195,7 @@ def _box_grad(g, origins, origins_in, y0, y1, x0, x1, div, dx):
 
 
 @njit(cache=True)
-def _support(g, box):
+def _support(g: FloatArray, box: IntArray) -> None:
     """box[k] = (r0, c0, r1, c1), the bounding box of the non-zero cells of g[k] (L, H, W) over all its
     planes (NaN counts as non-zero); (0, 0, 0, 0) for an all-zero g[k]."""
     K, L, H, W = g.shape
@@ -203,12 +219,12 @@ def _support(g, box):
         box[k, 0], box[k, 1], box[k, 2], box[k, 3] = r0, c0, r1, c1
 
 
-def _planes(a):
+def _planes(a: NDArray[Any]) -> NDArray[Any]:
     """(K, *lead, h, w) -> contiguous (K, L, h, w) with L the product of lead."""
     return np.ascontiguousarray(a).reshape(a.shape[0], -1, a.shape[-2], a.shape[-1])
 
 
-def support(g):
+def support(g: FloatArray) -> IntArray:
     """Per seed, the (r0, c0, r1, c1) bounding box (end-exclusive) of the non-zero cells of g (K, *lead,
     H, W) over all lead indices: int64 (K, 4); an all-zero seed gives (0, 0, 0, 0)."""
     g2 = _planes(g)
@@ -217,7 +233,7 @@ def support(g):
     return box
 
 
-def gather(src, origins, size):
+def gather(src: NDArray[Any], origins: IntArray, size: Sequence[int]) -> NDArray[Any]:
     """The windows of `src` (*lead, H, W) at `origins` (K, 2), each `size` = (h, w): (K, *lead, h, w),
     zero where a window leaves the map. Boolean arrays come back as uint8."""
     src = np.ascontiguousarray(src)
@@ -229,7 +245,7 @@ def gather(src, origins, size):
     return out.reshape((len(origins),) + lead + tuple(size))
 
 
-def times_window(g, src, origins):
+def times_window(g: FloatArray, src: NDArray[Any], origins: ArrayLike) -> FloatArray:
     """g (K, *lead, h, w) times the windows of `src` (*lead, H, W) at `origins`, zero outside the map;
     src may be boolean (a mask). One pass, no gathered copy of src."""
     g2 = _planes(g)
@@ -241,14 +257,14 @@ def times_window(g, src, origins):
     return out.reshape(g.shape)
 
 
-def add_into(dst, src, offsets):
+def add_into(dst: FloatArray, src: FloatArray, offsets: ArrayLike) -> FloatArray:
     """dst (K, *lead, H, W) += src (K, *lead, h, w) placed at `offsets` (K, 2); cells outside dst are
     dropped. dst must be C-contiguous; returns it."""
     _add(_planes(dst), _planes(src).astype(dst.dtype, copy=False), np.ascontiguousarray(offsets, np.int64))
     return dst
 
 
-def clip(data, origins, map_size):
+def clip(data: FloatArray, origins: IntArray, map_size: Sequence[int]) -> FloatArray:
     """`data` (K, *lead, h, w), windows at `origins`, with the cells outside the map zeroed (in place
     when `data` is C-contiguous, else in a copy); returns it."""
     data = np.ascontiguousarray(data)
@@ -256,7 +272,8 @@ def clip(data, origins, map_size):
     return data
 
 
-def resample_grad(g, origins, out_size, rows, cols):
+def resample_grad(g: FloatArray, origins: IntArray, out_size: Sequence[int], rows: Table,
+                  cols: Table) -> tuple[FloatArray, IntArray]:
     """Adjoint of a separable resampling on windows. `rows` and `cols` are tables (i0, i1, l0, l1) over
     the output map's rows / columns (source indices and weights). Returns (dx windows, origins_in)."""
     y0, y1, ly0, ly1 = rows
@@ -276,7 +293,7 @@ def resample_grad(g, origins, out_size, rows, cols):
     return dx.reshape(g.shape[:-2] + size), origins_in
 
 
-def nearest_grad(g, origins, scale):
+def nearest_grad(g: FloatArray, origins: IntArray, scale: int) -> tuple[FloatArray, IntArray]:
     """Adjoint of nearest upsampling by `scale` on windows g (K, *lead, h, w) at `origins` of the upsampled
     map: (dx windows, origins_in) of the input map."""
     s = int(scale)
@@ -290,7 +307,8 @@ def nearest_grad(g, origins, scale):
     return dx.reshape(g.shape[:-2] + size), origins_in
 
 
-def max_pool_grad(g, origins, indices, in_width, origins_in, size_in):
+def max_pool_grad(g: FloatArray, origins: IntArray, indices: IndexArray, in_width: int, origins_in: ArrayLike,
+                  size_in: Sequence[int]) -> FloatArray:
     """Adjoint of max pooling on windows: g (K, *lead, h, w) at `origins` of the pooled map, `indices`
     (*lead, OH, OW) of the forward; dx (K, *lead, *size_in) at `origins_in`."""
     g2 = _planes(g)
@@ -300,7 +318,8 @@ def max_pool_grad(g, origins, indices, in_width, origins_in, size_in):
     return dx.reshape(g.shape[:-2] + tuple(size_in))
 
 
-def box_grad(g, origins, tables, origins_in, size_in):
+def box_grad(g: FloatArray, origins: ArrayLike, tables: Tables, origins_in: ArrayLike,
+             size_in: Sequence[int]) -> FloatArray:
     """Adjoint of a box pooling on windows: g (K, *lead, h, w) at `origins` of the pooled map, `tables`
     (y0, y1, x0, x1, div) of the forward (windows clipped to the input, divisors per output cell);
     dx (K, *lead, *size_in) at `origins_in`, which must hold every window that g's cells read."""

@@ -26,7 +26,10 @@ entries 0 and 3 of both a and b swapped: the input VJP reuses the forward's weig
 products reading U[_FLIP[4a + b]] transposed. The weight transform is computed once per version
 of the weight (`weight_tiles`), not per call.
 """
+from __future__ import annotations
+
 import threading
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 from numba import prange
@@ -35,6 +38,14 @@ from ._jit import njit
 
 from . import blas, threads, versions
 
+if TYPE_CHECKING:
+    from numpy.typing import DTypeLike
+
+    from .._typing import FloatArray, IntArray, Shape
+
+    Pair = tuple[int, int]
+
+
 _FASTMATH = {"reassoc", "contract"}
 
 _SWAP = (3, 1, 2, 0)
@@ -42,13 +53,13 @@ _FLIP = tuple(4 * _SWAP[t // 4] + _SWAP[t % 4] for t in range(16))  # entry of G
 
 
 @njit(cache=True, inline="always")
-def _g(a, b, c, half):
+def _g(a: float, b: float, c: float, half: float) -> tuple[float, float, float, float]:
     """G times the column (a, b, c): (a, (a + b + c)/2, (a - b + c)/2, c)."""
     return a, half * (a + b + c), half * (a - b + c), c
 
 
 @njit(cache=True, fastmath=_FASTMATH, nogil=True)
-def _weight_tiles(w, u, lo, hi):
+def _weight_tiles(w: FloatArray, u: FloatArray, lo: int, hi: int) -> None:
     """u[4a + b, o, c] = (G w[o, c] G^T)[a, b] for w (O, C, 3, 3), u (16, O, C), the output
     channels o in [lo, hi)."""
     C = w.shape[1]
@@ -67,20 +78,20 @@ def _weight_tiles(w, u, lo, hi):
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _weight_tiles_parallel(w, u, n, k):
+def _weight_tiles_parallel(w: FloatArray, u: FloatArray, n: int, k: int) -> None:
     for t in prange(k):
         lo, hi = threads.part(n, t, k)
         _weight_tiles(w, u, lo, hi)
 
 
 @njit(cache=True, inline="always")
-def _bt(p0, p1, p2, p3):
+def _bt(p0: float, p1: float, p2: float, p3: float) -> tuple[float, float, float, float]:
     """B^T times the column (p0, p1, p2, p3): (p0 - p2, p1 + p2, p2 - p1, p1 - p3)."""
     return p0 - p2, p1 + p2, p2 - p1, p1 - p3
 
 
 @njit(cache=True, fastmath=_FASTMATH, nogil=True)
-def _input_tiles(x, v, ph, pw, ty0, ty1, TW):
+def _input_tiles(x: FloatArray, v: FloatArray, ph: int, pw: int, ty0: int, ty1: int, TW: int) -> None:
     """v[4a + b, c, t] = (B^T d B)[a, b] for the 4x4 input block d of tile t, over the images of x
     (N, C, H, W) and the tile rows ty0..ty1-1: tile (n, ty, tx) is t = (n*(ty1 - ty0) + ty - ty0)*TW + tx
     and its block starts at input row 2*ty - ph, column 2*tx - pw (positions outside x are zero).
@@ -122,7 +133,7 @@ def _input_tiles(x, v, ph, pw, ty0, ty1, TW):
 
 
 @njit(cache=True, fastmath=_FASTMATH, nogil=True)
-def _output_tiles(m, b, y, ty0, ty1, TW):
+def _output_tiles(m: FloatArray, b: FloatArray, y: FloatArray, ty0: int, ty1: int, TW: int) -> None:
     """y[n, o, 2*ty + i, 2*tx + j] = b[o] + (A^T M A)[i, j] with M[a, b] = m[4a + b, o, t] for the
     tiles t of `_input_tiles` (same numbering); outputs past y's last row or column are dropped."""
     N, O, OH, OW = y.shape
@@ -158,13 +169,13 @@ def _output_tiles(m, b, y, ty0, ty1, TW):
                             y1[ox + 1] = bo + q1 - q2 - q3
 
 
-def _plane_step(shape, itemsize):
+def _plane_step(shape: Sequence[int], itemsize: int) -> int:
     """Elements from one plane of `_planes` to the next: the plane's size rounded up to 4 KiB,
     plus 256 bytes."""
     return (-(-int(np.prod(shape)) * itemsize // 4096) * 4096 + 256) // itemsize
 
 
-def _planes(shape, buffer):
+def _planes(shape: Sequence[int], buffer: FloatArray) -> FloatArray:
     """A (16, *shape) view of the flat `buffer` (at least 16 * _plane_step elements) whose 16
     planes are 256 bytes apart modulo 4 KiB.
 
@@ -180,7 +191,7 @@ def _planes(shape, buffer):
 _workspaces = threading.local()
 
 
-def _workspace(elements, dtype):
+def _workspace(elements: int, dtype: DTypeLike) -> FloatArray:
     """A flat scratch buffer of this thread, kept from call to call (grown when a call needs
     more): fresh buffers of a few megabytes come from the system as untouched pages, and the
     page faults of touching them cost as much as the products of a small layer."""
@@ -194,14 +205,14 @@ def _workspace(elements, dtype):
     return buffer[:elements]
 
 
-def weight_tiles(w):
+def weight_tiles(w: FloatArray) -> FloatArray:
     """The transformed weights U (16, O, C) of w (O, C, 3, 3), read-only: computed once per version
     of w's memory (`versions.derived`), so a map's forward pass and input VJP, and every later map
     until the weight changes, share one transform."""
     return versions.derived("winograd_weight_tiles", _transform_weight, w)
 
 
-def _transform_weight(w):
+def _transform_weight(w: FloatArray) -> FloatArray:
     """U of w, in parts of the output channels on the kernels' threads when the weight is large."""
     u = _planes(w.shape[:2], np.empty(16 * _plane_step(w.shape[:2], w.itemsize), w.dtype))
     threads.run(_weight_tiles, _weight_tiles_parallel, w.shape[0], u.size, w, u)
@@ -214,7 +225,7 @@ BLOCK_BYTES = 1 << 21
 
 
 @njit(cache=True, nogil=True)
-def _blocks(N, TH, rows, lo, hi):
+def _blocks(N: int, TH: int, rows: int, lo: int, hi: int) -> IntArray:
     """The blocks (n0, n1, ty0, ty1) of the tile rows r = n*TH + ty in [lo, hi): tile rows ty0..ty1-1
     of the images n0..n1-1, at most `rows` tile rows each. Whole images in the range share a block,
     as many as `rows` holds; the other tile rows go in blocks of one image."""
@@ -236,7 +247,8 @@ def _blocks(N, TH, rows, lo, hi):
 
 
 @njit(cache=True, nogil=True)
-def _block_tiles(x, u, flip, b, out, v, m, ph, pw, TW, rows, lo, hi):
+def _block_tiles(x: FloatArray, u: FloatArray, flip: bool, b: FloatArray, out: FloatArray, v: FloatArray, m: FloatArray,
+                 ph: int, pw: int, TW: int, rows: int, lo: int, hi: int) -> None:
     """The tile rows [lo, hi) of `_correlate` in blocks (`_blocks`), each with its products called
     from here (blas.NATIVE_GEMM): input tiles into v, the 16 products U[t] @ V[t] (U[_FLIP[t]]^T @
     V[t] with `flip`) into m, output tiles into out. v (16, C, T) and m (16, O, T) hold at
@@ -257,13 +269,14 @@ def _block_tiles(x, u, flip, b, out, v, m, ph, pw, TW, rows, lo, hi):
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _block_tiles_parallel(x, u, flip, b, out, v, m, ph, pw, TW, rows, n, k):
+def _block_tiles_parallel(x: FloatArray, u: FloatArray, flip: bool, b: FloatArray, out: FloatArray, v: FloatArray,
+                          m: FloatArray, ph: int, pw: int, TW: int, rows: int, n: int, k: int) -> None:
     for t in prange(k):
         lo, hi = threads.part(n, t, k)
         _block_tiles(x, u, flip, b, out, v[t], m[t], ph, pw, TW, rows, lo, hi)
 
 
-def _scratch(k, C, O_, T, dtype):
+def _scratch(k: int, C: int, O_: int, T: int, dtype: DTypeLike) -> tuple[FloatArray, FloatArray]:
     """k scratch pairs (v (k, 16, C, T), m (k, 16, O_, T)) in this thread's workspace, the planes
     of each laid out as `_planes` lays them."""
     item = np.dtype(dtype).itemsize
@@ -275,7 +288,7 @@ def _scratch(k, C, O_, T, dtype):
     return v, m
 
 
-def _correlate(x, u, flip, b, out, pad):
+def _correlate(x: FloatArray, u: FloatArray, flip: bool, b: FloatArray, out: FloatArray, pad: Pair) -> FloatArray:
     """out = b + the 3x3 correlation at stride 1 of x with the weight whose transform is u (U[t],
     or with `flip` U[_FLIP[t]]^T: the input VJP's weight), input positions outside x reading as
     zero (a negative pad crops). Blocks of tiles (whole images, or tile rows of one image) of at
@@ -313,13 +326,13 @@ def _correlate(x, u, flip, b, out, pad):
     return out
 
 
-def conv2d_winograd(x, w, b, out_shape, p):
+def conv2d_winograd(x: FloatArray, w: FloatArray, b: FloatArray, out_shape: Shape, p: Pair) -> FloatArray:
     """Forward of a 3x3 convolution at stride 1, dilation 1, groups 1, plus bias."""
     u = weight_tiles(w)
     return _correlate(x, u, False, b, np.empty(out_shape, x.dtype), p)
 
 
-def conv2d_grad_input_winograd(g, w, x_shape, p):
+def conv2d_grad_input_winograd(g: FloatArray, w: FloatArray, x_shape: Shape, p: Pair) -> FloatArray:
     """Input VJP of the same convolution; g is (M, O, OH, OW) with seeds folded into M."""
     u = weight_tiles(w)
     zero = np.zeros(x_shape[1], g.dtype)

@@ -1,7 +1,10 @@
 """`MultiheadAttention`, as PyTorch's: the same constructor, parameters (`in_proj_weight` (3E, E),
 `in_proj_bias`, `out_proj`; `q_proj_weight`, `k_proj_weight`, `v_proj_weight` when kdim or vdim
 differ from embed_dim), masks and return values, so state dicts load and ported code runs."""
+from __future__ import annotations
+
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -12,6 +15,11 @@ from . import init
 from .linear import Linear
 from .module import Module
 from .parameter import Parameter
+
+if TYPE_CHECKING:
+    from numpy.typing import DTypeLike
+
+    from ..autograd.tensor import device as Device
 
 
 class NonDynamicallyQuantizableLinear(Linear):
@@ -24,8 +32,10 @@ class MultiheadAttention(Module):
     concatenated and projected by out_proj. Inputs are (L, N, E), or (N, L, E) with batch_first,
     or unbatched (L, E); `forward` returns (output, attention weights or None) as PyTorch's."""
 
-    def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, add_bias_kv=False, add_zero_attn=False,
-                 kdim=None, vdim=None, batch_first=False, device=None, dtype=None):
+    def __init__(self, embed_dim: int, num_heads: int, dropout: float = 0.0, bias: bool = True,
+                 add_bias_kv: bool = False, add_zero_attn: bool = False, kdim: int | None = None,
+                 vdim: int | None = None, batch_first: bool = False, device: str | Device | None = None,
+                 dtype: DTypeLike | None = None) -> None:
         super().__init__()
         if embed_dim <= 0 or num_heads <= 0:
             raise ValueError(f"embed_dim and num_heads must be greater than 0, got embed_dim={embed_dim} and "
@@ -33,7 +43,7 @@ class MultiheadAttention(Module):
         for flag, name in ((add_bias_kv, "add_bias_kv"), (add_zero_attn, "add_zero_attn")):
             if flag:
                 raise UnsupportedError(f"MultiheadAttention({name}=True) is not supported by saliency; build it "
-                                       f"without {name} (the README lists the supported layers)")
+                                       f"without {name} (docs/your-network.md lists the supported layers)")
         self.embed_dim, self.num_heads, self.dropout, self.batch_first = int(embed_dim), int(num_heads), dropout, \
             batch_first
         self.kdim = self.embed_dim if kdim is None else int(kdim)
@@ -62,7 +72,7 @@ class MultiheadAttention(Module):
         self.add_zero_attn = False
         self._reset_parameters()
 
-    def _reset_parameters(self):
+    def _reset_parameters(self) -> None:
         for w in (self.in_proj_weight, self.q_proj_weight, self.k_proj_weight, self.v_proj_weight):
             if w is not None:
                 init.xavier_uniform_(w)
@@ -70,8 +80,10 @@ class MultiheadAttention(Module):
             init.constant_(self.in_proj_bias, 0.0)
             init.constant_(self.out_proj.bias, 0.0)
 
-    def forward(self, query, key, value, key_padding_mask=None, need_weights=True, attn_mask=None,
-                average_attn_weights=True, is_causal=False):
+    def forward(self, query: Tensor, key: Tensor, value: Tensor,
+                key_padding_mask: Tensor | np.ndarray | None = None, need_weights: bool = True,
+                attn_mask: Tensor | np.ndarray | None = None, average_attn_weights: bool = True,
+                is_causal: bool = False) -> tuple[Tensor, Tensor | None]:
         batched = query.ndim == 3
         if query.ndim not in (2, 3) or key.ndim != query.ndim or value.ndim != query.ndim:
             raise ValueError(f"MultiheadAttention expects query, key and value of 3 dimensions (batched) or 2 "
@@ -112,7 +124,8 @@ class MultiheadAttention(Module):
             return out.squeeze(0), None if weights is None else weights.squeeze(0)
         return (out if self.batch_first else out.transpose(0, 1)), weights
 
-    def _project(self, query, key, value, self_attention):
+    def _project(self, query: Tensor, key: Tensor, value: Tensor,
+                 self_attention: bool) -> tuple[Tensor, Tensor, Tensor]:
         """(q, k, v), each (N, length, E): one product for self-attention, as PyTorch's packed weight."""
         E, b = self.embed_dim, self.in_proj_bias
         bq, bk, bv = (None, None, None) if b is None else (b[:E], b[E:2 * E], b[2 * E:])
@@ -125,7 +138,8 @@ class MultiheadAttention(Module):
             return qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]
         return F.linear(query, w[:E], bq), F.linear(key, w[E:2 * E], bk), F.linear(value, w[2 * E:], bv)
 
-    def _mask(self, attn_mask, key_padding_mask, N, L, S, dtype):
+    def _mask(self, attn_mask: Tensor | np.ndarray | None, key_padding_mask: Tensor | np.ndarray | None,
+              N: int, L: int, S: int, dtype: DTypeLike) -> Tensor | np.ndarray | None:
         """attn_mask ((L, S) or (N * heads, L, S)) plus key_padding_mask ((N, S)), boolean ones (True: left
         out) as -inf: one additive mask broadcasting to (N, heads, L, S), or None."""
         mask = None
@@ -148,11 +162,11 @@ class MultiheadAttention(Module):
         return mask
 
 
-def _as_mask(m):
+def _as_mask(m: Tensor | np.ndarray) -> Tensor | np.ndarray:
     return m._array if isinstance(m, Tensor) and m.dtype.kind != "f" else m
 
 
-def _additive(m, dtype):
+def _additive(m: Tensor | np.ndarray, dtype: DTypeLike) -> Tensor | np.ndarray:
     """A boolean mask (True: left out) as an array of 0 and -inf; a float mask as it is."""
     m = _as_mask(m)
     if isinstance(m, Tensor):

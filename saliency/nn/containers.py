@@ -1,18 +1,24 @@
 """Containers: `Sequential` (modules applied in order), `ModuleList` (modules held in a list) and `ModuleDict`
 (modules held under string keys)."""
+from __future__ import annotations
+
 import collections
 import collections.abc
 import operator
-from typing import Any
+from typing import (TYPE_CHECKING, Any, ItemsView, Iterable, Iterator, KeysView, Mapping, SupportsIndex, ValuesView,
+                    overload)
 
 from ..autograd.rules import record_var
 from .module import Module, _addindent
+
+if TYPE_CHECKING:
+    from typing import Self
 
 
 class _Indexed(Module):
     """What Sequential and ModuleList share: children "0", "1", ... with list-like access."""
 
-    def _index(self, idx):
+    def _index(self, idx: SupportsIndex) -> int:
         n = len(self._modules)
         try:
             i = operator.index(idx)
@@ -23,16 +29,22 @@ class _Indexed(Module):
             raise IndexError(f"index {idx} is out of range for {type(self).__name__} of length {n}")
         return i % n
 
-    def __getitem__(self, idx):
-        if isinstance(idx, slice):
-            return type(self)(collections.OrderedDict(list(self._modules.items())[idx]))
+    @overload
+    def __getitem__(self, idx: slice) -> Self: ...
+
+    @overload
+    def __getitem__(self, idx: SupportsIndex) -> Module: ...
+
+    def __getitem__(self, idx: slice | SupportsIndex) -> Self | Module:
+        if isinstance(idx, slice):  # Sequential takes the OrderedDict (ModuleList overrides this method)
+            return type(self)(collections.OrderedDict(list(self._modules.items())[idx]))  # type: ignore[call-arg]
         return list(self._modules.values())[self._index(idx)]
 
-    def __setitem__(self, idx, module):
+    def __setitem__(self, idx: SupportsIndex, module: Module) -> None:
         key = list(self._modules)[self._index(idx)]
         self.add_module(key, module)
 
-    def __delitem__(self, idx):
+    def __delitem__(self, idx: SupportsIndex | slice) -> None:
         keys = list(self._modules)
         for key in keys[idx] if isinstance(idx, slice) else [keys[self._index(idx)]]:
             del self._modules[key]
@@ -41,22 +53,22 @@ class _Indexed(Module):
             self._modules.clear()
             self._modules.update((str(i), m) for i, m in enumerate(items))
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self._modules)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Module]:
         return iter(self._modules.values())
 
-    def append(self, module):
+    def append(self, module: Module) -> Self:
         self.add_module(str(len(self)), module)
         return self
 
-    def extend(self, modules):
+    def extend(self, modules: Iterable[Module]) -> Self:
         for m in modules:
             self.append(m)
         return self
 
-    def insert(self, index, module):
+    def insert(self, index: int, module: Module) -> Self:
         n = len(self)
         if not -n <= index <= n:
             raise IndexError(f"index {index} is out of range for {type(self).__name__} of length {n}")
@@ -88,7 +100,13 @@ class Sequential(_Indexed):
     # this module, so this one does not name its types)
     _fusion_plan: dict[int, Any] = {}
 
-    def __init__(self, *args):
+    @overload
+    def __init__(self, *args: Module) -> None: ...
+
+    @overload
+    def __init__(self, arg: dict[str, Module], /) -> None: ...
+
+    def __init__(self, *args: Any) -> None:
         super().__init__()
         if len(args) == 1 and isinstance(args[0], dict):
             for name, module in args[0].items():
@@ -97,7 +115,7 @@ class Sequential(_Indexed):
             for i, module in enumerate(args):
                 self.add_module(str(i), module)
 
-    def forward(self, x):
+    def forward(self, x: Any) -> Any:
         modules = list(self._modules.values())
         plan = self._fusion_plan
         i = 0
@@ -121,38 +139,44 @@ class Sequential(_Indexed):
 class ModuleList(_Indexed):
     """Holds modules in a list (registered as "0", "1", ...); it has no forward of its own."""
 
-    def __init__(self, modules=None):
+    def __init__(self, modules: Iterable[Module] | None = None) -> None:
         super().__init__()
         if modules is not None:
             self.extend(modules)
 
-    def forward(self, *args, **kwargs):
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
         raise NotImplementedError("ModuleList has no forward; call its modules yourself")
 
-    def __getitem__(self, idx):
+    @overload
+    def __getitem__(self, idx: slice) -> Self: ...
+
+    @overload
+    def __getitem__(self, idx: SupportsIndex) -> Module: ...
+
+    def __getitem__(self, idx: slice | SupportsIndex) -> Self | Module:
         if isinstance(idx, slice):
             return type(self)(list(self._modules.values())[idx])
         return super().__getitem__(idx)
 
-    def __iadd__(self, modules):
+    def __iadd__(self, modules: Iterable[Module]) -> Self:
         return self.extend(modules)
 
-    def __add__(self, other):
+    def __add__(self, other: Iterable[Module]) -> ModuleList:
         """A new ModuleList of these modules followed by `other`'s (the same module objects)."""
         return ModuleList(list(self) + list(other))
 
-    def pop(self, key):
+    def pop(self, key: SupportsIndex) -> Module:
         """Remove the module at index `key` (children renumbered "0", "1", ...) and return it."""
         module = self[key]
         del self[key]
         return module
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         # runs of identical children print once, as "(0-2): 3 x Linear(...)", as in PyTorch
         reprs = [repr(m) for m in self]
         if not reprs:
             return self._get_name() + "()"
-        blocks = []
+        blocks: list[list[Any]] = []
         for i, r in enumerate(reprs):
             if blocks and blocks[-1][2] == r:
                 blocks[-1][1] = i
@@ -166,56 +190,57 @@ class ModuleDict(Module):
     """Holds modules under string keys, in insertion order, registered as children (a state-dict key reads
     "<key>.weight"); PyTorch's dict methods. It has no forward of its own."""
 
-    def __init__(self, modules=None):
+    def __init__(self, modules: Mapping[str, Module] | Iterable[tuple[str, Module]] | None = None) -> None:
         super().__init__()
         if modules is not None:
             self.update(modules)
 
-    def forward(self, *args, **kwargs):
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
         raise NotImplementedError("ModuleDict has no forward; call its modules yourself")
 
-    def __getitem__(self, key):
+    def __getitem__(self, key: str) -> Module:
         if key not in self._modules:
             raise KeyError(key)
         return self._modules[key]
 
-    def __setitem__(self, key, module):
+    def __setitem__(self, key: str, module: Module) -> None:
         self.add_module(key, module)
 
-    def __delitem__(self, key):
+    def __delitem__(self, key: str) -> None:
         del self._modules[key]
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self._modules)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[str]:
         return iter(self._modules)
 
-    def __contains__(self, key):
+    def __contains__(self, key: object) -> bool:
         return key in self._modules
 
-    def clear(self):
+    def clear(self) -> None:
         """Remove every module."""
         self._modules.clear()
 
-    def pop(self, key):
+    def pop(self, key: str) -> Module:
         """Remove the module under `key` and return it."""
         module = self[key]
         del self[key]
         return module
 
-    def keys(self):
+    def keys(self) -> KeysView[str]:
         return self._modules.keys()
 
-    def items(self):
+    def items(self) -> ItemsView[str, Module]:
         return self._modules.items()
 
-    def values(self):
+    def values(self) -> ValuesView[Module]:
         return self._modules.values()
 
-    def update(self, modules):
+    def update(self, modules: Mapping[str, Module] | Iterable[tuple[str, Module]]) -> None:
         """Add or replace modules from a mapping (ModuleDict, dict, OrderedDict) or an iterable of
         (key, module) pairs, in their order."""
+        pairs: Iterable[Any]
         if isinstance(modules, (ModuleDict, collections.abc.Mapping)):
             pairs = modules.items()
         else:

@@ -1,5 +1,9 @@
 """`Conv2d`: 2-D cross-correlation with PyTorch's weight layout (out, in/groups, kh, kw) and initialisation;
 `ConvTranspose2d`: its adjoint, weight layout (in, out/groups, kh, kw)."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
 
 from . import functional as F
@@ -7,9 +11,17 @@ from . import init
 from .module import Module
 from .parameter import Parameter
 
+if TYPE_CHECKING:
+    from typing import Sequence
 
-def _pair(v, name):
-    v = tuple(v) if isinstance(v, (tuple, list)) else (v, v)
+    from numpy.typing import DTypeLike
+
+    from .._typing import Size
+    from ..autograd.tensor import Tensor
+
+
+def _pair(value: Size | str, name: str) -> tuple[int, ...]:
+    v: tuple[Any, ...] = tuple(value) if isinstance(value, (tuple, list)) else (value, value)
     if len(v) != 2 or not all(isinstance(e, (int, np.integer)) and e >= 0 for e in v):
         raise ValueError(f"{name} must be a non-negative int or a pair of them, got {v!r}")
     return tuple(int(e) for e in v)
@@ -23,8 +35,10 @@ class Conv2d(Module):
     1/sqrt(fan_in)) for the bias, fan_in = in_channels / groups * kh * kw.
     """
 
-    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1,
-                 bias=True, padding_mode="zeros", dtype=None, generator=None):
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: Size, stride: Size = 1,
+                 padding: str | Size = 0, dilation: Size = 1, groups: int = 1, bias: bool = True,
+                 padding_mode: str = "zeros", dtype: DTypeLike | None = None,
+                 generator: np.random.Generator | None = None) -> None:
         super().__init__()
         _set_arguments(self, "", in_channels, out_channels, kernel_size, stride, dilation, groups, padding_mode)
         if padding == "valid":
@@ -43,13 +57,13 @@ class Conv2d(Module):
         init.register_weight_and_bias(self, shape, bias, dtype)
         self.reset_parameters(generator)
 
-    def reset_parameters(self, generator=None):
+    def reset_parameters(self, generator: np.random.Generator | None = None) -> None:
         init.default_weight_and_bias_(self.weight, self.bias, generator)
 
-    def forward(self, input):
+    def forward(self, input: Tensor) -> Tensor:
         return F.conv2d(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
 
-    def extra_repr(self):
+    def extra_repr(self) -> str:
         return _conv_repr(self)
 
 
@@ -65,8 +79,10 @@ class ConvTranspose2d(Module):
     * kh * kw.
     """
 
-    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, output_padding=0, groups=1,
-                 bias=True, dilation=1, padding_mode="zeros", dtype=None, generator=None):
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: Size, stride: Size = 1, padding: Size = 0,
+                 output_padding: Size = 0, groups: int = 1, bias: bool = True, dilation: Size = 1,
+                 padding_mode: str = "zeros", dtype: DTypeLike | None = None,
+                 generator: np.random.Generator | None = None) -> None:
         super().__init__()
         _set_arguments(self, " by ConvTranspose2d", in_channels, out_channels, kernel_size, stride, dilation, groups,
                        padding_mode)
@@ -79,10 +95,10 @@ class ConvTranspose2d(Module):
             self.bias = Parameter(np.empty(self.out_channels, dtype=self.weight.dtype))
         self.reset_parameters(generator)
 
-    def reset_parameters(self, generator=None):
+    def reset_parameters(self, generator: np.random.Generator | None = None) -> None:
         init.default_weight_and_bias_(self.weight, self.bias, generator)
 
-    def _output_padding(self, input, output_size):
+    def _output_padding(self, input: Tensor, output_size: Sequence[int] | None) -> tuple[int, ...]:
         """self.output_padding, or the one that makes the output `output_size` ((H, W) or (N, C, H, W))."""
         if output_size is None:
             return self.output_padding
@@ -100,15 +116,16 @@ class ConvTranspose2d(Module):
                              f"{list(hi)} (for an input of {tuple(input.shape[-2:])})")
         return tuple(n - a for n, a in zip(size, lo))
 
-    def forward(self, input, output_size=None):
+    def forward(self, input: Tensor, output_size: Sequence[int] | None = None) -> Tensor:
         return F.conv_transpose2d(input, self.weight, self.bias, self.stride, self.padding,
                                   self._output_padding(input, output_size), self.groups, self.dilation)
 
-    def extra_repr(self):
+    def extra_repr(self) -> str:
         return _conv_repr(self)
 
 
-def _set_arguments(conv, where, in_channels, out_channels, kernel_size, stride, dilation, groups, padding_mode):
+def _set_arguments(conv: Conv2d | ConvTranspose2d, where: str, in_channels: int, out_channels: int, kernel_size: Size,
+                   stride: Size, dilation: Size, groups: int, padding_mode: str) -> None:
     """Check and store the arguments both convolutions share (`where` ends the padding_mode error)."""
     if padding_mode != "zeros":
         raise ValueError(f"padding_mode {padding_mode!r} is not supported{where}; use 'zeros'")
@@ -121,7 +138,7 @@ def _set_arguments(conv, where, in_channels, out_channels, kernel_size, stride, 
     conv.dilation = _pair(dilation, "dilation")
 
 
-def _conv_repr(conv):
+def _conv_repr(conv: Conv2d | ConvTranspose2d) -> str:
     """PyTorch's extra_repr of a convolution: the arguments that differ from their defaults."""
     text = f"{conv.in_channels}, {conv.out_channels}, kernel_size={conv.kernel_size}, stride={conv.stride}"
     if conv.padding != (0, 0):

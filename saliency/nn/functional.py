@@ -2,7 +2,10 @@
 
 Arguments are Tensors (arrays are accepted where noted); results are Tensors on the graph.
 """
+from __future__ import annotations
+
 import warnings
+from typing import TYPE_CHECKING, NoReturn, Sequence
 
 import numpy as np
 
@@ -12,26 +15,34 @@ from ..autograd.errors import LayerInputError, unsupported
 from ..autograd.ops.linalg import Linear
 from ..autograd.tensor import Tensor
 
+if TYPE_CHECKING:
+    from .._typing import Size
+    from ..autograd.api import interpolate  # one of _ops, bound above at run time
+    from ..autograd.tensor import TensorLike
+
 # The op functions declared for this surface in saliency/autograd/api.py (F.relu, F.conv2d, ...);
 # the layer-level functions below (linear, dropout, softmax's legacy dim) are this module's own.
 _ops = exported("F")
 globals().update(_ops)
 
 
-def upsample(input, size=None, scale_factor=None, mode="nearest", align_corners=None):
+def upsample(input: TensorLike, size: Size | None = None, scale_factor: float | Sequence[float] | None = None,
+             mode: str = "nearest", align_corners: bool | None = None) -> Tensor:
     """Deprecated in PyTorch (with a warning): interpolate(input, size, scale_factor, mode, align_corners)."""
     warnings.warn("nn.functional.upsample is deprecated. Use nn.functional.interpolate instead.", stacklevel=2)
     return interpolate(input, size, scale_factor, mode, align_corners)  # noqa: F821 (from _ops)
 
 
-def upsample_nearest(input, size=None, scale_factor=None):
+def upsample_nearest(input: TensorLike, size: Size | None = None,
+                     scale_factor: float | Sequence[float] | None = None) -> Tensor:
     """Deprecated in PyTorch (with a warning): interpolate(input, size, scale_factor, mode='nearest')."""
     warnings.warn("nn.functional.upsample_nearest is deprecated. Use nn.functional.interpolate instead.",
                   stacklevel=2)
     return interpolate(input, size, scale_factor, mode="nearest")  # noqa: F821
 
 
-def upsample_bilinear(input, size=None, scale_factor=None):
+def upsample_bilinear(input: TensorLike, size: Size | None = None,
+                      scale_factor: float | Sequence[float] | None = None) -> Tensor:
     """Deprecated in PyTorch (with a warning): interpolate(input, size, scale_factor, mode='bilinear',
     align_corners=True)."""
     warnings.warn("nn.functional.upsample_bilinear is deprecated. Use nn.functional.interpolate instead.",
@@ -39,17 +50,17 @@ def upsample_bilinear(input, size=None, scale_factor=None):
     return interpolate(input, size, scale_factor, mode="bilinear", align_corners=True)  # noqa: F821
 
 
-def _tensor(x):
+def _tensor(x: TensorLike) -> Tensor:
     return x if isinstance(x, Tensor) else Tensor(x)
 
 
-def _softmax_dim(name, ndim, stacklevel):
+def _softmax_dim(name: str, ndim: int, stacklevel: int) -> int:
     warnings.warn(f"implicit dimension choice for {name} has been deprecated; pass dim= explicitly",
                   UserWarning, stacklevel=stacklevel)
     return 0 if ndim in (0, 1, 3) else 1
 
 
-def softmax(input, dim=None):
+def softmax(input: TensorLike, dim: int | None = None) -> Tensor:
     """exp(x) / sum(exp(x)) along `dim` (without dim, PyTorch's legacy choice and a warning)."""
     input = _tensor(input)
     if dim is None:
@@ -57,7 +68,7 @@ def softmax(input, dim=None):
     return input.softmax(dim)
 
 
-def log_softmax(input, dim=None):
+def log_softmax(input: TensorLike, dim: int | None = None) -> Tensor:
     """log(softmax(x)) along `dim`, computed stably."""
     input = _tensor(input)
     if dim is None:
@@ -65,7 +76,7 @@ def log_softmax(input, dim=None):
     return input.log_softmax(dim)
 
 
-def linear(input, weight, bias=None):
+def linear(input: TensorLike, weight: TensorLike, bias: TensorLike | None = None) -> Tensor:
     """input @ weight.T + bias, with weight of shape (out_features, in_features)."""
     input = _tensor(input)
     weight = _tensor(weight)
@@ -86,7 +97,8 @@ def linear(input, weight, bias=None):
     return out if bias is None else out + bias
 
 
-def dropout(input, p=0.5, training=True, inplace=False, generator=None):
+def dropout(input: TensorLike, p: float = 0.5, training: bool = True, inplace: bool = False,
+            generator: np.random.Generator | None = None) -> Tensor:
     """Zero each element with probability p and scale the rest by 1 / (1 - p) (inverted dropout);
     the identity when not training. The mask is drawn from `generator`, else from the generator
     that `saliency.manual_seed` resets. `inplace` is accepted for compatibility and ignored."""
@@ -103,7 +115,8 @@ def dropout(input, p=0.5, training=True, inplace=False, generator=None):
     return input * (keep.astype(input.dtype) * input.dtype.type(1.0 / (1.0 - p)))
 
 
-def dropout2d(input, p=0.5, training=True, inplace=False, generator=None):
+def dropout2d(input: TensorLike, p: float = 0.5, training: bool = True, inplace: bool = False,
+              generator: np.random.Generator | None = None) -> Tensor:
     """Zero whole channels: each (sample, channel) plane of (N, C, H, W) with probability p, the rest scaled
     by 1 / (1 - p); the identity when not training. As PyTorch (with its warnings), a 3-D input is (N, C, L)
     and a 2-D one (N, C). The mask is drawn from `generator`, else from the generator that
@@ -132,10 +145,10 @@ def dropout2d(input, p=0.5, training=True, inplace=False, generator=None):
 
 
 __all__ = sorted(set(_ops) | {"dropout", "linear", "log_softmax", "softmax", "upsample", "upsample_bilinear",
-                                "upsample_nearest"})
+                              "upsample_nearest"})
 
 
-def __getattr__(name):
+def __getattr__(name: str) -> NoReturn:
     # reached only for names this module lacks: a PyTorch function that ported code asks for
     if name.startswith("_"):
         raise AttributeError(f"module 'saliency.nn.functional' has no attribute '{name}'")

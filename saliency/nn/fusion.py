@@ -68,7 +68,8 @@ def _integer_scale(scale_factor):
         if len(scale_factor) != 2 or scale_factor[0] != scale_factor[1]:
             return 0
         scale_factor = scale_factor[0]
-    if isinstance(scale_factor, bool) or not isinstance(scale_factor, (int, float)) or scale_factor != int(scale_factor):
+    if (isinstance(scale_factor, bool) or not isinstance(scale_factor, (int, float))
+            or scale_factor != int(scale_factor)):
         return 0
     return int(scale_factor)
 

@@ -12,8 +12,11 @@ Our nodes have one output each, so several tensors share one *gate* node: the fi
 through the gate itself and every other one through a small `_Carry` node that hands its
 gradient to the gate (and sends zeros along the graph edge that makes the gate wait for it).
 """
+from __future__ import annotations
+
 import itertools
 import warnings
+from typing import Any, Callable, Literal, Sequence
 
 import numpy as np
 
@@ -25,21 +28,26 @@ from ..autograd.tensor import Tensor
 
 _next_id = itertools.count().__next__
 
+# a gradient array, or None where a tensor got none
+_Grads = list[Any]
+# the Module whose hooks these are (not named: module.py imports this one)
+_Module = Any
+
 
 class RemovableHandle:
     """Returned by `register_*_hook`; `.remove()` unregisters the hook (also usable as a context manager)."""
 
-    def __init__(self, hooks):
+    def __init__(self, hooks: dict[int, Any]) -> None:
         self._hooks = hooks
         self.id = _next_id()
 
-    def remove(self):
+    def remove(self) -> None:
         self._hooks.pop(self.id, None)
 
-    def __enter__(self):
+    def __enter__(self) -> RemovableHandle:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> Literal[False]:
         self.remove()
         return False
 
@@ -54,23 +62,24 @@ class _Gate(Function):
     rule = rules.ROUTE
     window_rule = whole_window  # a hook may return any gradient
 
-    def forward(self, first, *rest, on_grads, materialize):
+    def forward(self, first: np.ndarray, *rest: np.ndarray, on_grads: Callable[[_Grads], _Grads],
+                materialize: bool) -> np.ndarray:
         self.on_grads, self.materialize = on_grads, materialize
-        self.stash = {}
+        self.stash: dict[int | str, np.ndarray] = {}
         self.shapes = [(a.shape, a.dtype) for a in (first, *rest)]
         return first
 
-    def backward(self, g):
+    def backward(self, g: np.ndarray) -> tuple[np.ndarray | None, ...]:
         stash, self.stash = self.stash, {}
         seed_ndim = g.ndim - len(self.out_shape)
         # g is the carries' zeros object itself when the first tensor got no gradient of its own
-        grads = [None if g is stash.get("zeros") else g] + [stash.get(i) for i in range(1, len(self.shapes))]
+        grads: _Grads = [None if g is stash.get("zeros") else g] + [stash.get(i) for i in range(1, len(self.shapes))]
         if self.materialize:
             grads = [np.zeros(g.shape[:seed_ndim] + shape, dtype=dtype) if gi is None else gi
                      for gi, (shape, dtype) in zip(grads, self.shapes)]
         return tuple(self.on_grads(grads))
 
-    def name(self):
+    def name(self) -> str:
         return "BackwardHookFunctionBackward"
 
 
@@ -84,11 +93,11 @@ class _Carry(Function):
     rule = rules.ROUTE
     window_rule = whole_window
 
-    def forward(self, carrier, *, data, gate, index):
+    def forward(self, carrier: np.ndarray, *, data: np.ndarray, gate: _Gate, index: int) -> np.ndarray:
         self.gate, self.index = gate, index
         return data
 
-    def backward(self, g):
+    def backward(self, g: np.ndarray) -> tuple[np.ndarray | None]:
         stash = self.gate.stash
         prev = stash.get(self.index)
         stash[self.index] = g if prev is None else prev + g
@@ -98,11 +107,12 @@ class _Carry(Function):
         stash["zeros"] = np.zeros(g.shape[:seed_ndim] + self.gate.out_shape, dtype=self.gate.out_dtype)
         return (stash["zeros"],)
 
-    def name(self):
+    def name(self) -> str:
         return "BackwardHookFunctionBackward"
 
 
-def _through_gate(tensors, on_grads, materialize):
+def _through_gate(tensors: Sequence[Tensor], on_grads: Callable[[_Grads], _Grads],
+                  materialize: bool) -> list[Tensor]:
     """The tensors passed through one gate node (in the same order)."""
     first = _Gate.apply(*tensors, on_grads=on_grads, materialize=materialize)
     gate = first.grad_fn
@@ -112,28 +122,28 @@ def _through_gate(tensors, on_grads, materialize):
     return out
 
 
-def _as_tensor(g):
+def _as_tensor(g: np.ndarray | None) -> Tensor | None:
     return None if g is None else Tensor._make(g, False, None)
 
 
 class BackwardHook:
     """One module call's full backward hooks: set up on its inputs and outputs, fired on backward."""
 
-    def __init__(self, module, hooks, pre_hooks):
+    def __init__(self, module: _Module, hooks: list[Callable[..., Any]], pre_hooks: list[Callable[..., Any]]) -> None:
         self.module = module
         self.hooks = hooks
         self.pre_hooks = pre_hooks
-        self.grad_outputs = None
+        self.grad_outputs: tuple[Tensor | None, ...] | None = None
         self.n_inputs = 0
-        self.input_index = None  # positions of the tensor inputs that require grad, or None
+        self.input_index: list[int] | None = None  # positions of the tensor inputs that require grad, or None
         self.n_outputs = 0
-        self.output_index = None
+        self.output_index: list[int] | None = None
 
     @staticmethod
-    def _differentiable(args):
+    def _differentiable(args: Sequence[Any]) -> list[int]:
         return [i for i, a in enumerate(args) if isinstance(a, Tensor) and a.requires_grad]
 
-    def setup_input_hook(self, args):
+    def setup_input_hook(self, args: tuple[Any, ...]) -> tuple[Any, ...]:
         self.n_inputs = len(args)
         index = self._differentiable(args)
         if not index or not is_grad_enabled():
@@ -141,7 +151,7 @@ class BackwardHook:
         self.input_index = index
         return self._replace(args, index, self._on_input_grads, True)
 
-    def setup_output_hook(self, result):
+    def setup_output_hook(self, result: Any) -> Any:
         single = not isinstance(result, (tuple, list))
         outputs = (result,) if single else tuple(result)
         self.n_outputs = len(outputs)
@@ -157,21 +167,23 @@ class BackwardHook:
         return outputs[0] if single else type(result)(outputs)
 
     @staticmethod
-    def _replace(args, index, on_grads, materialize):
+    def _replace(args: Sequence[Any], index: list[int], on_grads: Callable[[_Grads], _Grads],
+                 materialize: bool) -> tuple[Any, ...]:
         passed = _through_gate([args[i] for i in index], on_grads, materialize)
         items = list(args)
         for i, t in zip(index, passed):
             items[i] = t
         return tuple(items)
 
-    def _pack(self, index, grads, n):
-        packed = [None] * n
+    def _pack(self, index: list[int], grads: _Grads, n: int) -> tuple[Tensor | None, ...]:
+        packed: list[Tensor | None] = [None] * n
         for i, g in zip(index, grads):
             packed[i] = _as_tensor(g)
         return tuple(packed)
 
-    def _on_output_grads(self, grads):
+    def _on_output_grads(self, grads: _Grads) -> _Grads:
         name = type(self.module).__name__
+        assert self.output_index is not None  # this gate is only set up on outputs that require grad
         self.grad_outputs = self._pack(self.output_index, grads, self.n_outputs)
         for hook in self.pre_hooks:
             out = hook(self.module, self.grad_outputs)
@@ -190,11 +202,12 @@ class BackwardHook:
             self.grad_outputs = None
         return grads
 
-    def _on_input_grads(self, grads):
+    def _on_input_grads(self, grads: _Grads) -> _Grads:
         if self.grad_outputs is None:
             # the gradient reached the inputs without passing through the outputs (as PyTorch: no call)
             return grads
         name = type(self.module).__name__
+        assert self.input_index is not None  # this gate is only set up on inputs that require grad
         res = self._pack(self.input_index, grads, self.n_inputs)
         for hook in self.hooks:
             out = hook(self.module, res, self.grad_outputs)
@@ -204,7 +217,7 @@ class BackwardHook:
         return _unpack(res, self.input_index, grads, f"backward hook of {name}")
 
 
-def _check_tuple(out, n, what, who):
+def _check_tuple(out: Any, n: int, what: str, who: str) -> tuple[Any, ...]:
     if not isinstance(out, (tuple, list)):
         out = (out,)
     if len(out) != n:
@@ -213,9 +226,9 @@ def _check_tuple(out, n, what, who):
     return tuple(out)
 
 
-def _unpack(values, index, like, who):
+def _unpack(values: Sequence[Any], index: list[int], like: _Grads, who: str) -> _Grads:
     """Arrays for the gate from a (possibly replaced) tuple of Tensors: one per differentiable tensor."""
-    grads = []
+    grads: _Grads = []
     for i, old in zip(index, like):
         v = values[i]
         if v is None:

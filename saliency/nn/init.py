@@ -4,21 +4,31 @@ Each function takes an optional `generator` (an `np.random.Generator`); without 
 the generator that `saliency.manual_seed` resets (never from NumPy's global state). Within
 `skipped()` they leave tensors as allocated.
 """
+from __future__ import annotations
+
 import contextlib
 import contextvars
 import math
 import warnings
+from typing import TYPE_CHECKING, Iterator
 
 import numpy as np
 
 from ..autograd import rng
+
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike, DTypeLike
+
+    from .._typing import Shape
+    from ..autograd.tensor import Tensor
+    from .module import Module
 
 
 _skipping = contextvars.ContextVar("saliency.init_skipped", default=False)
 
 
 @contextlib.contextmanager
-def skipped():
+def skipped() -> Iterator[None]:
     """Within it (in this thread or task) the initialisers leave every tensor as allocated, its
     memory unwritten and no random numbers drawn: for building a model whose parameters and
     buffers a strict `load_state_dict` fills at once. The building is quicker, and memory never
@@ -30,7 +40,7 @@ def skipped():
         _skipping.reset(token)
 
 
-def _fill(tensor, values):
+def _fill(tensor: Tensor, values: ArrayLike) -> Tensor:
     """Write `values` into the tensor's array in place (outside the graph, as PyTorch's init does)."""
     if not _skipping.get():
         tensor._array[...] = values
@@ -38,7 +48,7 @@ def _fill(tensor, values):
     return tensor
 
 
-def calculate_gain(nonlinearity, param=None):
+def calculate_gain(nonlinearity: str, param: float | None = None) -> float:
     """The recommended gain for a nonlinearity: 1 for linear/conv/sigmoid, 5/3 for tanh, sqrt(2) for
     relu, sqrt(2 / (1 + slope^2)) for leaky_relu (slope `param`, default 0.01), 3/4 for selu."""
     if nonlinearity in ("linear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
@@ -62,7 +72,7 @@ def calculate_gain(nonlinearity, param=None):
                      f"relu, leaky_relu, selu")
 
 
-def _calculate_fan_in_and_fan_out(tensor):
+def _calculate_fan_in_and_fan_out(tensor: Tensor) -> tuple[int, int]:
     """fan_in = shape[1] * receptive field, fan_out = shape[0] * receptive field (weight layout (out, in, ...))."""
     shape = tensor.shape
     if len(shape) < 2:
@@ -72,28 +82,30 @@ def _calculate_fan_in_and_fan_out(tensor):
     return shape[1] * receptive, shape[0] * receptive
 
 
-def _calculate_correct_fan(tensor, mode):
+def _calculate_correct_fan(tensor: Tensor, mode: str) -> int:
     if mode not in ("fan_in", "fan_out"):
         raise ValueError(f"mode {mode!r} not supported, please use one of fan_in, fan_out")
     fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
     return fan_in if mode == "fan_in" else fan_out
 
 
-def uniform_(tensor, a=0.0, b=1.0, generator=None):
+def uniform_(tensor: Tensor, a: float = 0.0, b: float = 1.0, generator: np.random.Generator | None = None) -> Tensor:
     """Fill with samples from U(a, b)."""
     if _skipping.get():
         return tensor
     return _fill(tensor, rng.generator(generator).uniform(a, b, tensor.shape))
 
 
-def normal_(tensor, mean=0.0, std=1.0, generator=None):
+def normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0,
+            generator: np.random.Generator | None = None) -> Tensor:
     """Fill with samples from N(mean, std^2)."""
     if _skipping.get():
         return tensor
     return _fill(tensor, rng.generator(generator).normal(mean, std, tensor.shape))
 
 
-def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
+def trunc_normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, a: float = -2.0, b: float = 2.0,
+                  generator: np.random.Generator | None = None) -> Tensor:
     """Fill with samples from N(mean, std^2) restricted to [a, b] (a and b are values, not
     multiples of std, as in PyTorch): where the interval holds most of the distribution (as in
     every initialisation that uses it, std 0.02 within +-2), draws from N(mean, std^2) with the
@@ -121,11 +133,11 @@ def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
     return _fill(tensor, np.clip(values, a, b))
 
 
-def _normal_cdf(z):
+def _normal_cdf(z: float) -> float:
     return 0.5 * (1.0 + math.erf(z / math.sqrt(2.0)))
 
 
-def _erfinv(y):
+def _erfinv(y: ArrayLike) -> np.ndarray:
     """Inverse error function of an array in (-1, 1): an initial guess refined by Newton steps on
     erf (vectorised math.erf), accurate to float64 rounding."""
     y = np.asarray(y, dtype=np.float64)
@@ -138,26 +150,27 @@ def _erfinv(y):
     return x
 
 
-def constant_(tensor, val):
+def constant_(tensor: Tensor, val: float) -> Tensor:
     return _fill(tensor, val)
 
 
-def zeros_(tensor):
+def zeros_(tensor: Tensor) -> Tensor:
     return _fill(tensor, 0)
 
 
-def ones_(tensor):
+def ones_(tensor: Tensor) -> Tensor:
     return _fill(tensor, 1)
 
 
-def _empty(tensor):
+def _empty(tensor: Tensor) -> bool:
     if 0 in tensor.shape:
         warnings.warn("initializing a zero-element tensor is a no-op", UserWarning, stacklevel=3)
         return True
     return False
 
 
-def kaiming_uniform_(tensor, a=0.0, mode="fan_in", nonlinearity="leaky_relu", generator=None):
+def kaiming_uniform_(tensor: Tensor, a: float = 0.0, mode: str = "fan_in", nonlinearity: str = "leaky_relu",
+                     generator: np.random.Generator | None = None) -> Tensor:
     """He et al. (2015): U(-bound, bound) with bound = gain * sqrt(3 / fan). PyTorch's Linear and
     Conv2d use a=sqrt(5), which gives bound = 1 / sqrt(fan_in)."""
     if _empty(tensor):
@@ -167,7 +180,8 @@ def kaiming_uniform_(tensor, a=0.0, mode="fan_in", nonlinearity="leaky_relu", ge
     return uniform_(tensor, -bound, bound, generator)
 
 
-def kaiming_normal_(tensor, a=0.0, mode="fan_in", nonlinearity="leaky_relu", generator=None):
+def kaiming_normal_(tensor: Tensor, a: float = 0.0, mode: str = "fan_in", nonlinearity: str = "leaky_relu",
+                    generator: np.random.Generator | None = None) -> Tensor:
     """He et al. (2015): N(0, std^2) with std = gain / sqrt(fan)."""
     if _empty(tensor):
         return tensor
@@ -175,20 +189,21 @@ def kaiming_normal_(tensor, a=0.0, mode="fan_in", nonlinearity="leaky_relu", gen
     return normal_(tensor, 0.0, std, generator)
 
 
-def xavier_uniform_(tensor, gain=1.0, generator=None):
+def xavier_uniform_(tensor: Tensor, gain: float = 1.0, generator: np.random.Generator | None = None) -> Tensor:
     """Glorot & Bengio (2010): U(-a, a) with a = gain * sqrt(6 / (fan_in + fan_out))."""
     fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
     bound = gain * math.sqrt(6.0 / float(fan_in + fan_out))
     return uniform_(tensor, -bound, bound, generator)
 
 
-def xavier_normal_(tensor, gain=1.0, generator=None):
+def xavier_normal_(tensor: Tensor, gain: float = 1.0, generator: np.random.Generator | None = None) -> Tensor:
     """Glorot & Bengio (2010): N(0, std^2) with std = gain * sqrt(2 / (fan_in + fan_out))."""
     fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
     return normal_(tensor, 0.0, gain * math.sqrt(2.0 / float(fan_in + fan_out)), generator)
 
 
-def default_weight_and_bias_(weight, bias=None, generator=None):
+def default_weight_and_bias_(weight: Tensor, bias: Tensor | None = None,
+                             generator: np.random.Generator | None = None) -> None:
     """PyTorch's default for Linear and Conv2d: weight by kaiming_uniform_ with a=sqrt(5) (that is,
     U(-1/sqrt(fan_in), 1/sqrt(fan_in))), bias from the same uniform distribution."""
     kaiming_uniform_(weight, a=math.sqrt(5), generator=generator)
@@ -198,7 +213,8 @@ def default_weight_and_bias_(weight, bias=None, generator=None):
         uniform_(bias, -bound, bound, generator)
 
 
-def register_weight_and_bias(module, weight_shape, bias=True, dtype=None):
+def register_weight_and_bias(module: Module, weight_shape: Shape, bias: bool = True,
+                             dtype: DTypeLike | None = None) -> None:
     """Give a Linear- or Conv2d-like `module` an uninitialised `weight` of `weight_shape` and a `bias`
     (one per output, weight_shape[0], or None); `reset_parameters` fills them."""
     from .parameter import Parameter

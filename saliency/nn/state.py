@@ -1,11 +1,17 @@
 """State dicts: a module's parameters and persistent buffers under PyTorch's dotted key names."""
+from __future__ import annotations
+
 import collections
 import collections.abc
+from typing import Any, Mapping
 
 import numpy as np
 
 from ..autograd.grad_mode import no_grad
 from ..autograd.tensor import Tensor
+
+# the functions take a Module, which they do not name: module.py imports this one
+_Module = Any
 
 
 class IncompatibleKeys(collections.namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])):
@@ -13,7 +19,7 @@ class IncompatibleKeys(collections.namedtuple("IncompatibleKeys", ["missing_keys
 
     __slots__ = ()
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         if not self.missing_keys and not self.unexpected_keys:
             return "<All keys matched successfully>"
         return super().__repr__()
@@ -21,7 +27,7 @@ class IncompatibleKeys(collections.namedtuple("IncompatibleKeys", ["missing_keys
     __str__ = __repr__
 
 
-def _local_state(module):
+def _local_state(module: _Module) -> list[tuple[str, Tensor]]:
     """This module's own (name, tensor) pairs that belong in a state dict, in registration order."""
     items = [(n, p) for n, p in module._parameters.items() if p is not None]
     items += [(n, b) for n, b in module._buffers.items()
@@ -29,10 +35,10 @@ def _local_state(module):
     return items
 
 
-def state_dict(module, prefix="", keep_vars=False):
+def state_dict(module: _Module, prefix: str = "", keep_vars: bool = False) -> dict[str, Any]:
     """Module by module, depth first: own parameters, own buffers, then children (PyTorch's order).
     A parameter shared by two modules appears under both names, as in PyTorch."""
-    out = {}
+    out: dict[str, Any] = {}
     stack = [(prefix, module)]
     while stack:
         pre, mod = stack.pop()
@@ -43,7 +49,7 @@ def state_dict(module, prefix="", keep_vars=False):
     return out
 
 
-def _as_array(value, key, target):
+def _as_array(value: Any, key: str, target: np.ndarray) -> np.ndarray:
     """`value` as an ndarray for `target`; TypeError for anything but numbers, and for integer or bool
     values meant for a floating-point tensor (weights stored as integers are a mistake, not data)."""
     if isinstance(value, Tensor):
@@ -63,13 +69,15 @@ def _as_array(value, key, target):
     return arr
 
 
-def load_state_dict(module, state, strict=True):
+def load_state_dict(module: _Module, state: Mapping[str, Any], strict: bool = True) -> IncompatibleKeys:
     if not isinstance(state, collections.abc.Mapping):
         raise TypeError(f"expected a mapping from key to array for state_dict, got {type(state).__name__}")
     odd = next((k for k in state if not isinstance(k, str)), None)
     if odd is not None:
         raise TypeError(f"state_dict keys must be strings, got {type(odd).__name__} {odd!r}")
-    missing, unexpected, errors = [], [], []
+    missing: list[str] = []
+    unexpected: list[str] = []
+    errors: list[str] = []
     stack = [("", module)]
     with no_grad():
         while stack:
@@ -103,7 +111,7 @@ def load_state_dict(module, state, strict=True):
     return IncompatibleKeys(missing, unexpected)
 
 
-def _copy_into(target, value):
+def _copy_into(target: Tensor, value: np.ndarray) -> None:
     """Copy `value` into `target`'s array in place (cast to its dtype), keeping the Tensor object."""
     if target._array.flags.writeable:
         target._array[...] = value

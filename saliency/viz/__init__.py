@@ -20,7 +20,8 @@ first), to draw on a panel without relying on the order of fig.axes. Panels with
 `Preprocess` turns an image file into a network's input as torchvision's transforms do (resize,
 centre crop, mean and std) and gives the crop the network saw, to draw its maps over.
 `value_panels` draws maps that are values in a unit (a radius in pixels, a depth in metres), each
-with a colour bar labelled with that unit, optionally over the image. Errors are VizError (a ValueError), ImageError for unreadable image files.
+with a colour bar labelled with that unit, optionally over the image. Errors are VizError (a ValueError),
+ImageError for unreadable image files.
 """
 from .curves import deletion_insertion_figure, evaluation_figure
 from .errors import ImageError, VizError

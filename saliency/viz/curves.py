@@ -1,7 +1,10 @@
 """Figures of an evaluation: curves (deletion and insertion, ROAD) with one line per series (a
 method, a store), the mean over images with a band of one standard deviation; and numbers per
 image (max-sensitivity, sparseness, ...) as one bar per series, mean and standard deviation."""
+from __future__ import annotations
+
 import math
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -9,8 +12,12 @@ from matplotlib.figure import Figure
 
 from .errors import VizError
 
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
 
-def deletion_insertion_figure(fractions, series, *, ylabel="score of the seed", panel_size=3.5):
+
+def deletion_insertion_figure(fractions: ArrayLike, series: Mapping[str, Sequence[ArrayLike]], *,
+                              ylabel: str = "score of the seed", panel_size: float = 3.5) -> Figure:
     """Two panels, deletion and insertion: for each `series` entry label -> (deletion, insertion)
     arrays of shape (images, len(fractions)), the mean curve and a band of one standard
     deviation. A good map's deletion curve falls fast and its insertion curve rises fast."""
@@ -20,7 +27,9 @@ def deletion_insertion_figure(fractions, series, *, ylabel="score of the seed", 
     return evaluation_figure(curves, {}, ylabel=ylabel, panel_size=panel_size)
 
 
-def evaluation_figure(curves, numbers, *, ylabel="score of the seed", panel_size=3.2, columns=4):
+def evaluation_figure(curves: Mapping[str, tuple[ArrayLike, Mapping[str, ArrayLike]]],
+                      numbers: Mapping[str, Mapping[str, ArrayLike]], *, ylabel: str = "score of the seed",
+                      panel_size: float = 3.2, columns: int = 4) -> Figure:
     """One panel per entry of `curves`, title -> (fractions, {label: values (images, len(fractions))}):
     each label's mean curve and a band of one standard deviation over the fraction of pixels
     changed; then one panel per entry of `numbers`, title -> {label: values (images,)}: a bar per

@@ -1,4 +1,6 @@
 """Image files in: load_image reads PNG, JPEG, ... raster files as float (C, H, W) (pictures out: saving.py)."""
+from __future__ import annotations
+
 import contextlib
 import errno
 import numbers
@@ -7,11 +9,21 @@ import re
 import stat
 import warnings
 from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any, Iterator, Sequence, Union, cast
 
 import numpy as np
 from PIL import Image, UnidentifiedImageError
 
 from .errors import ImageError, VizError
+
+if TYPE_CHECKING:
+    from PIL.ImageFile import ImageFile
+
+    from .._typing import Float32
+
+ImageSource = Union[str, "os.PathLike[str]", IO[bytes]]   # a path, or a binary file object
+Found = dict[str, Any]   # what decoding an image found: see _decoded and _read
+Box = tuple[float, float, float, float]
 
 # The formats load_image decodes (Pillow's names) and their suffixes: raster formats only. The rest, vector and
 # document formats among them (Pillow hands EPS to Ghostscript, an external program), are refused whatever the name.
@@ -35,17 +47,22 @@ _KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO (named pipe)"), (s
           (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
 
 
-def _kind(mode):
+def _kind(mode: int) -> str:
     """What a file of st_mode `mode` that is not a regular file is, worded to follow its name."""
     return f"is {next((kind for test, kind in _KINDS if test(mode)), 'a special file')}, not an image file"
 
 
-def _name(path):
+def _source(path: ImageSource) -> Path | IO[bytes]:
+    """A binary file object (anything with .read) as it is, a path as a Path."""
+    return cast("IO[bytes]", path) if hasattr(path, "read") else Path(cast("str", path))
+
+
+def _name(path: Path | IO[bytes]) -> Any:
     """How an error names the image: its path, or a file object's name."""
     return path if isinstance(path, Path) else getattr(path, "name", "<file object>")
 
 
-def file_problem(path):
+def file_problem(path: str | os.PathLike[str]) -> str | None:
     """What keeps `path` from being read as an image file, worded to follow it ("is a FIFO (named
     pipe), not an image file", "is a symbolic link loop", "does not exist"), or None for a regular
     file (or a symbolic link to one) that this process may read. Only os.stat looks at it: nothing
@@ -67,7 +84,7 @@ def file_problem(path):
     return None if os.access(path, os.R_OK) else "cannot be read: permission denied"
 
 
-def _open_file(path):
+def _open_file(path: Path) -> IO[bytes]:
     """The regular file at `path` opened for binary reading, or ImageError saying what is there. It is
     opened with O_NONBLOCK (a FIFO swapped in after os.stat looked does not block; a regular file
     reads as ever) and checked again."""
@@ -86,7 +103,7 @@ def _open_file(path):
     return open(fd, "rb")
 
 
-def _unread_format(fp):
+def _unread_format(fp: IO[bytes]) -> str:
     """The message for a file `fp` that none of IMAGE_FORMATS opens: the format its first bytes say,
     by Pillow's signature checks alone (no decoder of another format runs; a short signature may
     match a file of another format, hence "say"), or that it is no image file at all."""
@@ -106,7 +123,7 @@ def _unread_format(fp):
     return f"not an image file in a format this tool reads ({_FORMATS_READ})"
 
 
-def _stated_size(fp):
+def _stated_size(fp: IO[bytes]) -> tuple[int, int] | None:
     """(width, height) that the header of the image in the open file `fp` states, found the way
     Image.open finds the file's format among IMAGE_FORMATS but without Pillow's pixel limit (only
     the header is read); None when no format reads it."""
@@ -128,7 +145,7 @@ def _stated_size(fp):
     return None
 
 
-def _bomb(path, fp, exc):
+def _bomb(path: Path | IO[bytes], fp: IO[bytes], exc: Exception) -> ImageError:
     """The ImageError for Pillow's DecompressionBombError `exc` on the image at `path` (open as
     `fp`): its width and height, its pixels, the limit and how to raise it."""
     found = _BOMB.search(str(exc))
@@ -145,7 +162,7 @@ def _bomb(path, fp, exc):
                       "PIL.Image.MAX_IMAGE_PIXELS; raise it for an image you trust, or make the image smaller first)")
 
 
-def _check_rows(path, img):
+def _check_rows(path: Path | IO[bytes], img: ImageFile) -> None:
     """ImageError when a row of a tile of `img` is longer than Pillow's decoders take: they keep a row
     in a buffer of at most 2**31 - 1 bits and raise an empty MemoryError for a longer one. The bits a
     pixel takes in the tile's raw mode (48 for a 16-bit RGB PNG's "RGB;16B") are found by asking
@@ -168,7 +185,7 @@ def _check_rows(path, img):
 
 
 @contextlib.contextmanager
-def _opened(path):
+def _opened(path: Path | IO[bytes]) -> Iterator[tuple[Image.Image, str | None, IO[bytes]]]:
     """The Pillow image at `path` (a Path or an open binary file), not yet decoded, and a note when
     it is larger than Pillow's MAX_IMAGE_PIXELS (which Pillow would print as a warning). Only
     IMAGE_FORMATS are opened; a Path must name a regular file (a FIFO or a device is never opened)."""
@@ -193,7 +210,7 @@ def _opened(path):
         yield img, note, fp
 
 
-def _working_mode(img):
+def _working_mode(img: Image.Image) -> str:
     """The mode each strip of `img` is converted to before it is shrunk or becomes floats."""
     mode = img.mode
     if mode in _SIXTEEN_BIT or mode in ("F", "L", "LA", "La", "RGB", "RGBA", "RGBa"):
@@ -205,7 +222,7 @@ def _working_mode(img):
     return {"1": "L"}.get(mode, "RGB")
 
 
-def _pixels(img):
+def _pixels(img: Image.Image) -> tuple[Float32, Float32 | None]:
     """(float32 (H, W, C) with C = 1 or 3, alpha (H, W) or None) of a Pillow image; colour not
     multiplied by alpha (a premultiplied "La" or "RGBa" image is divided by it), values in [0, 1]
     except for mode "F", whose values are returned as they are."""
@@ -227,7 +244,7 @@ def _pixels(img):
     return arr, None
 
 
-def _shrunk(tile, factor):
+def _shrunk(tile: Image.Image, factor: tuple[int, int]) -> tuple[Image.Image, bool] | None:
     """(`tile` with each block of `factor` = (across, down) pixels averaged by Pillow's Image.reduce
     in an integer mode, whether any of its pixels is not opaque), or None for modes "F" and "I",
     which are averaged as floats. Colour is multiplied by alpha before it is averaged ("RGBA" ->
@@ -240,13 +257,13 @@ def _shrunk(tile, factor):
         return tile.convert("I").reduce(factor), False
     if tile.mode != _working_mode(tile):
         tile = tile.convert(_working_mode(tile))
-    clear = tile.mode in ("LA", "La", "RGBA", "RGBa") and tile.getextrema()[-1][0] < 255
+    clear = tile.mode in ("LA", "La", "RGBA", "RGBa") and tile.getextrema()[-1][0] < 255  # type: ignore[index]
     if clear and tile.mode in ("LA", "RGBA"):
         tile = tile.convert(tile.mode[:-1] + "a")
     return tile.reduce(factor), clear
 
 
-def _box_means(arr, factor):
+def _box_means(arr: Float32, factor: tuple[int, int]) -> Float32:
     """Means of the blocks of `factor` = (across, down) pixels of (h, w, C) `arr` (partial blocks at
     the bottom and right edges averaged over the pixels they have). Rows are summed, then columns:
     each sum has at most one block side of terms, so float32 keeps about six digits."""
@@ -259,7 +276,7 @@ def _box_means(arr, factor):
     return sums / counts[..., None].astype(np.float32)
 
 
-def _decoded(img, factor):
+def _decoded(img: Image.Image, factor: tuple[int, int]) -> tuple[Float32, Found]:
     """(float32 (H', W', C) of the decoded `img` composited on white, each block of `factor` =
     (across, down) pixels averaged; what was found: {"transparent": bool, "outside": values of a
     float image outside [0, 1], "bad": its NaN and infinite values}).
@@ -272,7 +289,8 @@ def _decoded(img, factor):
     budget = _STRIP_BYTES // (4 * bands)       # pixels of one tile
     cols = min(width, max(fx, budget // fy // fx * fx))
     rows = max(fy, budget // cols // fy * fy)
-    out, found = None, {"transparent": False, "outside": 0, "bad": 0}
+    out: Float32 | None = None
+    found: Found = {"transparent": False, "outside": 0, "bad": 0}
     for top in range(0, height, rows):
         for left in range(0, width, cols):
             whole = rows >= height and cols >= width
@@ -292,18 +310,19 @@ def _decoded(img, factor):
             if out is None:  # filled tile by tile, so the float image is never held twice
                 out = np.empty((-(-height // fy), -(-width // fx), arr.shape[-1]), np.float32)
             out[top // fy:top // fy + arr.shape[0], left // fx:left // fx + arr.shape[1]] = arr
-    return out, found
+    return cast("Float32", out), found
 
 
-def _check_size(size):
+def _check_size(size: Any) -> tuple[int, int]:
     ok = (isinstance(size, (tuple, list)) and len(size) == 2
-          and all(isinstance(n, numbers.Integral) and not isinstance(n, bool) and n > 0 for n in size))
+          and all(isinstance(n, numbers.Integral) and not isinstance(n, bool) and n > 0  # type: ignore[operator]
+                  for n in size))
     if not ok:
         raise VizError(f"size must be (height, width) with two positive ints, or None, got {size!r}")
     return int(size[0]), int(size[1])
 
 
-def load_image(path, size=None, channels=3):
+def load_image(path: ImageSource, size: Sequence[int] | None = None, channels: int = 3) -> tuple[Float32, str | None]:
     """(float32 (channels, H, W) in [0, 1], note) read from a raster image file (`path`: a path, or
     a binary file object) in one of IMAGE_FORMATS: PNG, JPEG, GIF, BMP, TIFF, WEBP or PPM (with PGM
     and PBM), whatever its name; any other format (EPS, PDF, ...) is an ImageError naming it, and so
@@ -331,15 +350,15 @@ def load_image(path, size=None, channels=3):
     if channels not in (1, 3) or isinstance(channels, bool):
         raise VizError(f"channels must be 1 or 3, got {channels!r}")
     size = None if size is None else _check_size(size)
-    path = path if hasattr(path, "read") else Path(path)
+    source = _source(path)
     try:
-        return _load(path, size, channels)
+        return _load(source, size, channels)
     except MemoryError:  # Pillow's is empty
-        raise ImageError(f"cannot read image '{_name(path)}': not enough memory to read it; make the image "
+        raise ImageError(f"cannot read image '{_name(source)}': not enough memory to read it; make the image "
                          "smaller first") from None
 
 
-def _load(path, size, channels):
+def _load(path: Path | IO[bytes], size: tuple[int, int] | None, channels: int) -> tuple[Float32, str | None]:
     """load_image's (image, note) for a Path or a file object `path` and checked options."""
     with _opened(path) as (img, large, fp):
         notes = [large] if large else []
@@ -357,7 +376,8 @@ def _load(path, size, channels):
     return _finished(arr, found, notes, size, channels, _name(path))
 
 
-def _finished(arr, found, notes, size, channels, name):
+def _finished(arr: Float32, found: Found, notes: list[str], size: tuple[int, int] | None, channels: int,
+              name: object) -> tuple[Float32, str | None]:
     """load_image's (image, note) from `_read`'s (arr, found): checked, in `channels`, at `size`."""
     if found["bad"]:
         raise ImageError(f"cannot read image '{name}': it holds {found['bad']} NaN or infinite values")
@@ -387,7 +407,7 @@ def _finished(arr, found, notes, size, channels, name):
     return chw, ("; ".join(notes) or None)
 
 
-def _read(img, size):
+def _read(img: Image.Image, size: tuple[int, int] | None) -> tuple[Float32, Found]:
     """(float32 (H', W', C) upright, what was found: as `_decoded` says, and "turned" (EXIF
     orientation applied), "shown" (the upright image's full (width, height)), "box" (the whole
     image as (x0, y0, x1, y1) in pixels of the result, fractional where an edge column or row of
@@ -416,7 +436,7 @@ def _read(img, size):
     return arr, found
 
 
-def _turn_box(box, width, height, method):
+def _turn_box(box: Box, width: float, height: float, method: Image.Transpose) -> Box:
     """`box` (x0, y0, x1, y1) in a (width, height) picture, where the picture transposed by
     `method` shows it."""
     T = Image.Transpose
@@ -431,7 +451,7 @@ def _turn_box(box, width, height, method):
     return min(xa, xb), min(ya, yb), max(xa, xb), max(ya, yb)
 
 
-def _turn(arr, method):
+def _turn(arr: Float32, method: Image.Transpose) -> Float32:
     """(H, W, C) `arr` transposed as Pillow's `Image.transpose(method)` would."""
     T = Image.Transpose
     return np.ascontiguousarray({

@@ -1,5 +1,8 @@
 """Maps -> RGB uint8 pictures: heatmap, overlay on an image, and the image conversion they share."""
+from __future__ import annotations
+
 import numbers
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 from matplotlib import colormaps
@@ -9,11 +12,16 @@ from PIL import Image
 from .errors import VizError
 from .normalize import SIGNS, _check_choice, normalize
 
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike, NDArray
+
+    from .._typing import Float64
+
 SEQUENTIAL_CMAP = "inferno"
 DIVERGING_CMAP = "RdBu_r"
 
 
-def get_cmap(cmap, sign="abs"):
+def get_cmap(cmap: Colormap | str | None, sign: str = "abs") -> Colormap:
     """A matplotlib Colormap: `cmap` itself, the one it names, or the default for `sign`
     (inferno for abs/positive/negative, RdBu_r centred at zero for "all")."""
     if cmap is None:
@@ -25,7 +33,7 @@ def get_cmap(cmap, sign="abs"):
     raise VizError(f"unknown cmap {cmap!r}; pass a matplotlib colormap or its name, e.g. 'inferno' or 'RdBu_r'")
 
 
-def colorize(values, sign="abs", cmap=None):
+def colorize(values: ArrayLike, sign: str = "abs", cmap: Colormap | str | None = None) -> NDArray[np.uint8]:
     """Normalized values ([0, 1], or [-1, 1] for sign="all") -> RGB uint8 of shape values.shape + (3,)."""
     _check_choice("sign", sign, SIGNS)
     values = np.asarray(values, dtype=np.float64)
@@ -33,13 +41,14 @@ def colorize(values, sign="abs", cmap=None):
     return np.ascontiguousarray(get_cmap(cmap, sign)(np.clip(position, 0.0, 1.0), bytes=True)[..., :3])
 
 
-def heatmap(attr, sign="abs", reduce="sum", clip_percentile=99, cmap=None, vmax=None):
+def heatmap(attr: ArrayLike, sign: str = "abs", reduce: str = "sum", clip_percentile: float | None = 99,
+            cmap: Colormap | str | None = None, vmax: float | None = None) -> NDArray[np.uint8]:
     """RGB uint8 (H, W, 3) picture of a map, one pixel per map pixel; see `normalize` for the
     options. For reduce="rgb" the result is (3, H, W, 3): one picture per channel, on one scale."""
     return colorize(normalize(attr, sign, reduce, clip_percentile, vmax), sign, cmap)
 
 
-def to_rgb(image):
+def to_rgb(image: ArrayLike) -> NDArray[np.uint8]:
     """An image as RGB uint8 (H, W, 3).
 
     Accepted: float (C, H, W) in [0, 1] (values outside are clipped), uint8 (H, W, C), either
@@ -72,7 +81,7 @@ def to_rgb(image):
     return np.ascontiguousarray(arr)
 
 
-def resize_values(values, shape):
+def resize_values(values: ArrayLike, shape: Sequence[int]) -> Float64:
     """A 2-D float map resized to shape (H, W) with Pillow's bilinear filter (unchanged if it fits)."""
     values = np.asarray(values, dtype=np.float32)
     if values.shape == tuple(shape):
@@ -81,8 +90,9 @@ def resize_values(values, shape):
     return np.asarray(resized, dtype=np.float64)
 
 
-def overlay(image, attr, alpha=0.5, sign="abs", reduce="sum", clip_percentile=99, cmap=None, vmax=None,
-            fade=False):
+def overlay(image: ArrayLike, attr: ArrayLike, alpha: float = 0.5, sign: str = "abs", reduce: str = "sum",
+            clip_percentile: float | None = 99, cmap: Colormap | str | None = None, vmax: float | None = None,
+            fade: bool = False) -> NDArray[np.uint8]:
     """RGB uint8 (H, W, 3) of the image blended with the heatmap: (1 - alpha) * image + alpha * heatmap.
 
     The image is taken as `to_rgb` takes it. A map of another size is resized to the image's size

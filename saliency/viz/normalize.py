@@ -4,17 +4,25 @@ A map is anything `np.asarray` turns into a finite real array of shape (H, W), (
 (1, C, H, W). Channels are reduced first, then the sign mode applies, then the values are
 divided by a scale (the clip_percentile of the magnitudes shown, or `vmax`) and clipped.
 """
+from __future__ import annotations
+
 import numbers
+from typing import TYPE_CHECKING, Iterable
 
 import numpy as np
 
 from .errors import VizError
 
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
+
+    from .._typing import Float64
+
 SIGNS = ("abs", "positive", "negative", "all")
 REDUCTIONS = ("sum", "max_abs", "rgb")
 
 
-def as_map(attr):
+def as_map(attr: ArrayLike) -> Float64:
     """The map of `attr` as a float64 (C, H, W) array (C is 1 for an (H, W) map)."""
     arr = np.asarray(attr)
     if arr.dtype == object and hasattr(attr, "map"):
@@ -37,12 +45,12 @@ def as_map(attr):
     return arr
 
 
-def _check_choice(name, value, choices):
+def _check_choice(name: str, value: object, choices: Iterable[str]) -> None:
     if not isinstance(value, str) or value not in choices:
         raise VizError(f"unknown {name} {value!r}; choose one of: {', '.join(choices)}")
 
 
-def reduce_channels(attr, reduce="sum"):
+def reduce_channels(attr: ArrayLike, reduce: str = "sum") -> Float64:
     """(H, W) map for reduce="sum" or "max_abs" (value of largest magnitude, sign kept,
     first channel on a tie); (3, H, W) for reduce="rgb", which needs exactly 3 channels."""
     _check_choice("reduce", reduce, REDUCTIONS)
@@ -62,7 +70,7 @@ def reduce_channels(attr, reduce="sum"):
     return arr
 
 
-def apply_sign(values, sign="abs"):
+def apply_sign(values: ArrayLike, sign: str = "abs") -> Float64:
     """|v| for "abs", max(v, 0) for "positive", max(-v, 0) for "negative", v itself for "all"."""
     _check_choice("sign", sign, SIGNS)
     values = np.asarray(values, dtype=np.float64)
@@ -75,7 +83,7 @@ def apply_sign(values, sign="abs"):
     return values.copy()
 
 
-def _check_percentile(clip_percentile):
+def _check_percentile(clip_percentile: float | None) -> None:
     if clip_percentile is None:
         return
     ok = isinstance(clip_percentile, numbers.Real) and not isinstance(clip_percentile, bool)
@@ -83,7 +91,7 @@ def _check_percentile(clip_percentile):
         raise VizError(f"clip_percentile must be a number in (0, 100] or None, got {clip_percentile!r}")
 
 
-def _scale_of(magnitudes, clip_percentile):
+def _scale_of(magnitudes: Float64, clip_percentile: float | None) -> float:
     """The clip_percentile of `magnitudes`, or their maximum if that percentile is 0 or clipping is off."""
     top = float(magnitudes.max())
     if clip_percentile is None or top == 0.0:
@@ -92,13 +100,14 @@ def _scale_of(magnitudes, clip_percentile):
     return value if value > 0.0 else top
 
 
-def signed_values(attr, sign="abs", reduce="sum"):
+def signed_values(attr: ArrayLike, sign: str = "abs", reduce: str = "sum") -> Float64:
     """The values a heatmap shows, before scaling: reduce_channels, then apply_sign."""
     _check_choice("sign", sign, SIGNS)
     return apply_sign(reduce_channels(attr, reduce), sign)
 
 
-def common_scale(maps, sign="abs", reduce="sum", clip_percentile=99):
+def common_scale(maps: Iterable[ArrayLike], sign: str = "abs", reduce: str = "sum",
+                 clip_percentile: float | None = 99) -> float:
     """One vmax for several maps: the clip_percentile of the magnitudes of all of them together
     (their maximum if clip_percentile is None); 1.0 if every map is zero, so it is always a valid vmax."""
     _check_percentile(clip_percentile)
@@ -111,14 +120,15 @@ def common_scale(maps, sign="abs", reduce="sum", clip_percentile=99):
     return scale if scale > 0.0 else 1.0
 
 
-def _check_vmax(vmax):
+def _check_vmax(vmax: float) -> float:
     ok = isinstance(vmax, numbers.Real) and not isinstance(vmax, bool)
     if not ok or not np.isfinite(vmax) or vmax <= 0:
         raise VizError(f"vmax must be a finite number > 0, got {vmax!r}; common_scale(maps) computes one")
     return float(vmax)
 
 
-def normalize_with_scale(attr, sign="abs", reduce="sum", clip_percentile=99, vmax=None):
+def normalize_with_scale(attr: ArrayLike, sign: str = "abs", reduce: str = "sum", clip_percentile: float | None = 99,
+                         vmax: float | None = None) -> tuple[Float64, float]:
     """(normalized values, scale): like `normalize`, plus the value that maps to 1 (0.0 for an all-zero map)."""
     _check_percentile(clip_percentile)
     values = signed_values(attr, sign, reduce)
@@ -128,7 +138,8 @@ def normalize_with_scale(attr, sign="abs", reduce="sum", clip_percentile=99, vma
     return np.clip(values, -scale, scale) / scale, scale
 
 
-def normalize(attr, sign="abs", reduce="sum", clip_percentile=99, vmax=None):
+def normalize(attr: ArrayLike, sign: str = "abs", reduce: str = "sum", clip_percentile: float | None = 99,
+              vmax: float | None = None) -> Float64:
     """Values divided by the scale and clipped: in [0, 1], or [-1, 1] for sign="all"; all zeros for a zero map.
 
     The scale is `vmax` if given, else the clip_percentile of the magnitudes shown (the maximum if

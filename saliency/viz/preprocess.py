@@ -9,18 +9,28 @@ which differs from an 8-bit resize of the same picture by the 8-bit one's roundi
 1/255 with bilinear interpolation, about that with bicubic. Images are opened by
 `read_pixels`: the formats, checks and EXIF orientation of `load_image`.
 """
+from __future__ import annotations
+
 import math
 import numbers
 import warnings
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import NamedTuple
+from typing import IO, TYPE_CHECKING, Any, NamedTuple, Sequence, Union
 
 import numpy as np
 from PIL import Image
 
 from .errors import ImageError, VizError
-from .files import _UPRIGHT, _bomb, _finished, _name, _opened, _read  # load_image's opening and checks
+from .files import _UPRIGHT, _bomb, _finished, _name, _opened, _read, _source  # load_image's opening and checks
+
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike, NDArray
+
+    from .._typing import Float32
+    from .files import ImageSource
+
+Pixels = Union[Image.Image, "Float32"]   # an 8-bit Pillow image, or float32 (C, H, W) in [0, 1]
 
 INTERPOLATIONS = {"bilinear": Image.Resampling.BILINEAR, "bicubic": Image.Resampling.BICUBIC,
                   "nearest": Image.Resampling.NEAREST}
@@ -35,13 +45,13 @@ class Prepared(NamedTuple):
 
     input: np.ndarray
     picture: np.ndarray
-    note: str
+    note: str | None
 
 
-def _size(value, what):
+def _size(value: Any, what: str) -> int | tuple[int, int] | None:
     """None, a positive int, or (H, W) of two positive ints (a tuple), else VizError."""
-    def positive(n):
-        return isinstance(n, numbers.Integral) and not isinstance(n, bool) and n > 0
+    def positive(n: object) -> bool:
+        return isinstance(n, numbers.Integral) and not isinstance(n, bool) and n > 0  # type: ignore[operator]
 
     if value is None:
         return None
@@ -52,7 +62,7 @@ def _size(value, what):
     raise VizError(f"{what} must be a positive int or (height, width) of two positive ints, got {value!r}")
 
 
-def _per_channel(value, what, channels, positive=False):
+def _per_channel(value: Any, what: str, channels: int, positive: bool = False) -> tuple[float, ...] | None:
     """None, or a tuple of `channels` finite floats (one number is repeated), else VizError."""
     if value is None:
         return None
@@ -82,14 +92,14 @@ class Preprocess:
     `image` a path, a binary file object, a Pillow image or an (H, W, C) uint8 or float array.
     """
 
-    resize: object = None
-    crop: object = None
-    mean: tuple | None = None
-    std: tuple | None = None
+    resize: int | tuple[int, int] | None = None
+    crop: int | tuple[int, int] | None = None
+    mean: float | Sequence[float] | None = None
+    std: float | Sequence[float] | None = None
     interpolation: str = "bilinear"
     channels: int = 3
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.channels not in (1, 3) or isinstance(self.channels, bool):
             raise VizError(f"channels must be 1 or 3, got {self.channels!r}")
         if self.interpolation not in INTERPOLATIONS:
@@ -102,13 +112,14 @@ class Preprocess:
             object.__setattr__(self, name, value)
 
     @classmethod
-    def imagenet(cls, resize=256, crop=224, interpolation="bilinear"):
+    def imagenet(cls, resize: int | tuple[int, int] | None = 256, crop: int | tuple[int, int] | None = 224,
+                 interpolation: str = "bilinear") -> Preprocess:
         """ImageNet's usual evaluation transform: the shorter side to `resize`, the centre `crop`,
         ImageNet's mean and std."""
         return cls(resize, crop, IMAGENET_MEAN, IMAGENET_STD, interpolation)
 
     @property
-    def input_shape(self):
+    def input_shape(self) -> tuple[int, ...] | None:
         """(C, H, W) of every input, or None when it depends on the image (no crop, an int resize)."""
         size = self.crop if self.crop is not None else self.resize
         if size is None or (isinstance(size, int) and self.crop is None):
@@ -116,15 +127,15 @@ class Preprocess:
         size = (size, size) if isinstance(size, int) else size
         return (self.channels,) + tuple(size)
 
-    def __call__(self, image):
+    def __call__(self, image: ImageSource | Image.Image | NDArray[Any]) -> Float32:
         """The network's input for `image`: (C, H, W) float32."""
         return self.prepare(image).input
 
-    def picture(self, image):
+    def picture(self, image: ImageSource | Image.Image | NDArray[Any]) -> Float32:
         """The crop the network sees of `image`, unnormalised: (C, H, W) float32 in [0, 1]."""
         return self.prepare(image).picture
 
-    def prepare(self, image):
+    def prepare(self, image: ImageSource | Image.Image | NDArray[Any]) -> Prepared:
         """`Prepared(input, picture, note)` of `image`, read once."""
         pixels, notes = _pixels(image, self.channels)
         shown = _dims(pixels)
@@ -139,7 +150,7 @@ class Preprocess:
                 notes.append(f"centre crop {crop[1]}x{crop[0]}")
         return Prepared(self.normalize(picture), picture, "; ".join(notes) or None)
 
-    def output_size(self, height, width):
+    def output_size(self, height: int, width: int) -> tuple[int, int]:
         """(H, W) of the resized image for an image of `height` x `width` (before the crop), by
         torchvision's rule: Resize(int) sets the shorter side and truncates the longer one."""
         if self.resize is None:
@@ -150,7 +161,7 @@ class Preprocess:
         new_long = int(self.resize * long / short)
         return (new_long, self.resize) if width <= height else (self.resize, new_long)
 
-    def _resized(self, pixels):
+    def _resized(self, pixels: Pixels) -> tuple[Pixels, tuple[int, int]]:
         """(pixels resized by `output_size`: a Pillow image in 8 bits, an array (C, H, W) channel by
         channel in float32 and clipped to [0, 1], (H, W))."""
         height, width = _dims(pixels)
@@ -162,13 +173,14 @@ class Preprocess:
             return pixels.resize((size[1], size[0]), method), size
         # Pillow resizes across, then down; in 8 bits each pass is clipped to [0, 255], so a bicubic
         # overshoot is cut before the second pass: done here as two passes, each clipped
+        arr = pixels
         for step in ((height, size[1]), size):
-            planes = [Image.fromarray(np.ascontiguousarray(c, np.float32)) for c in pixels]
+            planes = [Image.fromarray(np.ascontiguousarray(c, np.float32)) for c in arr]
             if planes[0].size != (step[1], step[0]):
-                pixels = np.clip(np.stack([np.asarray(p.resize((step[1], step[0]), method)) for p in planes]), 0, 1)
-        return pixels, size
+                arr = np.clip(np.stack([np.asarray(p.resize((step[1], step[0]), method)) for p in planes]), 0, 1)
+        return arr, size
 
-    def normalize(self, picture):
+    def normalize(self, picture: ArrayLike) -> Float32:
         """(picture - mean) / std in float32 (as torchvision's Normalize on a float32 tensor)."""
         x = np.asarray(picture, np.float32)
         if self.mean is not None:
@@ -177,7 +189,7 @@ class Preprocess:
             x = x / np.asarray(self.std, np.float32)[:, None, None]
         return np.ascontiguousarray(x, np.float32)
 
-    def denormalize(self, x):
+    def denormalize(self, x: ArrayLike) -> Float32:
         """The picture of input `x` ((C, H, W) or (N, C, H, W)): x * std + mean, clipped to [0, 1]."""
         x = np.asarray(x, np.float32)
         if self.std is not None:
@@ -186,7 +198,7 @@ class Preprocess:
             x = x + np.asarray(self.mean, np.float32)[:, None, None]
         return np.clip(x, 0.0, 1.0)
 
-    def describe(self):
+    def describe(self) -> str:
         """One line: 'resize 256 (shorter side, bilinear), centre crop 224x224, mean ..., std ...'."""
         parts = []
         if self.resize is not None:
@@ -203,27 +215,28 @@ class Preprocess:
                       if getattr(self, k) is not None]
         return ", ".join(parts) or "the image as it is, in [0, 1]"
 
-    def record(self):
+    def record(self) -> dict[str, Any]:
         """The preprocessing as JSON values (a batch store keeps it; `from_record` reads it)."""
-        def plain(v):
+        def plain(v: Any) -> Any:
             return list(v) if isinstance(v, tuple) else v
 
         return {f.name: plain(getattr(self, f.name)) for f in fields(self)}
 
     @classmethod
-    def from_record(cls, record):
+    def from_record(cls, record: dict[str, Any]) -> Preprocess:
         """The Preprocess of a `record()`, or VizError."""
         names = [f.name for f in fields(cls)]
         if not isinstance(record, dict) or set(record) - set(names):
             raise VizError(f"a preprocessing record is a dict of {', '.join(names)}, got {record!r}")
-        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in record.items()})
+        kwargs: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in record.items()}
+        return cls(**kwargs)
 
 
 # Modes of 8-bit opaque pixels, which read_pixels hands on as Pillow images converted to "RGB" or "L"
 _EIGHT_BIT = ("RGB", "L", "1", "P", "CMYK", "YCbCr", "LAB", "HSV")
 
 
-def read_pixels(image, channels=3):
+def read_pixels(image: ImageSource | Image.Image, channels: int = 3) -> tuple[Pixels, str | None]:
     """(pixels, note) of an image to preprocess exactly as torchvision does (Preprocess):
     `image` is a path or a binary file object, opened and checked as load_image opens one (the same
     formats and refusals), or a Pillow image; either is turned upright as its EXIF orientation says
@@ -236,7 +249,7 @@ def read_pixels(image, channels=3):
         raise VizError(f"channels must be 1 or 3, got {channels!r}")
     if isinstance(image, Image.Image):
         return _pixels_of(image, channels, "<Pillow image>", None, None, None)
-    path = image if hasattr(image, "read") else Path(image)
+    path = _source(image)
     try:
         with _opened(path) as (img, large, fp):
             return _pixels_of(img, channels, _name(path), large, path, fp)
@@ -245,7 +258,8 @@ def read_pixels(image, channels=3):
                          "smaller first") from None
 
 
-def _pixels_of(img, channels, name, large, path, fp):
+def _pixels_of(img: Image.Image, channels: int, name: object, large: str | None, path: Path | IO[bytes] | None,
+               fp: IO[bytes] | None) -> tuple[Pixels, str | None]:
     """read_pixels of the open Pillow image `img` (from the file `fp` at `path`, or None)."""
     notes = [large] if large else []
     frames = getattr(img, "n_frames", 1)
@@ -261,7 +275,8 @@ def _pixels_of(img, channels, name, large, path, fp):
                 orientation = img.getexif().get(0x0112, 1)
                 out = img.convert("RGB" if channels == 3 else "L")
     except Image.DecompressionBombError as exc:
-        raise (_bomb(path, fp, exc) if fp is not None else ImageError(f"cannot read image '{name}': {exc}")) from None
+        raise (_bomb(path, fp, exc) if fp is not None and path is not None
+               else ImageError(f"cannot read image '{name}': {exc}")) from None
     except (OSError, ValueError, EOFError) as exc:
         raise ImageError(f"cannot read image '{name}': {exc}") from None
     if not eight_bit:
@@ -277,7 +292,7 @@ def _pixels_of(img, channels, name, large, path, fp):
     return out, "; ".join(notes) or None
 
 
-def _pixels(image, channels):
+def _pixels(image: ImageSource | Image.Image | NDArray[Any], channels: int) -> tuple[Pixels, list[str]]:
     """(a Pillow image in 8 bits, or float32 (C, H, W); notes) of any image Preprocess takes."""
     if isinstance(image, np.ndarray):
         return _array_pixels(image, channels), []
@@ -285,7 +300,7 @@ def _pixels(image, channels):
     return pixels, [note] if note else []
 
 
-def _array_pixels(arr, channels):
+def _array_pixels(arr: NDArray[Any], channels: int) -> Pixels:
     """An (H, W, C) (or (H, W)) uint8 or float array as Preprocess's pixels: uint8 grey or RGB as a
     Pillow image, float (values in [0, 1]) as (C, H, W); RGBA is composited on white."""
     if arr.ndim == 2:
@@ -308,12 +323,12 @@ def _array_pixels(arr, channels):
     return np.ascontiguousarray(x.transpose(2, 0, 1), np.float32)
 
 
-def _dims(pixels):
+def _dims(pixels: Pixels) -> tuple[int, int]:
     """(H, W) of a Pillow image or a (C, H, W) array."""
     return (pixels.size[1], pixels.size[0]) if isinstance(pixels, Image.Image) else pixels.shape[-2:]
 
 
-def _chw(pixels):
+def _chw(pixels: Pixels) -> Float32:
     """float32 (C, H, W) in [0, 1] of Preprocess's pixels (an 8-bit image: its values / 255, as
     torchvision's ToTensor)."""
     if not isinstance(pixels, Image.Image):
@@ -322,7 +337,7 @@ def _chw(pixels):
     return np.ascontiguousarray(arr[None] if arr.ndim == 2 else arr.transpose(2, 0, 1))
 
 
-def center_crop(picture, size):
+def center_crop(picture: Float32, size: tuple[int, int]) -> Float32:
     """The centre (H, W) `size` of (C, h, w) `picture`, as torchvision's CenterCrop: where the
     picture is smaller it is first padded with zeros ((size - h) // 2 before, the rest after);
     the crop starts at round((h - H) / 2) (rounding half to even)."""

@@ -7,16 +7,25 @@ It reads the result's attributes only (`map`, `seed`, `method`, `output`, `input
 `Attribution` or anything shaped like one, and the maps of a batch store (`attribution_figure`
 of one stored map with its image).
 """
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Sequence
+
 import numpy as np
 
 from .errors import VizError
 from .figures import panels
 from .style import Style
 
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+    from numpy.typing import ArrayLike, NDArray
+
 SHOWN_SEEDS = 8  # panels of K seeds' maps drawn at most (the figure says how many it leaves out)
 
 
-def _pick(values, index, batched, what):
+def _pick(values: NDArray[Any], index: int, batched: bool, what: str) -> NDArray[Any]:
     """values[index] when `batched`, else values; an IndexError-free one-line VizError."""
     if not batched:
         if index not in (0, -1):
@@ -27,7 +36,8 @@ def _pick(values, index, batched, what):
     return values[index]
 
 
-def figure_parts(result, index=0, classes=None):
+def figure_parts(result: Any, index: int = 0, classes: Sequence[str] | None = None
+                 ) -> tuple[NDArray[Any] | None, list[NDArray[Any]], list[str], NDArray[Any] | None]:
     """(image or None, [maps], [titles], dense output (C, H, W) or None) of image `index` of `result`."""
     amap = np.asarray(result.map)
     count = getattr(result.seed, "count", None)
@@ -60,10 +70,12 @@ def figure_parts(result, index=0, classes=None):
     return image, maps, titles, dense
 
 
-def attribution_figure(result, image=None, *, index=0, classes=None, style=Style()):
+def attribution_figure(result: Any, image: ArrayLike | None = None, *, index: int = 0,
+                       classes: Sequence[str] | None = None, style: Style = Style()) -> Figure:
     """A Figure of image `index` of `result` (an Attribution): the image (`image`, else the
     result's input), the dense output if the model's output is a map, and the map (K panels for K
     seeds), drawn in `style` (a `viz.Style`). `classes`: class names for the title's seed."""
+    shown: ArrayLike | None
     shown, maps, titles, dense = figure_parts(result, index, classes)
     shown = shown if image is None else image
     reduces = ["sum" if m.shape[-3] == 1 and style.reduce == "rgb" else style.reduce for m in maps]
@@ -82,12 +94,14 @@ def attribution_figure(result, image=None, *, index=0, classes=None, style=Style
                   alpha=style.alpha if style.overlay and shown is not None else None)
 
 
-def plot_attribution(result, ax=None, *, index=0, seed_index=0, image=None, style=Style()):
+def plot_attribution(result: Any, ax: Axes | None = None, *, index: int = 0, seed_index: int = 0,
+                     image: ArrayLike | None = None, style: Style = Style()) -> Axes:
     """Draw the map of image `index` (seed `seed_index` for K seeds) of `result` on a matplotlib
     Axes (default: pyplot's current one), coloured as `viz.heatmap` (over the image with
     style.overlay), titled with the method and seed; returns the Axes."""
     from .heatmap import heatmap, overlay
 
+    shown: ArrayLike | None
     shown, maps, titles, _ = figure_parts(result, index)
     shown = shown if image is None else image
     if not 0 <= seed_index < len(maps):

@@ -1,5 +1,8 @@
 """Pictures out: save writes a Figure (PNG, PDF, SVG) or a picture array / Pillow image (PNG), atomically."""
+from __future__ import annotations
+
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 from matplotlib.figure import Figure
@@ -8,11 +11,16 @@ from PIL import Image
 from .._write import atomic_path
 from .errors import VizError
 
+if TYPE_CHECKING:
+    import os
+
+    from numpy.typing import ArrayLike, NDArray
+
 FIGURE_SUFFIXES = (".png", ".pdf", ".svg")
 LAYOUTS = ("HWC", "CHW")
 
 
-def _as_picture(array, layout=None):
+def _as_picture(array: ArrayLike, layout: str | None = None) -> NDArray[np.uint8]:
     """An array to save as uint8 (H, W), (H, W, 3) or (H, W, 4); floats are taken in [0, 1].
     layout "CHW" reads a 3-D array as (C, H, W); a 3-D array that reads both ways ((1, 3 or 4) first
     and (3 or 4) last) needs `layout`, so that a channels-first image is never saved as a wrong picture."""
@@ -38,7 +46,8 @@ def _as_picture(array, layout=None):
     return np.round(np.clip(arr, 0.0, 1.0) * 255.0).astype(np.uint8)
 
 
-def save(picture, path, dpi=150, *, layout=None):
+def save(picture: Figure | Image.Image | ArrayLike, path: str | os.PathLike[str], dpi: float = 150, *,
+         layout: str | None = None) -> Path:
     """Write a Figure (.png, .pdf or .svg, at `dpi`) or a picture array / Pillow image (.png)
     to `path`, creating missing parent folders; returns the path. The file is written beside
     `path` and renamed into place, so `path` is never left truncated. An array is (H, W) or
@@ -51,12 +60,12 @@ def save(picture, path, dpi=150, *, layout=None):
     if suffix not in allowed:
         kind = "a Figure" if is_figure else "a picture"
         raise VizError(f"cannot save {kind} to '{path}': use a path ending in {' or '.join(allowed)}")
-    if not is_figure and not isinstance(picture, Image.Image):
+    if not isinstance(picture, (Figure, Image.Image)):
         picture = Image.fromarray(np.ascontiguousarray(_as_picture(picture, layout)))
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         with atomic_path(path) as tmp:
-            if is_figure:
+            if isinstance(picture, Figure):
                 picture.savefig(tmp, dpi=dpi, format=suffix[1:])
             else:
                 picture.save(tmp, format="PNG")

@@ -3,7 +3,10 @@
 The command line builds one from its options and hands it on; `heatmap`, `overlay` and the
 figures take the same settings as keywords (`style.heatmap_kwargs()`).
 """
+from __future__ import annotations
+
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
 
@@ -27,7 +30,7 @@ class Style:
     alpha: float = 0.5
     cmap: str | None = None
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.sign not in SIGNS:
             raise VizError(f"unknown sign {self.sign!r}; choose one of: {', '.join(SIGNS)}")
         if self.reduce not in REDUCES:
@@ -37,13 +40,14 @@ class Style:
         if isinstance(self.alpha, bool) or not np.isfinite(self.alpha) or not 0 <= self.alpha <= 1:
             raise VizError(f"alpha must be a number in [0, 1], got {self.alpha!r}")
 
-    def heatmap_kwargs(self):
+    def heatmap_kwargs(self) -> dict[str, Any]:
         """The keywords of `viz.heatmap` and `viz.overlay` for this style (`alpha` only with overlay)."""
-        out = {"sign": self.sign, "reduce": self.reduce, "clip_percentile": self.clip_percentile, "cmap": self.cmap}
+        out: dict[str, Any] = {"sign": self.sign, "reduce": self.reduce, "clip_percentile": self.clip_percentile,
+                               "cmap": self.cmap}
         if self.overlay:
             out["alpha"] = self.alpha
         return out
 
-    def record(self):
+    def record(self) -> dict[str, Any]:
         """The style as JSON values (a batch store keeps it)."""
         return asdict(self)

@@ -5,7 +5,10 @@ A map may be coarser than the image (a value every few pixels): `extent` places 
 in the image's pixel coordinates as matplotlib's imshow takes them, and each value is drawn as
 the block it covers. NaN (no value) is drawn transparent.
 """
+from __future__ import annotations
+
 import numbers
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -15,11 +18,15 @@ from .errors import VizError
 from .figures import TITLE_FONTSIZE, TITLE_LINE, _lines
 from .heatmap import get_cmap, to_rgb
 
+if TYPE_CHECKING:
+    from matplotlib.colors import Colormap
+    from numpy.typing import ArrayLike
+
 VALUE_CMAP = "viridis"
 BAR_WIDTH = 0.9      # inches beside each panel for its colour bar, tick labels and unit label
 
 
-def _per_map(value, n, name):
+def _per_map(value: Any, n: int, name: str) -> list[Any]:
     """`value` repeated for n maps, or its n entries if it is a list or tuple."""
     if isinstance(value, (list, tuple)):
         if len(value) != n:
@@ -28,14 +35,17 @@ def _per_map(value, n, name):
     return [value] * n
 
 
-def _limit(value, name):
+def _limit(value: float | None, name: str) -> float | None:
     if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Real) or not np.isfinite(value)):
         raise VizError(f"{name} must be a finite number or None, got {value!r}")
     return value
 
 
-def value_panels(maps, *, image=None, titles=None, labels=None, extents=None, alpha=None, cmap=VALUE_CMAP,
-                 vmin=0.0, vmax=None, panel_size=3.0):
+def value_panels(maps: Iterable[ArrayLike], *, image: ArrayLike | None = None,
+                 titles: str | Sequence[str | None] | None = None, labels: str | Sequence[str | None] | None = None,
+                 extents: Sequence[float] | list[Sequence[float] | None] | None = None, alpha: float | None = None,
+                 cmap: Colormap | str = VALUE_CMAP, vmin: float | Sequence[float | None] | None = 0.0,
+                 vmax: float | Sequence[float | None] | None = None, panel_size: float = 3.0) -> Figure:
     """A one-row Figure: the image (if given), then one panel per 2-D map, each with a colour bar
     in the map's own units.
 
@@ -48,13 +58,14 @@ def value_panels(maps, *, image=None, titles=None, labels=None, extents=None, al
       the map's finite minimum and maximum.
     fig.panel_axes[0] holds the panels' Axes (the image's first), fig.colorbars the colour bars.
     """
-    maps = [np.asarray(m, dtype=np.float64) for m in maps]
-    if not maps:
+    arrays = [np.asarray(m, dtype=np.float64) for m in maps]
+    extent: Any
+    if not arrays:
         raise VizError("maps is empty; pass a list of 2-D arrays")
-    for k, m in enumerate(maps):
+    for k, m in enumerate(arrays):
         if m.ndim != 2 or m.size == 0:
             raise VizError(f"maps[{k}] must be a 2-D array of values, got shape {m.shape}")
-    n = len(maps)
+    n = len(arrays)
     titles, labels = _per_map(titles, n, "titles"), _per_map(labels, n, "labels")
     extents = _per_map(extents, n, "extents") if isinstance(extents, list) else [extents] * n
     vmins = [_limit(v, "vmin") for v in _per_map(vmin, n, "vmin")]
@@ -72,11 +83,11 @@ def value_panels(maps, *, image=None, titles=None, labels=None, extents=None, al
                  layout="constrained")
     FigureCanvasAgg(fig)
     axes = list(fig.subplots(1, columns, squeeze=False)[0])
-    fig.panel_axes, fig.colorbars = [axes], []
+    fig.panel_axes, fig.colorbars = [axes], []  # type: ignore[attr-defined]
     if rgb is not None:
         axes[0].imshow(rgb, interpolation="nearest")
         axes[0].set_title("image", fontsize=TITLE_FONTSIZE)
-    for ax, m, title, label, extent, lo, hi in zip(axes[columns - n:], maps, titles, labels, extents, vmins, vmaxes):
+    for ax, m, title, label, extent, lo, hi in zip(axes[columns - n:], arrays, titles, labels, extents, vmins, vmaxes):
         finite = m[np.isfinite(m)]
         lo = (float(finite.min()) if finite.size else 0.0) if lo is None else lo
         hi = (float(finite.max()) if finite.size else 1.0) if hi is None else hi
@@ -93,11 +104,11 @@ def value_panels(maps, *, image=None, titles=None, labels=None, extents=None, al
         if title:
             ax.set_title(str(title), fontsize=TITLE_FONTSIZE)
         bar = fig.colorbar(shown, ax=ax, fraction=0.046, pad=0.03)
-        bar.solids.set_alpha(1.0)
+        bar.solids.set_alpha(1.0)  # type: ignore[union-attr]
         bar.ax.tick_params(labelsize=7)
         if label:
             bar.set_label(str(label), fontsize=8)
-        fig.colorbars.append(bar)
+        fig.colorbars.append(bar)  # type: ignore[attr-defined]
     for ax in axes:
         ax.set_xticks([])
         ax.set_yticks([])

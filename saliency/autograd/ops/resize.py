@@ -5,6 +5,10 @@ The output size and the per-axis index/weight tables follow PyTorch's CPU kernel
 the integer-scale kernels (each pixel repeated s x s times); everything else is a separable
 resampling by the tables: output (r, c) = sum of the two row taps times the two column taps.
 """
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Sequence
+
 import numpy as np
 
 from .. import rules
@@ -12,6 +16,14 @@ from ... import kernels
 from ...kernels import resize as _resize
 from ..node import Function
 from ..geometry import table_window
+
+if TYPE_CHECKING:
+    from numpy.typing import NDArray
+
+    from ..._typing import Shape
+    from ...kernels.resize import Table
+    from ..geometry import Box, Shapes
+    from ..patch import Patch
 
 _NAMES = {"nearest": "UpsampleNearest2D", "bilinear": "UpsampleBilinear2D"}
 
@@ -22,9 +34,15 @@ class Upsample(Function):
     conventions use in place of in/out."""
 
     __slots__ = ("x_shape", "scale", "mode", "rows", "cols")
+    x_shape: Shape
+    scale: int
+    mode: str
+    rows: Table
+    cols: Table
     rule = rules.SPLIT
 
-    def forward(self, x, *, size, scales=(None, None), mode="nearest", align_corners=False):
+    def forward(self, x: NDArray[Any], *, size: Sequence[int], scales: Sequence[float | None] = (None, None),
+                mode: str = "nearest", align_corners: bool = False) -> NDArray[Any]:
         if mode not in _NAMES:
             raise ValueError(f"upsampling mode must be one of {', '.join(_NAMES)}, got {mode!r}")
         if x.ndim != 4:
@@ -40,7 +58,7 @@ class Upsample(Function):
             return x[:, :, self.rows[0][:, None], self.cols[0][None, :]]
         return _resize.resample2d_forward(x, self.rows, self.cols)
 
-    def _integer_scale(self, H, W, oh, ow):
+    def _integer_scale(self, H: int, W: int, oh: int, ow: int) -> int:
         """s when this is nearest upsampling by the integer s on both axes (output row r reads r // s,
         likewise columns), else 0."""
         if self.mode != "nearest" or H == 0 or W == 0 or oh % H or ow % W or oh // H != ow // W:
@@ -49,7 +67,7 @@ class Upsample(Function):
         same = (self.rows[0] == np.arange(oh) // s).all() and (self.cols[0] == np.arange(ow) // s).all()
         return s if same else 0
 
-    def backward(self, g):
+    def backward(self, g: NDArray[Any]) -> tuple[NDArray[Any]]:
         if self.scale:
             return (kernels.upsample_nearest2d_grad_input(g, self.x_shape, self.scale),)
         if self.mode == "nearest":
@@ -58,7 +76,7 @@ class Upsample(Function):
             return (_resize.gather_grad_axis(dx, self.rows[0], H, -2),)
         return (_resize.resample2d_grad_input(g, self.x_shape, self.rows, self.cols),)
 
-    def backward_window(self, p):
+    def backward_window(self, p: Patch) -> tuple[Patch | NDArray[Any]]:
         """Each output window reads the input rows and columns its interpolation taps; the adjoint
         sends each cell back to them with the forward's weights."""
         _, _, H, W = self.x_shape
@@ -68,8 +86,8 @@ class Upsample(Function):
             dx, origins = kernels.window.resample_grad(p.data, p.origins, p.map_size, self.rows, self.cols)
         return (p.like(dx, origins, (H, W)),)
 
-    def window_rule(self, box, shapes):
+    def window_rule(self, box: Box, shapes: Shapes) -> tuple[Box | None]:
         return (table_window(box, self.rows, self.cols),)
 
-    def name(self):
+    def name(self) -> str:
         return _NAMES[self.mode] + "Backward0"

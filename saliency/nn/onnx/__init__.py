@@ -9,7 +9,11 @@ that framework.
 Reading needs the `onnx` package (the optional extra: pip install 'saliency-maps[onnx]'). The
 converters are in `ops_nn`, `ops_math`, `ops_shape` and `ops_arith`, one per (operator, version).
 """
+from __future__ import annotations
+
+import os
 from pathlib import Path
+from typing import Sequence
 
 from . import ops_arith, ops_math, ops_nn, ops_shape  # noqa: F401: the converters register on import
 from .model import OnnxModel
@@ -17,7 +21,8 @@ from .reader import OnnxError, read
 from .registry import CONVERTERS
 
 
-def load_onnx(path, input_shape=None, *, layout=None, trainable=False):
+def load_onnx(path: str | os.PathLike[str], input_shape: Sequence[int] | None = None, *, layout: str | None = None,
+              trainable: bool = False) -> OnnxModel:
     """The model of the ONNX file at `path`, in eval mode, its parameters frozen unless `trainable`.
 
     `input_shape` (C, H, W): the input size for a file that leaves it free (a file that fixes it is
@@ -34,9 +39,9 @@ def load_onnx(path, input_shape=None, *, layout=None, trainable=False):
     return model
 
 
-def operators():
+def operators() -> dict[str, list[int]]:
     """{operator: sorted versions} this engine converts."""
-    out = {}
+    out: dict[str, list[int]] = {}
     for op, version in CONVERTERS:
         out.setdefault(op, []).append(version)
     return {op: sorted(v) for op, v in sorted(out.items())}

@@ -13,7 +13,10 @@ the image's values. A node is folded when its inputs are all constants or it rea
 shapes (its module's `shape_only`: Shape, Size); one that reads the image's values runs every
 time, even when it returns an array (a comparison's mask).
 """
+from __future__ import annotations
+
 import re
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
@@ -25,6 +28,13 @@ from ..parameter import Parameter
 from .reader import OnnxError
 from .registry import find
 
+if TYPE_CHECKING:
+    from ...autograd.tensor import TensorLike
+    from .reader import Graph, Node
+
+# one node's step: (submodule name, module, input names, output names, positions of the inputs it takes)
+_Step = tuple[str, Module, list[str], list[str], tuple[int, ...]]
+
 MAX_SIDE = 1 << 15  # the largest input height or width a model's declared shape may have
 PLANS = 8  # input shapes whose folded shape arithmetic a model keeps
 
@@ -35,7 +45,8 @@ class OnnxModel(Module):
     the file's input shape, NHWC when its last dimension is 1, 3 or 4 and its second is not). The
     model takes (N, C, H, W) images in either case; an NHWC graph gets them transposed."""
 
-    def __init__(self, graph, input_shape=None, layout=None, source=""):
+    def __init__(self, graph: Graph, input_shape: Sequence[int] | None = None, layout: str | None = None,
+                 source: str = "") -> None:
         super().__init__()
         if len(graph.inputs) != 1:
             names = ", ".join(n for n, _, _ in graph.inputs) or "none"
@@ -46,18 +57,20 @@ class OnnxModel(Module):
         self.opset = max(v for d, v in graph.opsets.items() if d in ("", "ai.onnx"))
         self.layout = layout or _layout(dims)
         self.input_shape = _input_shape(dims, self.layout, input_shape, source)
-        self._steps = []  # (name, module, input names, output names, positions passed)
-        self._constants = {}  # values known at load that the steps read
-        self.plans = {}  # {input shape: (steps to run, constants of that shape)}
+        self._steps: list[_Step] = []  # (name, module, input names, output names, positions passed)
+        self._constants: dict[str, Any] = {}  # values known at load that the steps read
+        # {input shape: (steps to run, constants of that shape)}
+        self.plans: dict[tuple[int, ...], tuple[list[_Step], dict[str, Any]]] = {}
         self._build(graph)
 
-    def _build(self, graph):
+    def _build(self, graph: Graph) -> None:
         with init.skipped():  # a layer's weights are the file's: no random ones drawn first
             self._build_steps(graph)
 
-    def _build_steps(self, graph):
+    def _build_steps(self, graph: Graph) -> None:
         known = dict(graph.constants)
-        names, made = set(), {self.input_name}
+        names: set[str] = set()
+        made = {self.input_name}
         for i, node in enumerate(graph.nodes):
             build = find(node, graph.opsets)
             unknown = [n for n in node.inputs if n and n not in known and n not in made]
@@ -88,7 +101,7 @@ class OnnxModel(Module):
         if self.output_names[0] in known:
             raise OnnxError(f"the model's output {self.output_names[0]!r} does not depend on its input")
 
-    def forward(self, x):
+    def forward(self, x: TensorLike) -> Tensor:
         if not isinstance(x, Tensor):
             x = Tensor(np.asarray(x))
         if x.ndim != 4 and self.layout in ("NCHW", "NHWC"):
@@ -104,7 +117,7 @@ class OnnxModel(Module):
         env[self.input_name] = x
         return self._run(steps, env)
 
-    def _run(self, steps, env):
+    def _run(self, steps: list[_Step], env: dict[str, Any]) -> Tensor:
         for step in steps:
             _step(step, env)
         out = env[self.output_names[0]]
@@ -112,12 +125,12 @@ class OnnxModel(Module):
             raise OnnxError(f"the model's output {self.output_names[0]!r} does not depend on its input's values")
         return out
 
-    def _run_and_plan(self, x, key):
+    def _run_and_plan(self, x: Tensor, key: tuple[int, ...]) -> Tensor:
         """Run every step on `x`, keeping as this shape's plan the steps whose outputs depend on the
         image's values and the values of the others (constants for this input shape)."""
         env = dict(self._constants)
         env[self.input_name] = x
-        steps = []
+        steps: list[_Step] = []
         for step in self._steps:
             args, outputs = _step(step, env)
             if any(isinstance(v, Tensor) for v in outputs) or (_reads_image(args) and not _shape_only(step[1])):
@@ -132,23 +145,23 @@ class OnnxModel(Module):
             raise OnnxError(f"the model's output {self.output_names[0]!r} does not depend on its input's values")
         return out
 
-    def extra_repr(self):
+    def extra_repr(self) -> str:
         c = self.input_shape
         return f"opset {self.opset}, input {self.layout}" + (f" {c}" if c else "")
 
 
-def _reads_image(args):
+def _reads_image(args: Sequence[Any]) -> bool:
     """Whether a step's inputs include a value of the image's (a Tensor that is not a frozen constant)."""
     return any(isinstance(a, Tensor) and not isinstance(a, Parameter) for a in args)
 
 
-def _shape_only(module):
+def _shape_only(module: Module) -> bool:
     """Whether a module reads only its inputs' shapes (Shape, Size): its outputs are constants for
     an input shape even when its input is the image's."""
     return getattr(module, "shape_only", False)
 
 
-def _step(step, env):
+def _step(step: _Step, env: dict[str, Any]) -> tuple[list[Any], tuple[Any, ...]]:
     """Run one step on the values of `env` ({name: value}), adding its outputs to it; (its inputs, its outputs)."""
     _, module, ins, outs, takes = step
     args = [env[ins[k]] if ins[k] else None for k in takes]
@@ -159,20 +172,20 @@ def _step(step, env):
     return args, outputs
 
 
-def _call(module, args):
+def _call(module: Module, args: Sequence[Any]) -> tuple[Any, ...]:
     """The outputs of `module(*args)` as a tuple."""
     out = module(*args)
     return out if isinstance(out, tuple) else (out,)
 
 
-def _array(value, node):
+def _array(value: Any, node: Node) -> np.ndarray:
     """A folded value as an ndarray."""
     if isinstance(value, Tensor):
         return np.asarray(value._array)
     return np.asarray(value)
 
 
-def _module_name(node, index, taken):
+def _module_name(node: Node, index: int, taken: set[str]) -> str:
     """A submodule name for the node: its name with every run of other characters than letters,
     digits and _ made one _ (`/features/features.0/Conv` -> `features_features_0_Conv`), else its
     operator and index; unique."""
@@ -186,7 +199,7 @@ def _module_name(node, index, taken):
     return name
 
 
-def _layout(dims):
+def _layout(dims: Sequence[int | None] | None) -> str:
     """"NHWC" for a 4-D input whose last dimension looks like channels and whose second does not."""
     if dims is None or len(dims) != 4:
         return "NCHW" if dims is None or len(dims) == 4 else "other"
@@ -194,7 +207,8 @@ def _layout(dims):
     return "NHWC" if dims[3] in small and dims[1] not in small else "NCHW"
 
 
-def _input_shape(dims, layout, given, source):
+def _input_shape(dims: Sequence[int | None] | None, layout: str, given: Sequence[int] | None,
+                 source: str) -> tuple[int, int, int] | None:
     """(C, H, W) of one image: `given`, or the file's when it fixes all three; checked."""
     if dims is not None and len(dims) == 4:
         c, h, w = (dims[3], dims[1], dims[2]) if layout == "NHWC" else dims[1:]
@@ -208,7 +222,7 @@ def _input_shape(dims, layout, given, source):
             if want is not None and want != got:
                 raise OnnxError(f"{source or 'the model'} declares an input {what} of {want}; input_shape gives {got}")
         c, h, w = given
-    if None in (c, h, w):
+    if c is None or h is None or w is None:
         return None
     if min(c, h, w) < 1 or max(h, w) > MAX_SIDE:
         raise OnnxError(f"{source or 'the model'} declares an input of {c}x{h}x{w}; at most {MAX_SIDE} pixels a side")

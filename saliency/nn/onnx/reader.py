@@ -8,10 +8,13 @@ external data is read only from files inside the model's folder (no absolute pat
 link leading out), at offsets inside the file; graphs with subgraphs, sparse initializers and
 functions are refused by name. Every problem is an `OnnxError`, one line.
 """
+from __future__ import annotations
+
 import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -40,11 +43,11 @@ class Node:
     name: str
     op_type: str
     domain: str
-    inputs: list
-    outputs: list
-    attrs: dict
+    inputs: list[str]
+    outputs: list[str]
+    attrs: dict[str, Any]
 
-    def where(self):
+    def where(self) -> str:
         """How messages name the node."""
         return f"node {self.name!r}" if self.name else f"an unnamed {self.op_type} node"
 
@@ -55,16 +58,16 @@ class Graph:
     initializers; `inputs` [(name, dims, dtype)] the values to feed (dims: ints, None where the
     file leaves a dimension free); `outputs` the output names; `opsets` {domain: version}."""
 
-    nodes: list
-    constants: dict
-    inputs: list
-    outputs: list
-    opsets: dict
+    nodes: list[Node]
+    constants: dict[str, np.ndarray]
+    inputs: list[tuple[str, list[int | None] | None, Any]]
+    outputs: list[str]
+    opsets: dict[str, int]
     producer: str = ""
-    names: dict = field(default_factory=dict)  # {output value: the node making it}
+    names: dict[str, Node] = field(default_factory=dict)  # {output value: the node making it}
 
 
-def onnx_package():
+def onnx_package() -> Any:
     """The `onnx` package, or OnnxError saying how to install it."""
     try:
         import onnx
@@ -73,7 +76,7 @@ def onnx_package():
     return onnx
 
 
-def read(path):
+def read(path: str | os.PathLike[str]) -> Graph:
     """The Graph of the ONNX file at `path`, checked (OnnxError)."""
     onnx = onnx_package()
     path = Path(path)
