@@ -189,14 +189,16 @@ def report(results, out, steps, sign):
     except OSError as exc:
         raise MapError(f"cannot create the output folder {out}: {exc.strerror or exc}") from None
     columns = _columns(results)
-    heads = [f"{label} ({better} is better)" for _, _, label, better in columns]
-    rows = ["| store | method | seed | images | " + " | ".join(heads) + " |",
-            "| --- | --- | --- | ---: |" + " ---: |" * len(columns)]
+
+    def row(cells):
+        return "| " + " | ".join(map(str, cells)) + " |"
+
+    rows = [row(["store", "method", "seed", "images"] + [f"{label} ({better} is better)"
+                                                         for _, _, label, better in columns]),
+            row(["---"] * 3 + ["---:"] * (1 + len(columns)))]
     for label, ev in results.items():
-        cells = [_mean_std(ev.values[field]) if field in ev.values else "-" for _, field, _, _ in columns]
-        rows.append(f"| {label} | {ev.method} | {ev.seed} | {len(ev.files)} | " + " | ".join(cells) + " |")
-    if not columns:
-        rows = [r.replace(" |  |", " |") for r in rows]
+        rows.append(row([label, ev.method, ev.seed, len(ev.files)] + [
+            _mean_std(ev.values[field]) if field in ev.values else "-" for _, field, _, _ in columns]))
     named = [m for m in metrics.METRICS if any(m in ev.metrics for ev in results.values())]
     text = [f"# Evaluation: {', '.join(named)}; pixels ordered by "
             f"{'|map|' if sign == 'abs' else 'the signed map'}", ""] + rows + [""]

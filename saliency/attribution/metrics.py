@@ -73,8 +73,7 @@ def _importance(amap: Array) -> Array:
     return amap.sum(axis=1, dtype=np.float64).reshape(len(amap), -1)
 
 
-def _scores(call: Call, images: Array, v: Array, batch: Optional[int],
-            progress: Optional[Callable[[int, int], Any]] = None, done: int = 0, total: Optional[int] = None) -> Array:
+def _scores(call: Call, images: Array, v: Array, batch: Optional[int]) -> Array:
     """The seed-weighted outputs of the stacked copies `images` (copies*N, C, H, W), copy-major:
     (copies, N)."""
     n = call.n
@@ -85,8 +84,6 @@ def _scores(call: Call, images: Array, v: Array, batch: Optional[int],
         j1 = min(j0 + per, copies)
         y = call.forward(images[j0 * n:j1 * n])
         out[j0:j1] = weighted(y, tile(v, j1 - j0, False), False).reshape(j1 - j0, n)
-        if progress is not None:
-            progress(done + j1, copies if total is None else total)
     return out
 
 
