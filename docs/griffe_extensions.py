@@ -8,6 +8,9 @@ folders and would not find `saliency.models`, so this loads the folder as that s
 rendered as Markdown. Two things in them Markdown would misread are rewritten: a chained subscript
 (`fig.panel_axes[r][c]`) becomes code instead of a reference link, and the `name: text` entries of
 an `Args:` block become a list instead of one run-on paragraph.
+
+`InheritedDocstrings`: a method or property that overrides a documented one without a docstring
+of its own shows the one it overrides, as `help()` does (each layer's `forward`: Module.forward's).
 """
 import re
 from pathlib import Path
@@ -88,3 +91,34 @@ class PlainDocstrings(griffe.Extension):
 
     def on_package(self, *, pkg: griffe.Module, **kwargs) -> None:
         self.on_object(obj=pkg)
+
+
+class InheritedDocstrings(griffe.Extension):
+    """Give each undocumented method or property of a class the docstring of the nearest base class
+    member of that name that has one (once the whole package is loaded, so that bases resolve)."""
+
+    def on_package(self, *, pkg: griffe.Module, **kwargs) -> None:
+        for cls in _classes(pkg):
+            try:
+                bases = cls.mro()
+            except (griffe.AliasResolutionError, griffe.CyclicAliasError, ValueError):
+                continue  # a base outside the package (e.g. a dataclass's object): nothing to inherit
+            for name, member in cls.members.items():
+                if member.is_alias or member.docstring is not None or not (member.is_function or member.is_attribute):
+                    continue
+                for base in bases:
+                    inherited = base.members.get(name)
+                    if inherited is not None and not inherited.is_alias and inherited.docstring is not None:
+                        member.docstring = griffe.Docstring(inherited.docstring.value, parent=member)
+                        break
+
+
+def _classes(obj: griffe.Object):
+    """Every class defined in `obj` (a module or class) and in its submodules and nested classes."""
+    for member in obj.members.values():
+        if member.is_alias:
+            continue
+        if member.is_class:
+            yield member
+        if member.is_module or member.is_class:
+            yield from _classes(member)

@@ -126,6 +126,7 @@ class Call:
 
     @property
     def n(self) -> int:
+        """N, the number of images (1 for an unbatched x)."""
         return self.x.shape[0]
 
     def chunk(self, batch: Optional[int], copies: int, seeds: int = 1) -> int:

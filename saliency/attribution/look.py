@@ -103,10 +103,12 @@ class LookDistance:
 
     @property
     def radius50(self) -> np.ndarray:
+        """radii[0.5]: per sampled pixel, the radius (input pixels) holding half of its gradient mass."""
         return self.radius(0.5)
 
     @property
     def radius90(self) -> np.ndarray:
+        """radii[0.9]: per sampled pixel, the radius (input pixels) holding 90% of its gradient mass."""
         return self.radius(0.9)
 
     @property

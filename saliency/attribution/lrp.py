@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from types import SimpleNamespace
-from typing import TYPE_CHECKING, Any, Callable, Optional, cast
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 import numpy as np
 
@@ -80,7 +80,7 @@ def _chooser(comp: Composite, split: Rule, overrides: dict[str, Rule],
         return replace(rule, zero_bias=True) if zero_bias and rule.weights and not rule.zero_bias else rule
 
     def choose(kind: Kind, node: Any, module: Callable[[], str | None], first: bool) -> Optional[Rule]:
-        name = cast(str, module()) if by_module else ""  # None only for a node the recording missed
+        name = (module() or "") if by_module else ""  # None for a node the recording missed: no module
         for key, rule in by_module:
             if (name == key or name.startswith(key + ".")) and fits(rule, kind):
                 return finish(rule)

@@ -454,6 +454,7 @@ class Metric:
     sample: bool = False
 
     def defaults(self) -> dict[str, Any]:
+        """{option name: its default}: the defaults of `function`'s keywords that `options` name."""
         signature = inspect.signature(self.function).parameters
         return {o.name: signature[o.name].default for o in self.options}
 
@@ -496,11 +497,13 @@ class MetricBatch:
         return np.abs(self.maps) if self.sign == "abs" else self.maps
 
     def needs_method(self) -> MethodLike:
+        """The store's method, for a metric that makes more maps; InputError when it was not given."""
         if self.method is None:
             raise InputError("this metric makes maps with the store's method, which was not given")
         return self.method
 
     def needs_masks(self) -> Array:
+        """The ground-truth masks (n, H, W), for a metric that needs them; InputError when none were given."""
         if self.masks is None:
             raise InputError("this metric needs ground-truth masks (masks=)")
         return self.masks

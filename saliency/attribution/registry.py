@@ -52,6 +52,7 @@ class Option:
 
     @property
     def cli_flag(self) -> str:
+        """The option's command-line flag: `flag`, else --NAME with dashes for underscores."""
         return self.flag or "--" + self.name.replace("_", "-")
 
     def parse(self, text: str) -> Any:

@@ -51,6 +51,7 @@ class Attribution:
 
     @property
     def shape(self) -> tuple[int, ...]:
+        """map.shape: the input's shape, with a leading K for K batched seeds (one channel for Grad-CAM)."""
         return self.map.shape
 
     @property

@@ -83,6 +83,7 @@ class Run:
 
     @property
     def name(self) -> str:
+        """The method's name (its record's `name`)."""
         return self.method.name
 
     def map_shape(self, image_shape: tuple[int, ...]) -> tuple[int, ...]:

@@ -73,6 +73,8 @@ class Seed:
     count: Optional[int] = None  # K for a batched seed (v has a leading K dimension), None for one seed
 
     def vector(self, y: np.ndarray) -> np.ndarray:
+        """v for the output `y`: an array of y's shape, or (K, *y.shape) for a batched seed; SeedError if the
+        seed does not fit `y`. Each seed implements it."""
         raise NotImplementedError
 
     def resolve(self, y: np.ndarray) -> Seed:

@@ -42,6 +42,7 @@ class MapStore:
 
     @property
     def batches(self) -> int:
+        """The number of batches: ceil(len(files) / batch_size)."""
         return -(-len(self.files) // self.batch_size)
 
     def span(self, k: int) -> tuple[int, int]:
@@ -71,10 +72,12 @@ class MapStore:
 
     @property
     def predicted(self) -> np.ndarray:
+        """Per image, the predicted class (int64; -1 for a dense output or a batch not done)."""
         return self._per_image("predicted", -1, np.int64)
 
     @property
     def errors(self) -> list[str]:
+        """Per image, its error message ("" when it has none, or when its batch is not done)."""
         return self._per_image("errors", "")
 
     @property

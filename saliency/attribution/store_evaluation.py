@@ -66,6 +66,7 @@ class StoreEvaluation:
 
     @property
     def fractions(self) -> Optional[np.ndarray]:
+        """The fraction of the pixels changed at each point of the deletion and insertion curves, or None."""
         return self.points.get("deletion")
 
     def __getattr__(self, name: str) -> Any:

@@ -107,6 +107,7 @@ def backward(self: Tensor, gradient: TensorLike | None = None, retain_graph: boo
 # ---- arithmetic -------------------------------------------------------------------------------
 @public("Tensor", "saliency", also=("__add__",))
 def add(input: Tensor, other: TensorLike | Number) -> Tensor:
+    """input + other elementwise, the shapes broadcast as NumPy's (torch.add; also `a + b`)."""
     return Add.apply(input, _operand(other, input))
 
 
@@ -117,6 +118,7 @@ def __radd__(input: Tensor, other: TensorLike | Number) -> Tensor:
 
 @public("Tensor", "saliency", also=("__sub__",))
 def sub(input: Tensor, other: TensorLike | Number) -> Tensor:
+    """input - other elementwise, the shapes broadcast as NumPy's (torch.sub; also `a - b`)."""
     return Sub.apply(input, _operand(other, input))
 
 
@@ -127,6 +129,7 @@ def __rsub__(input: Tensor, other: TensorLike | Number) -> Tensor:
 
 @public("Tensor", "saliency", also=("__mul__",))
 def mul(input: Tensor, other: TensorLike | Number) -> Tensor:
+    """input * other elementwise, the shapes broadcast as NumPy's (torch.mul; also `a * b`)."""
     return Mul.apply(input, _operand(other, input))
 
 
@@ -137,6 +140,8 @@ def __rmul__(input: Tensor, other: TensorLike | Number) -> Tensor:
 
 @public("Tensor", "saliency", also=("__truediv__",))
 def div(input: Tensor, other: TensorLike | Number) -> Tensor:
+    """input / other elementwise, true division (integers give float32), the shapes broadcast as NumPy's
+    (torch.div; also `a / b`)."""
     return Div.apply(input, _operand(other, input))
 
 
@@ -147,6 +152,8 @@ def __rtruediv__(input: Tensor, other: TensorLike | Number) -> Tensor:
 
 @public("Tensor", "saliency", also=("__pow__",))
 def pow(input: Tensor, exponent: TensorLike | Number) -> Tensor:
+    """input ** exponent elementwise, exponent a number or a tensor broadcast with input (torch.pow; also
+    `a ** b`)."""
     return Pow.apply(input, _operand(exponent, input))
 
 
@@ -157,6 +164,8 @@ def __rpow__(input: Tensor, other: TensorLike | Number) -> Tensor:
 
 @public("Tensor", "saliency", also=("__matmul__",))
 def matmul(input: Tensor, other: TensorLike) -> Tensor:
+    """The matrix product input @ other, as NumPy's matmul: vector or matrix operands, or stacks of matrices
+    whose leading dimensions broadcast (torch.matmul; also `a @ b`)."""
     return Matmul.apply(input, _operand(other, input))
 
 
@@ -167,6 +176,7 @@ def __rmatmul__(input: Tensor, other: TensorLike) -> Tensor:
 
 @public("Tensor", "saliency")
 def mm(input: Tensor, mat2: TensorLike) -> Tensor:
+    """The product of two matrices, (n, m) @ (m, p) -> (n, p); any other shape is an error (use matmul)."""
     if input.ndim != 2 or np.ndim(mat2) != 2:
         raise ValueError(f"mm needs two matrices, got shapes {input.shape} and {np.shape(mat2)}; use matmul")
     return Matmul.apply(input, _operand(mat2, input))
@@ -174,11 +184,13 @@ def mm(input: Tensor, mat2: TensorLike) -> Tensor:
 
 @public("Tensor", "saliency", also=("__neg__",))
 def neg(input: Tensor) -> Tensor:
+    """-input elementwise (torch.neg; also `-a`)."""
     return Neg.apply(input)
 
 
 @public("Tensor", "saliency", also=("__abs__",))
 def abs(input: Tensor) -> Tensor:
+    """|input| elementwise, with gradient 0 at 0 (torch.abs; also `abs(a)`)."""
     return Abs.apply(input)
 
 
@@ -189,16 +201,19 @@ def __getitem__(input: Tensor, key: Index | Tensor | tuple[Index | Tensor, ...])
 
 @public("Tensor", "saliency")
 def exp(input: Tensor) -> Tensor:
+    """exp(input) elementwise."""
     return Exp.apply(input)
 
 
 @public("Tensor", "saliency")
 def log(input: Tensor) -> Tensor:
+    """The natural logarithm of input, elementwise (-inf at 0, nan below 0)."""
     return Log.apply(input)
 
 
 @public("Tensor", "saliency")
 def sqrt(input: Tensor) -> Tensor:
+    """The square root of input, elementwise (nan below 0)."""
     return Sqrt.apply(input)
 
 
@@ -210,27 +225,35 @@ def relu(input: Tensor, inplace: bool = False) -> Tensor:
 
 @public("Tensor", "saliency", "F")
 def sigmoid(input: Tensor) -> Tensor:
+    """1 / (1 + exp(-input)) elementwise."""
     return Sigmoid.apply(input)
 
 
 @public("Tensor", "saliency", "F")
 def tanh(input: Tensor) -> Tensor:
+    """The hyperbolic tangent of input, elementwise."""
     return Tanh.apply(input)
 
 
 @public("Tensor", "saliency")
 def clamp(input: Tensor, min: Number | None = None, max: Number | None = None) -> Tensor:
+    """min(max(input, min), max) elementwise; either bound may be None (not both). The gradient passes where
+    min <= input <= max (torch.clamp)."""
     return Clamp.apply(input, lo=min, hi=max)
 
 
 @public("Tensor", "saliency")
 def maximum(input: TensorLike, other: TensorLike | Number) -> Tensor:
+    """The larger of input and other elementwise, the shapes broadcast as NumPy's; at ties each gets half the
+    gradient (torch.maximum)."""
     input = _tensor(input)
     return Maximum.apply(input, _operand(other, input))
 
 
 @public("Tensor", "saliency")
 def minimum(input: TensorLike, other: TensorLike | Number) -> Tensor:
+    """The smaller of input and other elementwise, the shapes broadcast as NumPy's; at ties each gets half the
+    gradient (torch.minimum)."""
     input = _tensor(input)
     return Minimum.apply(input, _operand(other, input))
 
@@ -245,11 +268,13 @@ def where(condition: TensorLike, input: TensorLike | Number, other: TensorLike |
 
 @public("Tensor", "saliency")
 def softmax(input: Tensor, dim: int) -> Tensor:
+    """exp(input) / sum(exp(input)) along dim, computed without overflow: each slice along dim sums to 1."""
     return Softmax.apply(input, dim=dim)
 
 
 @public("Tensor", "saliency")
 def log_softmax(input: Tensor, dim: int) -> Tensor:
+    """log(softmax(input, dim)), computed as input - logsumexp(input, dim) (no overflow, no log of 0)."""
     return LogSoftmax.apply(input, dim=dim)
 
 
@@ -404,21 +429,29 @@ class _ValuesIndices(NamedTuple):
 
 @public("Tensor", "saliency")
 def sum(input: Tensor, dim: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+    """The sum of the elements: of all of them (dim None), or over dim (an int or a sequence), whose dimensions
+    are removed unless keepdim (torch.sum)."""
     return Sum.apply(input, dim=dim, keepdim=keepdim)
 
 
 @public("Tensor", "saliency")
 def mean(input: Tensor, dim: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+    """The mean of the elements: of all of them (dim None), or over dim (an int or a sequence), whose dimensions
+    are removed unless keepdim (torch.mean)."""
     return Mean.apply(input, dim=dim, keepdim=keepdim)
 
 
 @public("Tensor", "saliency")
 def amax(input: Tensor, dim: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+    """The largest element over dim (an int or a sequence; all elements when None), without indices; tied
+    maxima share the gradient equally (torch.amax)."""
     return Amax.apply(input, dim=dim, keepdim=keepdim)
 
 
 @public("Tensor", "saliency")
 def amin(input: Tensor, dim: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+    """The smallest element over dim (an int or a sequence; all elements when None), without indices; tied
+    minima share the gradient equally (torch.amin)."""
     return Amin.apply(input, dim=dim, keepdim=keepdim)
 
 
@@ -454,27 +487,37 @@ def _pick(input: Tensor, dim: int, keepdim: bool, fn: Callable[..., Any], kind: 
 
 @public("Tensor", "saliency")
 def argmax(input: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
+    """The index of the first maximum: in the flattened tensor (dim None), or along dim (kept with size 1
+    if keepdim); an int64 tensor outside the graph (torch.argmax)."""
     return Tensor._make(arg_index(input._array, dim, keepdim, np.argmax), False, None)
 
 
 @public("Tensor", "saliency")
 def argmin(input: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
+    """The index of the first minimum: in the flattened tensor (dim None), or along dim (kept with size 1
+    if keepdim); an int64 tensor outside the graph (torch.argmin)."""
     return Tensor._make(arg_index(input._array, dim, keepdim, np.argmin), False, None)
 
 
 @public("Tensor", "saliency")
 def norm(input: Tensor, p: Number = 2, dim: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+    """The p-norm (sum |x|^p)^(1/p) of all elements (dim None) or over dim (an int or a sequence), the
+    dimensions removed unless keepdim; p is 2 by default, or 1, any p > 0, or inf (max |x|) (torch.norm)."""
     return Norm.apply(input, p=p, dim=dim, keepdim=keepdim)
 
 
 @public("Tensor", "saliency")
 def logsumexp(input: Tensor, dim: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+    """log(sum(exp(input))) over dim (an int or a sequence; all elements when None), computed without
+    overflow (torch.logsumexp)."""
     return LogSumExp.apply(input, dim=dim, keepdim=keepdim)
 
 
 # ---- shapes -----------------------------------------------------------------------------------
 @public("Tensor", "saliency", also=("view",))
 def reshape(input: Tensor, *shape: Size) -> Tensor:
+    """The same elements in the shape given as ints or as one sequence; one size may be -1 (inferred).
+    Tensor.view is this op too (no contiguity is required here) (torch.reshape)."""
     return Reshape.apply(input, shape=_shape_args(shape))
 
 
@@ -493,11 +536,14 @@ def flatten(input: TensorLike, start_dim: int = 0, end_dim: int = -1) -> Tensor:
 
 @public("Tensor", "saliency")
 def transpose(input: Tensor, dim0: int, dim1: int) -> Tensor:
+    """input with dimensions dim0 and dim1 swapped (torch.transpose)."""
     return Transpose.apply(input, dim0=dim0, dim1=dim1)
 
 
 @public("Tensor", "saliency")
 def t(input: Tensor) -> Tensor:
+    """The transpose of a matrix (its two dimensions swapped); a 0-d or 1-d tensor keeps its shape, and more
+    than 2 dimensions is an error (torch.t)."""
     if input.ndim > 2:
         raise ValueError(f"t() expects a tensor with at most 2 dimensions, got shape {input.shape}; "
                          f"use transpose(dim0, dim1)")
@@ -506,26 +552,35 @@ def t(input: Tensor) -> Tensor:
 
 @public("Tensor", "saliency")
 def permute(input: Tensor, *dims: Size) -> Tensor:
+    """input with its dimensions reordered: dimension i of the result is dimension dims[i] of input (dims
+    as ints or one sequence, each dimension once) (torch.permute)."""
     return Permute.apply(input, dims=_shape_args(dims))
 
 
 @public("Tensor", "saliency")
 def squeeze(input: Tensor, dim: int | Sequence[int] | None = None) -> Tensor:
+    """input without size-1 dimensions: all of them (dim None), or those of dim (an int or a sequence) that
+    have size 1 (torch.squeeze)."""
     return Squeeze.apply(input, dim=dim)
 
 
 @public("Tensor", "saliency")
 def unsqueeze(input: Tensor, dim: int) -> Tensor:
+    """input with a size-1 dimension inserted at position dim (a negative dim counts from the end of the
+    result) (torch.unsqueeze)."""
     return Unsqueeze.apply(input, dim=dim)
 
 
 @public("Tensor")
 def expand(input: Tensor, *sizes: Size) -> Tensor:
+    """input broadcast to sizes (ints or one sequence), without copying: size-1 dimensions are repeated, -1
+    keeps a dimension's size, and new leading dimensions may be added (Tensor.expand)."""
     return Expand.apply(input, shape=_shape_args(sizes))
 
 
 @public("Tensor", "saliency")
 def broadcast_to(input: TensorLike, size: Sequence[int]) -> Tensor:
+    """input broadcast to size, as expand (torch.broadcast_to)."""
     return Expand.apply(_tensor(input), shape=tuple(size))
 
 
@@ -555,6 +610,7 @@ def _int_tuple(v: int | Sequence[int], what: str) -> tuple[int, ...]:
 
 @public("Tensor", "saliency")
 def clone(input: Tensor) -> Tensor:
+    """A copy of input, on the graph: the gradient passes through unchanged (torch.clone)."""
     return Clone.apply(input)
 
 
@@ -587,6 +643,7 @@ def new_zeros(input: Tensor, *size: Size, dtype: DTypeLike | None = None, device
 @public("Tensor")
 def new_ones(input: Tensor, *size: Size, dtype: DTypeLike | None = None, device: str | Device | None = None,
              requires_grad: bool = False, layout: object | None = None, pin_memory: bool = False) -> Tensor:
+    """Ones of `size` (a sequence, or ints) with input's dtype unless `dtype`; not on the graph."""
     return _new(input, 1, size, dtype, device, requires_grad)
 
 
@@ -601,6 +658,7 @@ def new_empty(input: Tensor, *size: Size, dtype: DTypeLike | None = None, device
 def new_full(input: Tensor, size: Size, fill_value: Number, *, dtype: DTypeLike | None = None,
              device: str | Device | None = None, requires_grad: bool = False, layout: object | None = None,
              pin_memory: bool = False) -> Tensor:
+    """A tensor of `size` filled with fill_value, with input's dtype unless `dtype`; not on the graph."""
     return _new(input, fill_value, (size,), dtype, device, requires_grad)
 
 
@@ -614,21 +672,25 @@ def new_tensor(input: Tensor, data: TensorLike, *, dtype: DTypeLike | None = Non
 
 @public("Tensor")
 def type_as(input: Tensor, other: Tensor) -> Tensor:
+    """input cast to other's dtype, as to(other.dtype): input itself when the dtypes are the same."""
     return to(input, other.dtype)
 
 
 @public("Tensor")
 def view_as(input: Tensor, other: Tensor) -> Tensor:
+    """input reshaped to other's shape: view(other.shape)."""
     return Reshape.apply(input, shape=tuple(other.shape))
 
 
 @public("Tensor")
 def reshape_as(input: Tensor, other: Tensor) -> Tensor:
+    """input reshaped to other's shape: reshape(other.shape)."""
     return Reshape.apply(input, shape=tuple(other.shape))
 
 
 @public("Tensor")
 def expand_as(input: Tensor, other: Tensor) -> Tensor:
+    """input broadcast to other's shape: expand(other.shape)."""
     return Expand.apply(input, shape=tuple(other.shape))
 
 
@@ -679,11 +741,14 @@ def chunk(input: Tensor, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
 
 @public("saliency")
 def cat(tensors: Sequence[TensorLike], dim: int = 0) -> Tensor:
+    """The tensors joined along their existing dimension dim; their shapes must match in every other
+    dimension (torch.cat)."""
     return Cat.apply(*[_tensor(t) for t in tensors], dim=dim)
 
 
 @public("saliency")
 def stack(tensors: Sequence[TensorLike], dim: int = 0) -> Tensor:
+    """The tensors, all of one shape, joined along a new dimension dim (torch.stack)."""
     return Stack.apply(*[_tensor(t) for t in tensors], dim=dim)
 
 
@@ -881,7 +946,7 @@ def _adaptive_size(output_size: int | Sequence[int | None], x: Tensor) -> tuple[
 
 @public("F")
 def adaptive_avg_pool2d(input: TensorLike, output_size: int | Sequence[int | None]) -> Tensor:
-    """Mean over PyTorch's adaptive bins [floor(i*H/oh), ceil((i+1)*H/oh)) for an (oh, ow) output."""
+    """Mean over PyTorch's adaptive bins [floor(i * H / oh), ceil((i + 1) * H / oh)) for an (oh, ow) output."""
     return _pooled(input, lambda x: AdaptiveAvgPool2d.apply(x, output_size=_adaptive_size(output_size, x)))
 
 
@@ -992,7 +1057,7 @@ def _shuffle_factor(name: str, what: str, factor: int) -> int:
 
 @public("saliency", "F")
 def pixel_shuffle(input: TensorLike, upscale_factor: int) -> Tensor:
-    """(*, C r^2, H, W) -> (*, C, H r, W r) with r = upscale_factor: each group of r^2 channels
+    """`(*, C r^2, H, W)` -> `(*, C, H r, W r)` with r = upscale_factor: each group of r^2 channels
     becomes an r x r block of one channel."""
     input = _tensor(input)
     r = _shuffle_factor("pixel_shuffle", "upscale_factor", upscale_factor)
@@ -1007,7 +1072,7 @@ def pixel_shuffle(input: TensorLike, upscale_factor: int) -> Tensor:
 
 @public("saliency", "F")
 def pixel_unshuffle(input: TensorLike, downscale_factor: int) -> Tensor:
-    """(*, C, H r, W r) -> (*, C r^2, H, W) with r = downscale_factor: the inverse of pixel_shuffle."""
+    """`(*, C, H r, W r)` -> `(*, C r^2, H, W)` with r = downscale_factor: the inverse of pixel_shuffle."""
     input = _tensor(input)
     r = _shuffle_factor("pixel_unshuffle", "downscale_factor", downscale_factor)
     if input.ndim < 3:

@@ -48,14 +48,18 @@ def _filled(fill: Number, size: Sequence[Size], dtype: DTypeLike | None, require
 
 
 def zeros(*size: Size, dtype: DTypeLike | None = None, requires_grad: bool = False) -> Tensor:
+    """A tensor of zeros of `size` (ints, or one sequence), float32 unless `dtype`; requires grad if requires_grad."""
     return _filled(0, size, dtype, requires_grad)
 
 
 def ones(*size: Size, dtype: DTypeLike | None = None, requires_grad: bool = False) -> Tensor:
+    """A tensor of ones of `size` (ints, or one sequence), float32 unless `dtype`; requires grad if requires_grad."""
     return _filled(1, size, dtype, requires_grad)
 
 
 def full(size: Size, fill_value: Number, dtype: DTypeLike | None = None, requires_grad: bool = False) -> Tensor:
+    """A tensor of `size` (an int or a sequence) filled with fill_value, float32 unless `dtype`; requires grad
+    if requires_grad."""
     return _filled(fill_value, (size,), dtype, requires_grad)
 
 
@@ -77,6 +81,8 @@ def rand(*size: Size, dtype: DTypeLike | None = None, requires_grad: bool = Fals
 
 def arange(start: Number, end: Number | None = None, step: Number = 1, dtype: DTypeLike | None = None,
            requires_grad: bool = False) -> Tensor:
+    """start, start + step, ... up to but excluding end; arange(n) is 0, 1, ..., n - 1 (torch.arange). int64
+    for integer arguments, float32 otherwise, unless `dtype`; requires grad if requires_grad."""
     data = np.arange(start, end, step) if end is not None else np.arange(start)
     return Tensor(as_array(data.tolist() if dtype is None and data.dtype.kind == "f" else data, dtype),
                   requires_grad=requires_grad)
@@ -88,28 +94,35 @@ def _like(t: TensorLike) -> tuple[tuple[int, ...], np.dtype]:
 
 
 def zeros_like(t: TensorLike, dtype: DTypeLike | None = None, requires_grad: bool = False) -> Tensor:
+    """Zeros of t's shape, with t's dtype unless `dtype`; requires grad if requires_grad."""
     shape, dt = _like(t)
     return zeros(shape, dtype=dtype or dt, requires_grad=requires_grad)
 
 
 def ones_like(t: TensorLike, dtype: DTypeLike | None = None, requires_grad: bool = False) -> Tensor:
+    """Ones of t's shape, with t's dtype unless `dtype`; requires grad if requires_grad."""
     shape, dt = _like(t)
     return ones(shape, dtype=dtype or dt, requires_grad=requires_grad)
 
 
 def full_like(t: TensorLike, fill_value: Number, dtype: DTypeLike | None = None,
               requires_grad: bool = False) -> Tensor:
+    """fill_value in t's shape, with t's dtype unless `dtype`; requires grad if requires_grad."""
     shape, dt = _like(t)
     return full(shape, fill_value, dtype=dtype or dt, requires_grad=requires_grad)
 
 
 def randn_like(t: TensorLike, dtype: DTypeLike | None = None, requires_grad: bool = False,
                generator: np.random.Generator | None = None) -> Tensor:
+    """Standard normal samples in t's shape, with t's dtype unless `dtype`, drawn from `generator` (else
+    the one manual_seed resets); requires grad if requires_grad."""
     shape, dt = _like(t)
     return randn(shape, dtype=dtype or dt, requires_grad=requires_grad, generator=generator)
 
 
 def rand_like(t: TensorLike, dtype: DTypeLike | None = None, requires_grad: bool = False,
               generator: np.random.Generator | None = None) -> Tensor:
+    """Uniform samples in [0, 1) in t's shape, with t's dtype unless `dtype`, drawn from `generator` (else
+    the one manual_seed resets); requires grad if requires_grad."""
     shape, dt = _like(t)
     return rand(shape, dtype=dtype or dt, requires_grad=requires_grad, generator=generator)

@@ -70,6 +70,9 @@ class Function:
 
     @classmethod
     def apply(cls, *inputs: Any, **params: Any) -> Tensor:
+        """Run the op on `inputs` (Tensors, arrays or numbers) with keyword `params` and return the output
+        Tensor: `forward` gets the inputs' arrays, and when grad mode is on and an input requires grad, a new
+        node of this class is left on the graph as the output's grad_fn. The one way to call an op."""
         node = cls.__new__(cls)
         arrays: list[Any] = []
         edges: list[tuple[GradNode | None, int]] = []
@@ -128,12 +131,19 @@ class Function:
         return Tensor._make(out, True, node)
 
     def save_for_backward(self, *arrays: Any) -> None:
+        """Keep `arrays` as `self.saved` for `backward` (forward calls it with what the VJP needs);
+        a backward without retain_graph frees them."""
         self.saved = arrays
 
     def forward(self, *arrays: Any, **params: Any) -> Any:
+        """What a subclass implements: the output array from the inputs' arrays (NumPy in, one array
+        out) and the op's keyword params, saving what backward needs; `apply` calls it."""
         raise NotImplementedError(f"{type(self).__name__} has no forward")
 
     def backward(self, g: Any) -> Any:
+        """What a subclass implements, the VJP: from `g`, the output's gradient (with any leading seed
+        dimensions), one gradient per input with g's seed dimensions plus that input's shape, or None where
+        `needs_input_grad[i]` is false. The engine calls it during backward()."""
         raise NotImplementedError(f"{type(self).__name__} has no backward")
 
     def name(self) -> str:

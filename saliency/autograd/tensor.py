@@ -127,15 +127,20 @@ class Tensor:
         self._requires_grad = flag
 
     def requires_grad_(self, requires_grad: bool = True) -> Tensor:
+        """Set requires_grad in place (only floating-point tensors can require grad); returns self."""
         self.requires_grad = requires_grad
         return self
 
     @property
     def is_leaf(self) -> bool:
+        """True for a tensor no op made (grad_fn None): backward() fills the .grad of the leaves that
+        require grad."""
         return self.grad_fn is None
 
     @property
     def grad(self) -> Tensor | None:
+        """The gradient backward() accumulated: on a leaf, or on a non-leaf that called retain_grad(); None
+        before (reading it on another non-leaf warns). Assigning sets it, in this tensor's shape and dtype."""
         if self.grad_fn is not None and self.grad_fn.retain_ref is None and self._grad is None:
             warnings.warn("the .grad of a non-leaf tensor is being read; backward() does not fill it. "
                           "Call .retain_grad() on the tensor before backward() if you want it, "
@@ -170,6 +175,7 @@ class Tensor:
 
     @property
     def retains_grad(self) -> bool:
+        """Whether retain_grad() was called on this non-leaf tensor (always False on a leaf)."""
         return self.grad_fn is not None and self.grad_fn.retain_ref is not None
 
     def register_hook(self, fn: Hook) -> RemovableHandle:
@@ -195,6 +201,7 @@ class Tensor:
         self._array = value._array if isinstance(value, Tensor) else as_array(value)
 
     def detach(self) -> Tensor:
+        """A new tensor sharing this one's values, outside the graph (requires_grad False)."""
         return Tensor._make(self._array, False, None)
 
     def __deepcopy__(self, memo: dict[int, Any]) -> Tensor:
@@ -210,14 +217,17 @@ class Tensor:
     # ---- array views ------------------------------------------------------------------------
     @property
     def shape(self) -> Shape:
+        """The size of each dimension, a tuple of ints (PyTorch's torch.Size)."""
         return self._array.shape
 
     @property
     def dtype(self) -> np.dtype[Any]:
+        """The NumPy dtype of the elements (float32 by default)."""
         return self._array.dtype
 
     @property
     def ndim(self) -> int:
+        """The number of dimensions."""
         return self._array.ndim
 
     @overload
@@ -226,12 +236,15 @@ class Tensor:
     def size(self, dim: int) -> int: ...
 
     def size(self, dim: int | None = None) -> Shape | int:
+        """The shape, a tuple of ints; with dim, the size of that dimension."""
         return self._array.shape if dim is None else self._array.shape[dim]
 
     def dim(self) -> int:
+        """The number of dimensions (ndim)."""
         return self._array.ndim
 
     def numel(self) -> int:
+        """The number of elements."""
         return self._array.size
 
     def numpy(self) -> NDArray[Any]:
@@ -243,11 +256,13 @@ class Tensor:
         return self._array
 
     def item(self) -> Number:
+        """The value of a one-element tensor as a Python number."""
         if self._array.size != 1:
             raise ValueError(f"item() needs a tensor with one element, this one has shape {self.shape}")
         return self._array.item()
 
     def tolist(self) -> Any:
+        """The values as nested Python lists of numbers (a number for a 0-d tensor)."""
         return self._array.tolist()
 
     def __array__(self, dtype: DTypeLike | None = None, copy: bool | None = None) -> NDArray[Any]:
@@ -272,9 +287,11 @@ class Tensor:
         return bool(self._array.item())
 
     def any(self) -> Tensor:
+        """Whether any element is nonzero: a 0-d bool tensor, outside the graph."""
         return Tensor._make(np.asarray(self._array.any()), False, None)
 
     def all(self) -> Tensor:
+        """Whether every element is nonzero: a 0-d bool tensor, outside the graph."""
         return Tensor._make(np.asarray(self._array.all()), False, None)
 
     def __repr__(self) -> str:
@@ -307,31 +324,38 @@ class Tensor:
         return versions.version(self._array)
 
     def zero_(self) -> Tensor:
+        """Fill with zeros, in place and outside the graph; returns self."""
         self._check_inplace()
         self._array[...] = 0
         return self._written()
 
     def fill_(self, value: Number) -> Tensor:
+        """Fill with `value`, in place and outside the graph; returns self."""
         self._check_inplace()
         self._array[...] = value
         return self._written()
 
     def copy_(self, src: TensorLike) -> Tensor:
+        """Copy src's values (broadcast to this shape, cast to this dtype) in place, outside the graph; returns self."""
         self._check_inplace()
         self._array[...] = as_array(src)
         return self._written()
 
     def add_(self, other: TensorLike, alpha: Number = 1.0) -> Tensor:
+        """self += alpha * other, in place and outside the graph; returns self."""
         self._check_inplace()
         self._array += alpha * as_array(other)
         return self._written()
 
     def mul_(self, other: TensorLike) -> Tensor:
+        """self *= other, in place and outside the graph; returns self."""
         self._check_inplace()
         self._array *= as_array(other)
         return self._written()
 
     def clamp_(self, min: Number | None = None, max: Number | None = None) -> Tensor:
+        """Clamp to min(max(self, min), max), in place and outside the graph; either bound may be None (not
+        both). Returns self."""
         self._check_inplace()
         if min is None and max is None:
             raise ValueError("clamp_ needs at least one of min and max")
@@ -380,30 +404,38 @@ class Tensor:
 
     @property
     def T(self) -> Tensor:
+        """The tensor with its dimensions in reverse order (a matrix's transpose): permute(ndim - 1, ..., 0)."""
         return self.permute(*reversed(range(self.ndim)))
 
     def contiguous(self, memory_format: object | None = None) -> Tensor:
+        """The tensor itself: every tensor counts as contiguous here (memory_format is ignored)."""
         return self
 
     def float(self) -> Tensor:
+        """The tensor as float32: to(float32) (the tensor itself when it already is)."""
         return self.to(np.float32)
 
     def double(self) -> Tensor:
+        """The tensor as float64: to(float64) (the tensor itself when it already is)."""
         return self.to(np.float64)
 
     # ---- devices: everything is on the CPU ----------------------------------------------------------
     @property
     def device(self) -> device:
+        """Where the tensor lives: always device('cpu')."""
         return CPU
 
     @property
     def is_cuda(self) -> bool:
+        """False: saliency computes on the CPU only."""
         return False
 
     def cpu(self) -> Tensor:
+        """The tensor itself: every tensor is on the CPU."""
         return self
 
     def cuda(self, *args: Any, **kwargs: Any) -> NoReturn:
+        """Raises UnsupportedError: saliency computes on the CPU only."""
         raise unsupported("Tensor", "cuda")
 
     def __getattr__(self, name: str) -> NoReturn:
@@ -506,13 +538,16 @@ class AccumulateGrad:
 
     @property
     def out_shape(self) -> Shape:
+        """The leaf's shape, which its gradient has."""
         return self.variable._array.shape
 
     @property
     def out_dtype(self) -> np.dtype[Any]:
+        """The leaf's dtype, which its gradient has."""
         return self.variable._array.dtype
 
     def name(self) -> str:
+        """'AccumulateGrad', the node's name as PyTorch spells it."""
         return "AccumulateGrad"
 
     def __repr__(self) -> str:

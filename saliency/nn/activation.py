@@ -234,6 +234,7 @@ class PReLU(Module):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
+        """Set every element of `weight` to `init`, in place."""
         self.weight._array[...] = self.init
         self.weight._written()
 

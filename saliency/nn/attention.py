@@ -84,6 +84,14 @@ class MultiheadAttention(Module):
                 key_padding_mask: Tensor | np.ndarray | None = None, need_weights: bool = True,
                 attn_mask: Tensor | np.ndarray | None = None, average_attn_weights: bool = True,
                 is_causal: bool = False) -> tuple[Tensor, Tensor | None]:
+        """(attention output, attention weights or None) for query (L, N, E), key (S, N, kdim) and
+        value (S, N, vdim) ((N, L, E) ... with batch_first; (L, E) ... unbatched); the output has the query's shape.
+
+        key_padding_mask (N, S) and attn_mask ((L, S) or (N * num_heads, L, S)) are boolean (True: the key is
+        left out) or added to the scores. need_weights returns the attention weights (N, L, S), averaged
+        over the heads with average_attn_weights, else (N, num_heads, L, S); without them the heads run as
+        F.scaled_dot_product_attention. is_causal is a hint that attn_mask is the causal mask (it must be
+        given)."""
         batched = query.ndim == 3
         if query.ndim not in (2, 3) or key.ndim != query.ndim or value.ndim != query.ndim:
             raise ValueError(f"MultiheadAttention expects query, key and value of 3 dimensions (batched) or 2 "

@@ -60,15 +60,19 @@ class _Indexed(Module):
         return iter(self._modules.values())
 
     def append(self, module: Module) -> Self:
+        """Add `module` at the end, as the child str(len(self)); returns self."""
         self.add_module(str(len(self)), module)
         return self
 
     def extend(self, modules: Iterable[Module]) -> Self:
+        """Append each module of `modules`, in order; returns self."""
         for m in modules:
             self.append(m)
         return self
 
     def insert(self, index: int, module: Module) -> Self:
+        """Insert `module` before position `index` (negative counts from the end), the children renumbered
+        "0", "1", ...; returns self."""
         n = len(self)
         if not -n <= index <= n:
             raise IndexError(f"index {index} is out of range for {type(self).__name__} of length {n}")
@@ -116,6 +120,8 @@ class Sequential(_Indexed):
                 self.add_module(str(i), module)
 
     def forward(self, x: Any) -> Any:
+        """Run x through each module in order, each one's output the next one's input (a pair planned by
+        `nn.fuse` as one op); returns the last module's output."""
         modules = list(self._modules.values())
         plan = self._fusion_plan
         i = 0
@@ -145,6 +151,7 @@ class ModuleList(_Indexed):
             self.extend(modules)
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
+        """A ModuleList has no forward: raises NotImplementedError (call the modules it holds)."""
         raise NotImplementedError("ModuleList has no forward; call its modules yourself")
 
     @overload
@@ -196,6 +203,7 @@ class ModuleDict(Module):
             self.update(modules)
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
+        """A ModuleDict has no forward: raises NotImplementedError (call the modules it holds)."""
         raise NotImplementedError("ModuleDict has no forward; call its modules yourself")
 
     def __getitem__(self, key: str) -> Module:
@@ -229,12 +237,15 @@ class ModuleDict(Module):
         return module
 
     def keys(self) -> KeysView[str]:
+        """The keys, in insertion order."""
         return self._modules.keys()
 
     def items(self) -> ItemsView[str, Module]:
+        """(key, module) pairs, in insertion order."""
         return self._modules.items()
 
     def values(self) -> ValuesView[Module]:
+        """The modules, in insertion order."""
         return self._modules.values()
 
     def update(self, modules: Mapping[str, Module] | Iterable[tuple[str, Module]]) -> None:

@@ -58,6 +58,8 @@ class Conv2d(Module):
         self.reset_parameters(generator)
 
     def reset_parameters(self, generator: np.random.Generator | None = None) -> None:
+        """Initialise weight and bias again, in place, as PyTorch does: weight by kaiming_uniform_ with
+        a=sqrt(5), bias from U(-1/sqrt(fan_in), 1/sqrt(fan_in)); from `generator`, else the default one."""
         init.default_weight_and_bias_(self.weight, self.bias, generator)
 
     def forward(self, input: Tensor) -> Tensor:
@@ -96,6 +98,8 @@ class ConvTranspose2d(Module):
         self.reset_parameters(generator)
 
     def reset_parameters(self, generator: np.random.Generator | None = None) -> None:
+        """Initialise weight and bias again, in place, as PyTorch does: weight by kaiming_uniform_ with
+        a=sqrt(5), bias from U(-1/sqrt(fan_in), 1/sqrt(fan_in)); from `generator`, else the default one."""
         init.default_weight_and_bias_(self.weight, self.bias, generator)
 
     def _output_padding(self, input: Tensor, output_size: Sequence[int] | None) -> tuple[int, ...]:

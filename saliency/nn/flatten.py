@@ -11,7 +11,7 @@ if TYPE_CHECKING:
 
 
 class Flatten(Module):
-    """(N, C, H, W) -> (N, C*H*W) with the defaults start_dim=1, end_dim=-1."""
+    """(N, C, H, W) -> (N, C * H * W) with the defaults start_dim=1, end_dim=-1."""
 
     def __init__(self, start_dim: int = 1, end_dim: int = -1) -> None:
         super().__init__()

@@ -42,6 +42,7 @@ class RemovableHandle:
         self.id = _next_id()
 
     def remove(self) -> None:
+        """Unregister the hook (nothing happens if it is already removed)."""
         self._hooks.pop(self.id, None)
 
     def __enter__(self) -> RemovableHandle:

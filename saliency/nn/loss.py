@@ -19,21 +19,24 @@ class _Loss(Module):
 
 
 class CrossEntropyLoss(_Loss):
-    """cross_entropy(logits, target): log_softmax over dim 1, then the negative log-likelihood."""
+    """cross_entropy(logits, target): log_softmax over dim 1, then the negative log-likelihood of the integer
+    class targets; logits (N, C) or (N, C, ...), reduced by `reduction` ('mean', 'sum' or 'none')."""
 
     def forward(self, input: Tensor, target: TensorLike) -> Tensor:
         return F.cross_entropy(input, target, reduction=self.reduction)
 
 
 class NLLLoss(_Loss):
-    """Negative log-likelihood of integer class targets, given log-probabilities."""
+    """Negative log-likelihood of integer class targets: `-input[n, target[n]]` for log-probabilities input (N, C)
+    or (N, C, ...), reduced by `reduction` ('mean', 'sum' or 'none')."""
 
     def forward(self, input: Tensor, target: TensorLike) -> Tensor:
         return F.nll_loss(input, target, reduction=self.reduction)
 
 
 class MSELoss(_Loss):
-    """Mean (or sum) of squared differences."""
+    """(input - target)^2 elementwise, input and target of one shape, reduced by `reduction`: the mean
+    ('mean'), the sum ('sum') or none ('none')."""
 
     def forward(self, input: Tensor, target: TensorLike) -> Tensor:
         return F.mse_loss(input, target, reduction=self.reduction)

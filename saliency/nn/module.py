@@ -38,6 +38,11 @@ class Module:
         object.__setattr__(self, "training", True)
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
+        """What the module computes from its inputs: every layer and model defines it (here it raises
+        NotImplementedError), and each layer's class docstring says what its forward computes.
+
+        Call the module, `module(x)`, rather than `forward`: the call runs the forward pre-hooks, then
+        forward, then the forward hooks, and sets up the full backward hooks around it."""
         raise NotImplementedError(f'module [{type(self).__name__}] is missing the required "forward" function')
 
     # ---- calling ----------------------------------------------------------------------------
@@ -224,10 +229,12 @@ class Module:
                 yield from child.named_modules(memo, prefix + ("." if prefix else "") + name, remove_duplicate)
 
     def modules(self) -> Iterator[Module]:
+        """Every module of the tree, this one first, depth first, each once (named_modules without names)."""
         for _, m in self.named_modules():
             yield m
 
     def named_children(self) -> Iterator[tuple[str, Module]]:
+        """(name, module) of each direct child, in registration order, each module once."""
         seen: set[Module] = set()
         for name, child in self._modules.items():
             if child is not None and child not in seen:
@@ -235,6 +242,7 @@ class Module:
                 yield name, child
 
     def children(self) -> Iterator[Module]:
+        """Each direct child module, in registration order (named_children without names)."""
         for _, m in self.named_children():
             yield m
 
@@ -258,14 +266,19 @@ class Module:
         return self._named_members("_parameters", prefix, recurse, remove_duplicate)
 
     def parameters(self, recurse: bool = True) -> Iterator[Parameter]:
+        """Every Parameter of this module and, with recurse, of its descendants, in registration order; a
+        shared one once (named_parameters without names)."""
         for _, p in self.named_parameters(recurse=recurse):
             yield p
 
     def named_buffers(self, prefix: str = "", recurse: bool = True,
                       remove_duplicate: bool = True) -> Iterator[tuple[str, Tensor]]:
+        """(dotted name, Tensor) of every buffer (such as running statistics) of this module and, with
+        recurse, of its descendants, in registration order; a shared one once."""
         return self._named_members("_buffers", prefix, recurse, remove_duplicate)
 
     def buffers(self, recurse: bool = True) -> Iterator[Tensor]:
+        """Every buffer Tensor, as named_buffers gives them, without names."""
         for _, b in self.named_buffers(recurse=recurse):
             yield b
 
@@ -286,9 +299,11 @@ class Module:
         return self
 
     def eval(self) -> Self:
+        """Set evaluation mode on this module and every descendant: train(False); returns self."""
         return self.train(False)
 
     def requires_grad_(self, requires_grad: bool = True) -> Self:
+        """Set requires_grad on every parameter (False freezes them); returns self."""
         for p in self.parameters():
             p.requires_grad_(requires_grad)
         return self
@@ -319,15 +334,19 @@ class Module:
         return self
 
     def float(self) -> Self:
+        """Cast the floating-point parameters and buffers to float32 in place: to(float32); returns self."""
         return self.to(np.float32)
 
     def double(self) -> Self:
+        """Cast the floating-point parameters and buffers to float64 in place: to(float64); returns self."""
         return self.to(np.float64)
 
     def cpu(self) -> Self:
+        """The module itself: every module is on the CPU."""
         return self
 
     def cuda(self, device: int | str | None = None) -> Self:
+        """Raises UnsupportedError naming the device: saliency computes on the CPU only."""
         check_device("cuda" if device is None else f"cuda:{device}" if isinstance(device, int) else device)
         return self
 

@@ -35,7 +35,8 @@ class _Pad2d(Module):
 
 
 class ConstantPad2d(_Pad2d):
-    """Pads with `value`."""
+    """Pads the last two dimensions (H, W) with `value`: F.pad(input, padding, "constant", value), padding one
+    int for all four sides or (left, right, top, bottom)."""
 
     def __init__(self, padding: int | Sequence[int], value: float) -> None:
         super().__init__(padding)
@@ -49,7 +50,7 @@ class ConstantPad2d(_Pad2d):
 
 
 class ZeroPad2d(ConstantPad2d):
-    """Pads with zeros."""
+    """Pads the last two dimensions (H, W) with zeros: ConstantPad2d(padding, 0)."""
 
     def __init__(self, padding: int | Sequence[int]) -> None:
         super().__init__(padding, 0.0)
@@ -59,12 +60,14 @@ class ZeroPad2d(ConstantPad2d):
 
 
 class ReflectionPad2d(_Pad2d):
-    """Pads with the mirror image of the border (the border row itself not repeated)."""
+    """Pads the last two dimensions (H, W) with the mirror image of the border (the border row itself not
+    repeated): F.pad(input, padding, "reflect")."""
 
     mode = "reflect"
 
 
 class ReplicationPad2d(_Pad2d):
-    """Pads by repeating the border row and column."""
+    """Pads the last two dimensions (H, W) by repeating the border row and column: F.pad(input, padding,
+    "replicate")."""
 
     mode = "replicate"

@@ -11,7 +11,7 @@ if TYPE_CHECKING:
 
 
 class PixelShuffle(Module):
-    """(*, C r^2, H, W) -> (*, C, H r, W r), r = upscale_factor (F.pixel_shuffle)."""
+    """`(*, C r^2, H, W)` -> `(*, C, H r, W r)`, r = upscale_factor (F.pixel_shuffle)."""
 
     def __init__(self, upscale_factor: int) -> None:
         super().__init__()
@@ -25,7 +25,7 @@ class PixelShuffle(Module):
 
 
 class PixelUnshuffle(Module):
-    """(*, C, H r, W r) -> (*, C r^2, H, W), r = downscale_factor (F.pixel_unshuffle)."""
+    """`(*, C, H r, W r)` -> `(*, C r^2, H, W)`, r = downscale_factor (F.pixel_unshuffle)."""
 
     def __init__(self, downscale_factor: int) -> None:
         super().__init__()
