@@ -176,7 +176,36 @@ def render(module: str) -> str:
     first = next((i for i, n in enumerate(tree.body) if not isinstance(n, (ast.Import, ast.ImportFrom))), 0)
     tree.body[first:first] = imports
     text = re.sub(r":\n\s+\.\.\.$", ": ...", ast.unparse(tree), flags=re.M)   # def f(...): ... on one line
-    return HEADER + re.sub(r"\n\n+(\s+(?:def|@))", r"\n\1", text) + "\n"
+    text = _with_ignores(re.sub(r"\n\n+(\s+(?:def|@))", r"\n\1", text), path)
+    return HEADER + text + "\n"
+
+
+_IGNORE = re.compile(r"#\s*(type:\s*ignore\[[\w, -]+\])")
+
+
+def _with_ignores(text: str, path: Path) -> str:
+    """`text` (a stub) with the `# type: ignore[...]` of each method's def line in the source `path`
+    copied to that method's line (stubgen drops comments; Tensor.__eq__ returns a Tensor, not the
+    bool of object's, on purpose)."""
+    source = path.read_text(encoding="utf-8")
+    lines = source.splitlines()
+    ignores = {}
+    for cls in ast.parse(source).body:
+        if isinstance(cls, ast.ClassDef):
+            for fn in cls.body:
+                found = isinstance(fn, ast.FunctionDef) and _IGNORE.search(lines[fn.lineno - 1])
+                if found:
+                    ignores[cls.name, fn.name] = found.group(1)
+    out, current = [], None
+    for line in text.split("\n"):
+        header = re.match(r"class (\w+)", line)
+        if header:
+            current = header.group(1)
+        method = re.match(r"\s+def (\w+)\(", line)
+        if method and (current, method.group(1)) in ignores:
+            line += f"  # {ignores[current, method.group(1)]}"
+        out.append(line)
+    return "\n".join(out)
 
 
 def stub_path(module: str) -> Path:

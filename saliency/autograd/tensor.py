@@ -393,10 +393,11 @@ class Tensor:
     def __ge__(self, other: TensorLike) -> Tensor:
         return _compare(np.greater_equal, self, other)
 
-    def __eq__(self, other: object) -> Any:  # a bool Tensor (Any, as NumPy's stubs: object's is bool)
+    # == and != give bool tensors too, as PyTorch's (object's return bool: hence the overrides' ignore)
+    def __eq__(self, other: object) -> Tensor:  # type: ignore[override]
         return _compare(np.equal, self, other)
 
-    def __ne__(self, other: object) -> Any:  # a bool Tensor (Any, as NumPy's stubs: object's is bool)
+    def __ne__(self, other: object) -> Tensor:  # type: ignore[override]
         return _compare(np.not_equal, self, other)
 
     def __pos__(self) -> Tensor:

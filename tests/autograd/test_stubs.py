@@ -39,6 +39,7 @@ def test_a_type_checker_sees_the_generated_names_and_flags_unknown_ones(tmp_path
         reveal_type(y)
         reveal_type(sl.exp(x))
         reveal_type(F.relu(x))
+        reveal_type((x == 0).float())
         y.backward()
         x.no_such_method()
         sl.no_such_function(x)
@@ -47,7 +48,7 @@ def test_a_type_checker_sees_the_generated_names_and_flags_unknown_ones(tmp_path
                                "--ignore-missing-imports", "--follow-imports", "silent"])
     lines = out.splitlines()
     revealed = [line for line in lines if "Revealed type" in line]
-    assert len(revealed) == 3 and all('"saliency.autograd.tensor.Tensor"' in line for line in revealed), out
-    assert any('user.py:10: error: "Tensor" has no attribute "no_such_method"' in line for line in lines), out
-    assert any('user.py:11: error: Module has no attribute "no_such_function"' in line for line in lines), out
+    assert len(revealed) == 4 and all('"saliency.autograd.tensor.Tensor"' in line for line in revealed), out
+    assert any('user.py:11: error: "Tensor" has no attribute "no_such_method"' in line for line in lines), out
+    assert any('user.py:12: error: Module has no attribute "no_such_function"' in line for line in lines), out
     assert sum(": error:" in line for line in lines) == 2, out

@@ -167,6 +167,9 @@ def test_cat_along_channels_and_along_the_map():
     check_op(lambda a, c: sl.cat([a, c], dim=2), [a, c], rng)
     d = leaf(rng, (1, 2, H, 3))
     check_op(lambda d, a: sl.cat([d, a], dim=3), [d, a], rng)
+    const = sl.tensor(rng.uniform(size=(1, 2, H, 3)))   # a block that takes no gradient
+    check_op(lambda a: sl.cat([const, a], dim=3), [a], rng)
+    check_op(lambda a: sl.cat([a, sl.zeros(1, 2, 3, W)], dim=2), [a], rng)
 
 
 def test_pad_slicing_and_transposes():

@@ -1,15 +1,19 @@
 """Softmax heads and losses: softmax, log_softmax, nll_loss (cross-entropy's second half), mse_loss."""
-import numpy as np
+from typing import Any
 
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from ..._typing import Shape
 from .. import rules
 from ..node import DENSE, Function
-from ..geometry import along_axes_window, whole_window
+from ..geometry import Box, Shapes, along_axes_window, whole_window
 from .reduce import normalize_dims
 
 _REDUCTIONS = ("mean", "sum", "none")
 
 
-def _check_reduction(reduction):
+def _check_reduction(reduction: str) -> None:
     if reduction not in _REDUCTIONS:
         raise ValueError(f"reduction must be one of {', '.join(_REDUCTIONS)}, got {reduction!r}")
 
@@ -18,26 +22,27 @@ class Softmax(Function):
     """z = exp(x) / sum(exp(x), dim)"""
 
     __slots__ = ("axis",)
+    axis: int
     rule = rules.NONE
     # mixes cells along dim: over the map, all of it; over channels the map is kept, and a cropped VJP
     # could run on the windows, but there is none yet
     backward_window = DENSE
 
-    def forward(self, x, *, dim):
+    def forward(self, x: NDArray[Any], *, dim: int) -> NDArray[Any]:
         (self.axis,) = normalize_dims(dim, x.ndim) or (0,)
         e = np.exp(x - np.amax(x, axis=self.axis, keepdims=True)) if x.ndim else np.ones_like(x)
         out = e / e.sum(axis=self.axis, keepdims=True) if x.ndim else e
         self.save_for_backward(out)
         return out
 
-    def backward(self, g):
+    def backward(self, g: NDArray[Any]) -> tuple[NDArray[Any]]:
         (y,) = self.saved
         if not y.ndim:
             return (np.zeros_like(g),)
         axis = self.seed_ndim(g) + self.axis
         return (y * (g - (g * y).sum(axis=axis, keepdims=True)),)
 
-    def window_rule(self, box, shapes):
+    def window_rule(self, box: Box, shapes: Shapes) -> tuple[Box | None, ...]:
         return along_axes_window((self.axis,), self, box, shapes)
 
 
@@ -45,10 +50,11 @@ class LogSoftmax(Function):
     """z = x - log(sum(exp(x), dim))"""
 
     __slots__ = ("axis",)
+    axis: int
     rule = rules.NONE
     backward_window = DENSE  # as Softmax's
 
-    def forward(self, x, *, dim):
+    def forward(self, x: NDArray[Any], *, dim: int) -> NDArray[Any]:
         (self.axis,) = normalize_dims(dim, x.ndim) or (0,)
         if not x.ndim:
             out = np.zeros_like(x)
@@ -58,14 +64,14 @@ class LogSoftmax(Function):
         self.save_for_backward(out)
         return out
 
-    def backward(self, g):
+    def backward(self, g: NDArray[Any]) -> tuple[NDArray[Any]]:
         (y,) = self.saved
         if not y.ndim:
             return (np.zeros_like(g),)
         axis = self.seed_ndim(g) + self.axis
         return (g - np.exp(y) * g.sum(axis=axis, keepdims=True),)
 
-    def window_rule(self, box, shapes):
+    def window_rule(self, box: Box, shapes: Shapes) -> tuple[Box | None, ...]:
         return along_axes_window((self.axis,), self, box, shapes)
 
 
@@ -73,10 +79,13 @@ class NllLoss(Function):
     """z = -logp[n, target[n]] averaged (or summed) over n; logp is (N, C) or (N, C, d1, ...)."""
 
     __slots__ = ("reduction", "in_shape", "count")
+    reduction: str
+    in_shape: Shape
+    count: int
     rule = rules.NONE
     window_rule = whole_window
 
-    def forward(self, logp, *, target, reduction="mean"):
+    def forward(self, logp: NDArray[Any], *, target: ArrayLike, reduction: str = "mean") -> NDArray[Any]:
         _check_reduction(reduction)
         target = np.asarray(target)
         if target.dtype.kind not in "iu":
@@ -97,7 +106,7 @@ class NllLoss(Function):
             return picked
         return picked.sum() / self.count if reduction == "mean" else picked.sum()
 
-    def backward(self, g):
+    def backward(self, g: NDArray[Any]) -> tuple[NDArray[Any], None]:
         (index,) = self.saved
         seed_ndim = self.seed_ndim(g)
         lead = g.shape[:seed_ndim]
@@ -111,7 +120,7 @@ class NllLoss(Function):
                           np.broadcast_to(scale, lead + index.shape), axis=seed_ndim + 1)
         return gx, None
 
-    def name(self):
+    def name(self) -> str:
         # PyTorch runs inputs with spatial dimensions (N, C, d1, ...) through nll_loss2d
         return "NllLossBackward0" if len(self.in_shape) == 2 else "NllLoss2DBackward0"
 
@@ -120,10 +129,11 @@ class MseLoss(Function):
     """z = mean((x - t) ** 2) (or the sum, or elementwise with reduction='none')."""
 
     __slots__ = ("reduction",)
+    reduction: str
     rule = rules.NONE
     window_rule = whole_window
 
-    def forward(self, x, t, *, reduction="mean"):
+    def forward(self, x: NDArray[Any], t: NDArray[Any], *, reduction: str = "mean") -> NDArray[Any]:
         _check_reduction(reduction)
         if np.shape(x) != np.shape(t):
             raise ValueError(f"mse_loss: input has shape {np.shape(x)} but target has shape {np.shape(t)}; "
@@ -134,7 +144,7 @@ class MseLoss(Function):
         sq = diff * diff
         return sq.mean() if reduction == "mean" else (sq.sum() if reduction == "sum" else sq)
 
-    def backward(self, g):
+    def backward(self, g: NDArray[Any]) -> tuple[NDArray[Any] | None, NDArray[Any] | None]:
         (diff,) = self.saved
         seed_ndim = self.seed_ndim(g)
         if self.reduction != "none":

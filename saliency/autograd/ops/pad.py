@@ -7,17 +7,25 @@ gradient slice back into the cell it was read from. Negative sizes crop that sid
 does. Window rules and the cropped VJP use the same tables; a roll's map axes have tables too
 (output j reads input (j - shift) mod n), while its forward and VJP are plain rolls.
 """
+from typing import Any, Sequence
+
 import numpy as np
+from numpy.typing import DTypeLike, NDArray
 
 from .. import rules
+from ..._typing import IntArray, Shape
 from ...kernels import resize as _resize
-from ..geometry import Box, table_window, whole_window
+from ..geometry import Box, Shapes, table_window, whole_window
 from ..node import Function
+from ..patch import Patch
+
+# one axis's resampling table (i0, i1, l0, l1) of `_table`: each output cell reads i0 with weight 1
+_Table = tuple[IntArray, IntArray, NDArray[Any], NDArray[Any]]
 
 _NAMES = {"reflect": "ReflectionPad{}DBackward0", "replicate": "ReplicationPad{}DBackward0"}
 
 
-def pad_index(n, before, after, mode):
+def pad_index(n: int, before: int, after: int, mode: str) -> IntArray:
     """The input cell (of n) that each output cell of one axis reads, for (before, after) padding."""
     if mode == "circular":
         # PyTorch crops first, then wraps around what is left
@@ -44,7 +52,7 @@ def pad_index(n, before, after, mode):
     return np.where(t > n - 1, 2 * (n - 1) - t, t)
 
 
-def _table(idx, dtype):
+def _table(idx: IntArray, dtype: DTypeLike) -> _Table:
     return idx, idx, np.ones(len(idx), dtype), np.zeros(len(idx), dtype)
 
 
@@ -53,9 +61,12 @@ class TablePad(Function):
     len(pad) // 2 dimensions (1, 2 or 3)."""
 
     __slots__ = ("mode", "x_shape", "index")  # index: {axis (negative): table}
+    mode: str
+    x_shape: Shape
+    index: dict[int, IntArray]
     rule = rules.ROUTE
 
-    def forward(self, x, *, pad, mode):
+    def forward(self, x: NDArray[Any], *, pad: Sequence[int], mode: str) -> NDArray[Any]:
         self.mode, self.x_shape = mode, x.shape
         self.index = {}
         for i in range(len(pad) // 2):
@@ -65,17 +76,17 @@ class TablePad(Function):
             y = y.take(idx, axis=axis)
         return y
 
-    def backward(self, g):
+    def backward(self, g: NDArray[Any]) -> tuple[NDArray[Any]]:
         for axis, idx in self.index.items():
             g = _resize.gather_grad_axis(g, idx, self.x_shape[axis], axis)
         return (g,)
 
-    def _map_tables(self, dtype):
+    def _map_tables(self, dtype: DTypeLike) -> tuple[_Table, ...]:
         """The (rows, cols) tables of the last two dimensions (the identity where one is not padded)."""
         h, w = self.out_shape[-2:]
         return tuple(_table(self.index.get(axis, np.arange(n)), dtype) for axis, n in ((-2, h), (-1, w)))
 
-    def backward_window(self, p):
+    def backward_window(self, p: Patch) -> tuple[Patch | NDArray[Any]] | None:
         """Each window goes back to the bounding box of the cells its cells read (per axis), the
         gradient added into them; a padded third-to-last dimension is folded back as in `backward`."""
         if len(self.out_shape) < 3:
@@ -86,13 +97,15 @@ class TablePad(Function):
             dx = _resize.gather_grad_axis(dx, self.index[-3], self.x_shape[-3], -3)
         return (p.like(dx, origins, self.x_shape[-2:]),)
 
-    def window_rule(self, box, shapes):
+    def window_rule(self, box: Box, shapes: Shapes) -> tuple[Box | None]:
         """Per axis, the cells that the box's cells read: mirrored, clamped or wrapped intervals."""
-        if len(shapes[0]) < 2:
-            return (Box.whole(shapes[0]),)
+        in_shape = shapes[0]
+        assert in_shape is not None  # the op's one input, which the gradient reaches
+        if len(in_shape) < 2:
+            return (Box.whole(in_shape),)
         return (table_window(box, *self._map_tables(np.float64)),)
 
-    def name(self):
+    def name(self) -> str:
         if self.mode == "circular":
             return "CopySlices"  # PyTorch writes the wrapped slices into the output in place
         return _NAMES[self.mode].format(len(self.index))
@@ -103,15 +116,17 @@ class Roll(Function):
     (a dimension listed twice moves by the sum); dims None rolls the flattened tensor."""
 
     __slots__ = ("shifts", "dims")
+    shifts: tuple[int, ...]
+    dims: tuple[int, ...] | None
     rule = rules.ROUTE
 
-    def forward(self, x, *, shifts, dims):
+    def forward(self, x: NDArray[Any], *, shifts: tuple[int, ...], dims: tuple[int, ...] | None) -> NDArray[Any]:
         self.shifts, self.dims = shifts, dims
         if dims is None:
             return np.roll(x.reshape(-1), shifts[0]).reshape(x.shape)
         return np.roll(x, shifts, axis=dims)
 
-    def backward(self, g):
+    def backward(self, g: NDArray[Any]) -> tuple[NDArray[Any]]:
         """The opposite roll."""
         lead = self.seed_ndim(g)
         back = tuple(-s for s in self.shifts)
@@ -119,16 +134,17 @@ class Roll(Function):
             return (np.roll(g.reshape(g.shape[:lead] + (-1,)), back[0], axis=-1).reshape(g.shape),)
         return (np.roll(g, back, axis=tuple(lead + d for d in self.dims)),)
 
-    def _map_tables(self, dtype):
+    def _map_tables(self, dtype: DTypeLike) -> tuple[_Table, ...]:
         """The (rows, cols) tables of the last two dimensions (the identity where one is not rolled)."""
+        assert self.dims is not None  # a flattened roll has no map tables (its callers check)
         nd = len(self.out_shape)
-        shift = {}
+        shift: dict[int, int] = {}
         for s, d in zip(self.shifts, self.dims):
             shift[d] = shift.get(d, 0) + s
         return tuple(_table((np.arange(n) - shift.get(axis, 0)) % max(n, 1), dtype)
                      for axis, n in ((nd - 2, self.out_shape[-2]), (nd - 1, self.out_shape[-1])))
 
-    def backward_window(self, p):
+    def backward_window(self, p: Patch) -> tuple[Patch | NDArray[Any]] | None:
         """The windows go back by the shift of each rolled map axis, to the bounding box of the cells
         they read (the whole axis for a window that wraps around), the lead dimensions rolled back as
         in `backward`. Dense for a flattened roll, which mixes rows."""
@@ -142,9 +158,10 @@ class Roll(Function):
         dx, origins = _resize.table_window_grad(data, p.origins, p.map_size, *self._map_tables(p.dtype))
         return (p.like(dx, origins),)
 
-    def window_rule(self, box, shapes):
+    def window_rule(self, box: Box, shapes: Shapes) -> tuple[Box | None, ...]:
         """Per map axis, the box moved back by the shift, or the whole axis where it wraps around (the
         box holding both pieces); a flattened roll moves cells across rows: the whole map."""
+        assert shapes[0] is not None  # the op's one input, which the gradient reaches
         if self.dims is None or len(shapes[0]) < 2:
             return whole_window(self, box, shapes)
         return (table_window(box, *self._map_tables(np.float64)),)

@@ -1,18 +1,25 @@
 """Reductions over one, several or all dimensions: sum, mean, amax/amin, max/min, norm, logsumexp."""
+from typing import Any, Callable, Sequence
+
 import numpy as np
+from numpy.typing import NDArray
 
 from .. import rules
+from ..._typing import IntArray, Number, Shape
 from ..node import DENSE, Function
-from ..geometry import along_axes_window
+from ..geometry import Box, Shapes, along_axes_window
+
+# the dims an op reduces over: one, several, or all of them (None)
+Dims = int | np.integer[Any] | Sequence[int] | None
 
 
-def normalize_dims(dim, ndim, what="dim"):
+def normalize_dims(dim: Dims, ndim: int, what: str = "dim") -> tuple[int, ...]:
     """`dim` (None, an int or a sequence) as a sorted tuple of non-negative axes; None means all."""
     if dim is None:
         return tuple(range(ndim))
     dims = (dim,) if isinstance(dim, (int, np.integer)) else tuple(dim)
     span = max(ndim, 1)
-    axes = set()
+    axes: set[int] = set()
     for d in dims:
         if not isinstance(d, (int, np.integer)) or not -span <= d < span:
             raise IndexError(f"{what} {d!r} is out of range for a tensor with {ndim} dimension(s); "
@@ -21,7 +28,7 @@ def normalize_dims(dim, ndim, what="dim"):
     return tuple(sorted(a for a in axes if a < ndim))
 
 
-def arg_index(x, dim, keepdim, fn):
+def arg_index(x: NDArray[Any], dim: int | None, keepdim: bool, fn: Callable[..., Any]) -> IntArray:
     """np.argmax / np.argmin (`fn`) of x over `dim` (all elements when None), as an int64 array."""
     if dim is None:
         return np.asarray(fn(x))
@@ -32,7 +39,8 @@ def arg_index(x, dim, keepdim, fn):
     return np.expand_dims(out, axis) if keepdim else np.asarray(out)
 
 
-def expand_reduced(g, in_shape, axes, keepdim, seed_ndim):
+def expand_reduced(g: NDArray[Any], in_shape: Shape, axes: Sequence[int], keepdim: bool,
+                   seed_ndim: int) -> NDArray[Any]:
     """Broadcast the gradient of a reduction back over the reduced axes of the input."""
     lead = g.shape[:seed_ndim]
     if not keepdim:
@@ -42,11 +50,15 @@ def expand_reduced(g, in_shape, axes, keepdim, seed_ndim):
 
 class _Reduction(Function):
     __slots__ = ("axes", "keepdim", "in_shape", "full")
+    axes: tuple[int, ...]
+    keepdim: bool
+    in_shape: Shape
+    full: bool
     # a reduction over the map mixes its cells; one over lead dimensions only could run on the windows
     # (the map kept), but has no cropped VJP yet
     backward_window = DENSE
 
-    def setup(self, x, dim, keepdim):
+    def setup(self, x: NDArray[Any], dim: Dims, keepdim: bool) -> None:
         # as in PyTorch, an empty list of dims reduces over all of them (dim=None)
         empty = dim is not None and not isinstance(dim, (int, np.integer)) and len(tuple(dim)) == 0
         self.axes = normalize_dims(None if empty else dim, x.ndim)
@@ -54,10 +66,10 @@ class _Reduction(Function):
         self.in_shape = x.shape
         self.full = dim is None
 
-    def window_rule(self, box, shapes):
+    def window_rule(self, box: Box, shapes: Shapes) -> tuple[Box | None, ...]:
         return along_axes_window(self.axes, self, box, shapes)
 
-    def expand(self, g):
+    def expand(self, g: NDArray[Any]) -> NDArray[Any]:
         return expand_reduced(g, self.in_shape, self.axes, self.keepdim, self.seed_ndim(g))
 
 
@@ -67,14 +79,14 @@ class Sum(_Reduction):
     __slots__ = ()
     rule = rules.SPLIT
 
-    def forward(self, x, *, dim=None, keepdim=False):
+    def forward(self, x: NDArray[Any], *, dim: Dims = None, keepdim: bool = False) -> NDArray[Any]:
         self.setup(x, dim, keepdim)
         return x.sum(axis=self.axes, keepdims=self.keepdim)
 
-    def backward(self, g):
+    def backward(self, g: NDArray[Any]) -> tuple[NDArray[Any]]:
         return (self.expand(g),)
 
-    def name(self):
+    def name(self) -> str:
         return "SumBackward0" if self.full else "SumBackward1"
 
 
@@ -84,15 +96,15 @@ class Mean(_Reduction):
     __slots__ = ()
     rule = rules.SPLIT
 
-    def forward(self, x, *, dim=None, keepdim=False):
+    def forward(self, x: NDArray[Any], *, dim: Dims = None, keepdim: bool = False) -> NDArray[Any]:
         self.setup(x, dim, keepdim)
         return x.mean(axis=self.axes, keepdims=self.keepdim)
 
-    def backward(self, g):
+    def backward(self, g: NDArray[Any]) -> tuple[NDArray[Any]]:
         count = int(np.prod([self.in_shape[a] for a in self.axes]))
         return (self.expand(g / count),)
 
-    def name(self):
+    def name(self) -> str:
         return "MeanBackward0" if self.full else "MeanBackward1"
 
 
@@ -101,9 +113,9 @@ class Amax(_Reduction):
 
     __slots__ = ()
     rule = rules.WINNER
-    reducer = staticmethod(np.amax)
+    reducer: Callable[..., Any] = staticmethod(np.amax)
 
-    def forward(self, x, *, dim=None, keepdim=False):
+    def forward(self, x: NDArray[Any], *, dim: Dims = None, keepdim: bool = False) -> NDArray[Any]:
         self.setup(x, dim, keepdim)
         if x.size == 0:
             raise ValueError(f"{type(self).__name__.lower()} of an empty tensor of shape {x.shape} has no value")
@@ -111,7 +123,7 @@ class Amax(_Reduction):
         self.save_for_backward(x, kept)
         return kept if self.keepdim else kept.reshape(tuple(n for i, n in enumerate(x.shape) if i not in self.axes))
 
-    def backward(self, g):
+    def backward(self, g: NDArray[Any]) -> tuple[NDArray[Any]]:
         x, kept = self.saved
         winners = x == kept
         count = winners.sum(axis=self.axes, keepdims=True)
@@ -132,7 +144,7 @@ class MaxAll(Amax):
 
     __slots__ = ()
 
-    def name(self):
+    def name(self) -> str:
         return "MaxBackward1"
 
 
@@ -141,7 +153,7 @@ class MinAll(Amin):
 
     __slots__ = ()
 
-    def name(self):
+    def name(self) -> str:
         return "MinBackward1"
 
 
@@ -149,10 +161,15 @@ class MaxDim(Function):
     """values of x.max(dim) / x.min(dim), picked at the given indices; the gradient goes to them."""
 
     __slots__ = ("axis", "keepdim", "in_shape", "kind")
+    axis: int
+    keepdim: bool
+    in_shape: Shape
+    kind: str
     rule = rules.WINNER
     backward_window = DENSE  # as the reductions'
 
-    def forward(self, x, *, index, dim, keepdim=False, kind="Max"):
+    def forward(self, x: NDArray[Any], *, index: IntArray, dim: int, keepdim: bool = False,
+                kind: str = "Max") -> NDArray[Any]:
         # index: the picked positions along `dim`, with that axis kept (size 1)
         (self.axis,) = normalize_dims(dim, x.ndim) or (0,)
         self.keepdim, self.in_shape, self.kind = bool(keepdim), x.shape, kind
@@ -160,7 +177,7 @@ class MaxDim(Function):
         values = np.take_along_axis(x, index, axis=self.axis) if x.ndim else x
         return values if keepdim or not x.ndim else values.squeeze(self.axis)
 
-    def backward(self, g):
+    def backward(self, g: NDArray[Any]) -> tuple[NDArray[Any]]:
         (index,) = self.saved
         seed_ndim = self.seed_ndim(g)
         lead = g.shape[:seed_ndim]
@@ -172,10 +189,10 @@ class MaxDim(Function):
         np.put_along_axis(gx, np.broadcast_to(index, lead + index.shape), g, axis=seed_ndim + self.axis)
         return (gx,)
 
-    def window_rule(self, box, shapes):
+    def window_rule(self, box: Box, shapes: Shapes) -> tuple[Box | None, ...]:
         return along_axes_window((self.axis,), self, box, shapes)
 
-    def name(self):
+    def name(self) -> str:
         return f"{self.kind}Backward0"
 
 
@@ -183,9 +200,10 @@ class Norm(_Reduction):
     """z = ||x||_p over dim (p = 2 by default; also 1, inf and any p > 0)."""
 
     __slots__ = ("p",)
+    p: float
     rule = rules.NONE
 
-    def forward(self, x, *, p=2, dim=None, keepdim=False):
+    def forward(self, x: NDArray[Any], *, p: Number = 2, dim: Dims = None, keepdim: bool = False) -> NDArray[Any]:
         self.setup(x, dim, keepdim)
         p = float(p)
         if not p > 0:
@@ -203,7 +221,7 @@ class Norm(_Reduction):
         self.save_for_backward(x, kept)
         return kept if self.keepdim else kept.reshape(tuple(n for i, n in enumerate(x.shape) if i not in self.axes))
 
-    def backward(self, g):
+    def backward(self, g: NDArray[Any]) -> tuple[NDArray[Any]]:
         x, kept = self.saved
         p = self.p
         safe = np.where(kept == 0, 1, kept)
@@ -219,7 +237,7 @@ class Norm(_Reduction):
         scale = np.where(kept == 0, 0, scale)  # PyTorch: the gradient of a zero norm is 0
         return ((self.expand(g) * scale).astype(g.dtype, copy=False),)
 
-    def name(self):
+    def name(self) -> str:
         return "LinalgVectorNormBackward0"
 
 
@@ -229,7 +247,7 @@ class LogSumExp(_Reduction):
     __slots__ = ()
     rule = rules.NONE
 
-    def forward(self, x, *, dim=None, keepdim=False):
+    def forward(self, x: NDArray[Any], *, dim: Dims = None, keepdim: bool = False) -> NDArray[Any]:
         self.setup(x, dim, keepdim)
         m = np.amax(x, axis=self.axes, keepdims=True)
         m = np.where(np.isfinite(m), m, 0)
@@ -237,9 +255,9 @@ class LogSumExp(_Reduction):
         self.save_for_backward(x, kept)
         return kept if self.keepdim else kept.reshape(tuple(n for i, n in enumerate(x.shape) if i not in self.axes))
 
-    def backward(self, g):
+    def backward(self, g: NDArray[Any]) -> tuple[NDArray[Any]]:
         x, kept = self.saved
         return ((self.expand(g) * np.exp(x - kept)).astype(g.dtype, copy=False),)
 
-    def name(self):
+    def name(self) -> str:
         return "LogsumexpBackward0"
