@@ -33,14 +33,16 @@ import re
 import struct
 import zipfile
 import zlib
+from typing import Any, BinaryIO
 
 import numpy as np
+from numpy.typing import NDArray
 
 from .errors import WeightsError, one_line, read_exactly, short, too_big
 from .npz import MAX_RATIO
 from .pth_pickle import SUPPORTED as _SUPPORTED
 from .pth_pickle import Bad as _Bad
-from .pth_pickle import Budget, Refused, Tensor, load_data_pkl
+from .pth_pickle import Budget, Refused, Storage, Tensor, load_data_pkl
 
 __all__ = ["LEGACY_MAGIC", "bare_pickle_protocol", "is_torch_archive", "read_pth"]
 
@@ -66,7 +68,7 @@ _ZIP_ERRORS = (zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, EOFError, N
 # The archive
 
 
-def is_torch_archive(path):
+def is_torch_archive(path: str | os.PathLike[str]) -> bool:
     """Whether the zip file at `path` is a torch.save or torch.jit.save archive, judged by its entries
     (PREFIX/data.pkl; when the zip directory cannot be read, the first entry's local header)."""
     try:
@@ -85,13 +87,13 @@ def is_torch_archive(path):
     return _top_entry(head[30:30 + n].decode("utf-8", "replace"), "data.pkl")  # torch writes data.pkl first
 
 
-def _top_entry(name, leaf):
+def _top_entry(name: str, leaf: str) -> bool:
     """Whether `name` is PREFIX/leaf for a one-level PREFIX."""
     folder, _, rest = name.partition("/")
     return bool(folder) and rest == leaf
 
 
-def bare_pickle_protocol(head, size):
+def bare_pickle_protocol(head: bytes, size: int) -> int | None:
     """The pickle protocol of a file that is a bare pickle (pickle.dump, not torch.save's zip), judged
     by its first bytes `head` (at least 9) and its `size`; None for any other file. It starts with
     PROTO 2-5, or with a protocol 0/1 dict, list or GLOBAL (0 then), and is no safetensors file: the
@@ -103,7 +105,7 @@ def bare_pickle_protocol(head, size):
     return 0 if _OLD_PICKLE.match(head) else None
 
 
-def read_pth(path):
+def read_pth(path: str | os.PathLike[str]) -> dict[str, NDArray[Any]]:
     """{name: ndarray} from the state dict in the PyTorch checkpoint at `path`: a bare state dict, or
     one under "state_dict", "model", "model_state_dict" or "net" in a dict (its other entries are
     ignored), with DataParallel's "module." prefix removed when every key has it. WeightsError names
@@ -141,7 +143,7 @@ def read_pth(path):
 
 
 class _Archive:
-    def __init__(self, path, f, zf, size):
+    def __init__(self, path: str, f: BinaryIO, zf: zipfile.ZipFile, size: int) -> None:
         self.path, self.f, self.zf, self.size = path, f, zf, size
         infos = zf.infolist()
         names = [info.filename for info in infos]
@@ -161,17 +163,17 @@ class _Archive:
             raise _Bad(f"its entries claim {total} bytes in all, more than {MAX_RATIO} times the file's {size} "
                        f"bytes (a zip bomb?)")
         self.budget = MAX_RATIO * max(size, 1)  # bytes the returned arrays may take in all
-        self.storages = {}                      # key -> uint8 array of data/KEY
+        self.storages: dict[str, NDArray[np.uint8]] = {}  # entry name -> uint8 array of data/KEY
         count = sum(name.startswith(self.prefix + "data/") for name in names)
         memory = PICKLE_BASE + PICKLE_PER_STORAGE * count
         self.pickle_budget = Budget(memory, memory // _BYTES_PER_OP,
                                     f"a state dict of {count} storage{'' if count == 1 else 's'}")
 
-    def state_dict(self):
+    def state_dict(self) -> dict[str, NDArray[Any]]:
         order = self._byteorder()
         obj = self._unpickle()
         chosen = _choose(obj)
-        arrays = {}
+        arrays: dict[str, NDArray[Any]] = {}
         for key, value in chosen.items():
             if not isinstance(key, str):
                 raise _Bad(f"its state dict has the key {short(key)}, which is not a string")
@@ -183,7 +185,7 @@ class _Archive:
             arrays = {key[len("module."):]: value for key, value in arrays.items()}
         return arrays
 
-    def _byteorder(self):
+    def _byteorder(self) -> str:
         name = self.prefix + "byteorder"
         if name not in self.infos:
             return "<"  # written before torch recorded it: little-endian
@@ -192,7 +194,7 @@ class _Archive:
             raise _Bad(f"its byteorder entry says {short(text)}; expected little or big")
         return "<" if text == "little" else ">"
 
-    def _unpickle(self):
+    def _unpickle(self) -> Any:
         name, budget = self.prefix + "data.pkl", self.pickle_budget
         if self.infos[name].file_size > budget.memory:
             raise _Bad(f"its data.pkl claims {self.infos[name].file_size} bytes, more than {budget.needs} needs "
@@ -207,7 +209,7 @@ class _Archive:
             raise _Bad(f"its data.pkl is not a state dict torch.save writes ({type(exc).__name__}: "
                        f"{one_line(exc)})") from None
 
-    def _entry(self, name, limit=None):
+    def _entry(self, name: str, limit: int | None = None) -> NDArray[np.uint8]:
         """The bytes of the entry `name` as a uint8 array, its declared size checked first."""
         info = self.infos.get(name)
         if info is None:
@@ -231,7 +233,7 @@ class _Archive:
                 raise _Bad(f"entry {shown} does not hold the {info.file_size} bytes it claims")
         return buf
 
-    def _stored(self, info, shown):
+    def _stored(self, info: zipfile.ZipInfo, shown: str) -> NDArray[np.uint8]:
         """A stored entry read at its offset (torch writes them so; its CRC may be 0 when torch was told
         not to compute it, which zipfile would reject)."""
         if info.compress_size != info.file_size:
@@ -249,11 +251,11 @@ class _Archive:
         buf, got = read_exactly(self.f, info.file_size)
         if got < info.file_size:
             raise _Bad(f"entry {shown} ends after {got} of its {info.file_size} bytes")
-        if info.CRC and zlib.crc32(buf) != info.CRC:
+        if info.CRC and zlib.crc32(buf.data) != info.CRC:  # .data: NumPy's stubs make an array a buffer from 3.12
             raise _Bad(f"entry {shown} fails its CRC-32 check (a damaged file?)")
         return buf
 
-    def _array(self, t, key, order):
+    def _array(self, t: Tensor, key: str, order: str) -> NDArray[Any]:
         """The contiguous array of the tensor record `t` (state-dict key `key`), every field checked."""
         storage, dtype = t.storage, t.dtype
         what = f"tensor {short(key)}"
@@ -306,7 +308,7 @@ class _Archive:
             arr = np.negative(arr)
         return arr
 
-    def _storage(self, storage, nbytes):
+    def _storage(self, storage: Storage, nbytes: int) -> NDArray[np.uint8]:
         """The uint8 array of data/KEY (read once however many tensors view it), at least `nbytes` long."""
         name = f"{self.prefix}data/{storage.key}"
         info = self.infos.get(name)
@@ -320,11 +322,11 @@ class _Archive:
         return self.storages[name]
 
 
-def _holds_tensors(obj):
+def _holds_tensors(obj: Any) -> bool:
     return isinstance(obj, dict) and any(isinstance(v, Tensor) for v in obj.values())
 
 
-def _choose(obj):
+def _choose(obj: Any) -> dict[Any, Any]:
     """The state dict in what torch.save saved: a dict of tensors, or one under a wrapper key."""
     if isinstance(obj, dict):
         for key in _WRAPPERS:
@@ -341,7 +343,7 @@ def _choose(obj):
                f"{', '.join(repr(k) for k in _WRAPPERS)}")
 
 
-def _refusal(path, name):
+def _refusal(path: str, name: str) -> str:
     hint = ""
     if name.startswith(("torch.nn.modules.", "__main__.")):
         hint = " (a whole model saved with torch.save(model): save model.state_dict() instead)"

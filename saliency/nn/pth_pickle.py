@@ -11,6 +11,7 @@ items checked first. Any other name (os.system, builtins.eval, a pickled nn.Modu
 """
 import collections
 import itertools
+from typing import Any, Callable, NoReturn
 
 from .errors import one_line, short
 from .pickle_machine import Bad, Budget, a, check_keys, unpickle
@@ -48,59 +49,75 @@ class Refused(Exception):
 class _Record:
     __slots__ = ()
 
-    def __init__(self, **fields):
+    def __init__(self, **fields: Any) -> None:
         for name, value in fields.items():
             object.__setattr__(self, name, value)
 
-    def __setattr__(self, name, value):
+    def __setattr__(self, name: str, value: Any) -> NoReturn:
         raise AttributeError(f"{type(self).__name__} is read-only")
 
 
 class DType(_Record):
     """A torch dtype named in the pickle (e.g. GLOBAL 'torch float32')."""
     __slots__ = ("name", "code")
+    name: str
+    code: str | None  # a NumPy dtype code, "bf16", or None for a dtype not read
 
 
 class _StorageType(_Record):
     """A storage class named in the pickle (torch.FloatStorage, torch.storage.UntypedStorage, ...)."""
     __slots__ = ("name", "dtype")
+    name: str
+    dtype: DType
 
 
 class Storage(_Record):
     """A persistent id: `numel` elements of `dtype` in the archive's entry data/KEY."""
     __slots__ = ("key", "dtype", "numel")
+    key: str
+    dtype: DType
+    numel: int
 
 
 class Tensor(_Record):
     """A tensor as the pickle describes it; pth.py checks every field and copies out its elements."""
     __slots__ = ("storage", "offset", "size", "stride", "dtype", "metadata")
+    storage: Storage
+    offset: Any  # offset, size, stride and metadata as the pickle gives them: pth.py checks them
+    size: Any
+    stride: Any
+    dtype: DType
+    metadata: Any
 
 
 class _TensorType(_Record):
     """torch.Tensor or torch.nn.Parameter, as _rebuild_from_type_v2 names the class of a tensor."""
     __slots__ = ("name",)
+    name: str
 
 
-def _rebuild_tensor_v2(storage, offset, size, stride, requires_grad=False, backward_hooks=None, metadata=None):
+def _rebuild_tensor_v2(storage: Any, offset: Any, size: Any, stride: Any, requires_grad: Any = False,
+                       backward_hooks: Any = None, metadata: Any = None) -> Tensor:
     if not isinstance(storage, Storage):
         raise Bad(f"a tensor's storage is {short(storage)}, not a storage of the archive")
     return Tensor(storage=storage, offset=offset, size=size, stride=stride, dtype=storage.dtype, metadata=metadata)
 
 
-def _rebuild_tensor_v3(storage, offset, size, stride, requires_grad, backward_hooks, dtype, metadata=None):
+def _rebuild_tensor_v3(storage: Any, offset: Any, size: Any, stride: Any, requires_grad: Any, backward_hooks: Any,
+                       dtype: Any, metadata: Any = None) -> Tensor:
     if not isinstance(storage, Storage) or not isinstance(dtype, DType):
         raise Bad(f"a tensor has the storage {short(storage)} and dtype {short(dtype)}, not a storage of the "
                   f"archive and a torch dtype")
     return Tensor(storage=storage, offset=offset, size=size, stride=stride, dtype=dtype, metadata=metadata)
 
 
-def _rebuild_parameter(data, requires_grad=True, backward_hooks=None, state=None):
+def _rebuild_parameter(data: Any, requires_grad: Any = True, backward_hooks: Any = None, state: Any = None) -> Tensor:
     if not isinstance(data, Tensor):
         raise Bad(f"a parameter holds {short(data)}, not a tensor")
     return data
 
 
-def _rebuild_from_type_v2(func, new_type, args, state):
+def _rebuild_from_type_v2(func: Any, new_type: Any, args: Any, state: Any) -> Tensor:
     """A tensor with Python attributes (ignored here): func(*args) rebuilds the tensor itself."""
     rebuilds = (_rebuild_tensor_v2, _rebuild_tensor_v3, _rebuild_parameter)
     if not any(func is f for f in rebuilds) or not isinstance(new_type, _TensorType):
@@ -110,7 +127,7 @@ def _rebuild_from_type_v2(func, new_type, args, state):
     return func(*args)
 
 
-def _ordered_dict(items=()):
+def _ordered_dict(items: Any = ()) -> collections.OrderedDict[Any, Any]:
     items = _checked(items, (list, tuple), "OrderedDict")
     if not all(isinstance(item, (list, tuple)) and len(item) == 2 for item in items):
         raise Bad(f"OrderedDict was given {short(items)}, not (key, value) pairs")
@@ -118,54 +135,55 @@ def _ordered_dict(items=()):
     return collections.OrderedDict(items)
 
 
-def _device(kind, index=None):
+def _device(kind: Any, index: Any = None) -> str:
     if not isinstance(kind, str) or not (index is None or type(index) is int):
         raise Bad(f"torch.device was given {short((kind, index))}")
     return kind if index is None else f"{kind}:{index}"
 
 
-def _size(dims=()):
+def _size(dims: Any = ()) -> tuple[int, ...]:
     dims = tuple(_checked(dims, (list, tuple), "torch.Size"))
     if not all(type(d) is int for d in dims):
         raise Bad(f"torch.Size was given {short(dims)}, not integers")
     return dims
 
 
-def _encode(text, encoding="utf-8"):
+def _encode(text: Any, encoding: Any = "utf-8") -> bytes:
     """_codecs.encode, which protocol-2 pickles use to write bytes: only from a string to latin-1."""
     if not isinstance(text, str) or encoding not in ("latin1", "latin-1"):
         raise Bad(f"_codecs.encode was given {short((text, encoding))}, not a string to encode as latin1")
     return text.encode("latin1")
 
 
-def _collection(kind):
-    def build(items=()):
+def _collection(kind: type[set[Any]] | type[frozenset[Any]]) -> Callable[..., set[Any] | frozenset[Any]]:
+    def build(items: Any = ()) -> set[Any] | frozenset[Any]:
         items = _checked(items, (list, tuple, set, frozenset), kind.__name__)
         check_keys(items, f"an item of a {kind.__name__}")
         return kind(items)
     return build
 
 
-def _bytearray(data=b""):
+def _bytearray(data: Any = b"") -> bytearray:
     if not isinstance(data, (bytes, bytearray)):  # bytearray(10**12) would allocate a terabyte
         raise Bad(f"bytearray was given {short(data)}, not bytes")
     return bytearray(data)
 
 
-def _complex(real=0.0, imag=0.0):
+def _complex(real: Any = 0.0, imag: Any = 0.0) -> complex:
     if not all(type(x) in (int, float) for x in (real, imag)):
         raise Bad(f"complex was given {short((real, imag))}, not numbers")
     return complex(real, imag)
 
 
-def _checked(items, kinds, what):
+def _checked(items: Any, kinds: tuple[type, ...], what: str) -> Any:
     if not isinstance(items, kinds):
         raise Bad(f"{what} was given {short(items)}, not a {kinds[0].__name__}")
     return items
 
 
-def _allowed():
+def _allowed() -> dict[str, Callable[..., Any] | _Record]:
     """module.name -> what find_class returns for it: every name a state dict's pickle uses."""
+    out: dict[str, Callable[..., Any] | _Record]
     out = {"collections.OrderedDict": _ordered_dict,
            "torch._utils._rebuild_tensor_v2": _rebuild_tensor_v2,
            "torch._utils._rebuild_tensor_v3": _rebuild_tensor_v3,
@@ -193,19 +211,19 @@ def _allowed():
 _ALLOWED = _allowed()
 
 
-def load_data_pkl(data, budget):
+def load_data_pkl(data: bytes, budget: Budget) -> Any:
     """What the data.pkl bytes `data` hold, built within `budget` (a pickle_machine.Budget)."""
     return unpickle(data, budget, _Names)
 
 
-def _find_class(module, name):
+def _find_class(module: str, name: str) -> Callable[..., Any] | _Record:
     found = _ALLOWED.get(f"{module}.{name}")
     if found is None:
         raise Refused(one_line(f"{module}.{name}", limit=120))
     return found
 
 
-def _persistent_load(pid):
+def _persistent_load(pid: Any) -> Storage:
     if not (isinstance(pid, tuple) and len(pid) == 5 and pid[0] == "storage"):
         raise Refused(f"the persistent id {short(pid)}")
     _, kind, key, location, numel = pid
@@ -216,7 +234,7 @@ def _persistent_load(pid):
     return Storage(key=key, dtype=kind.dtype, numel=numel)
 
 
-def _set_state(inst, state):
+def _set_state(inst: Any, state: Any) -> None:
     """BUILD: torch.save writes it for a state dict's OrderedDict, whose attributes {"_metadata": ...}
     (each module's version) no array depends on: accepted and dropped. Anything else would set
     attributes (an OrderedDict's .get or .items, say), and is refused."""

@@ -1,19 +1,22 @@
 """Converters of ops that exporters write only for shape arithmetic (integer division remainders,
 logic on shapes): they run on constants, and an input that depends on the image's values is an
 OnnxError naming the node."""
+from typing import Callable
+
 import numpy as np
 
-from .registry import Op, const, converter
+from .reader import Node
+from .registry import Known, Op, Value, const, converter
 
 
-def _on_constants(node, fn):
-    def run(*xs):
+def _on_constants(node: Node, fn: Callable[..., Value]) -> Op:
+    def run(*xs: Value) -> Value:
         return fn(*[np.asarray(const(x, node, "input")) for x in xs])
     return Op(node, run)
 
 
 @converter("Mod", 10, 13)
-def mod(node, known):
+def mod(node: Node, known: Known) -> Op:
     fmod = int(node.attrs.get("fmod", 0))
     return _on_constants(node, lambda a, b: np.fmod(a, b) if fmod else np.mod(a, b))
 

@@ -4,23 +4,28 @@ Each runs on NumPy when all its inputs are constants (shape arithmetic, folded) 
 ops when one is a Tensor, with ONNX's (NumPy's) broadcasting.
 """
 import math
+from typing import Any, Callable
 
 import numpy as np
+from numpy.typing import NDArray
 
 from ...autograd.api import exported
 from ...autograd.tensor import Tensor
-from .reader import OnnxError
-from .registry import Op, as_tensor, converter, first_image, first_tensor, ints
+from .reader import Node, OnnxError
+from .registry import Known, Op, Value, as_tensor, converter, first_image, first_tensor, ints
+
+_OnArrays = Callable[..., Value]  # a NumPy function of the constants' arrays (a ufunc, np.mean, ...)
+_OnTensors = Callable[..., Tensor]  # the engine's op on Tensors
 
 _ops = exported("saliency")  # the engine's functions, as saliency.where, saliency.maximum, ...
 
 
-def _value(v):
+def _value(v: Value) -> NDArray[Any]:
     return np.asarray(v._array) if isinstance(v, Tensor) else np.asarray(v)
 
 
-def _binary(node, known, on_arrays, on_tensors):
-    def run(a, b):
+def _binary(node: Node, known: Known, on_arrays: _OnArrays, on_tensors: _OnTensors) -> Op:
+    def run(a: Value, b: Value) -> Value:
         like = first_image(a, b)
         if like is None:
             return on_arrays(_value(a), _value(b))
@@ -28,7 +33,7 @@ def _binary(node, known, on_arrays, on_tensors):
     return Op(node, run, known)
 
 
-def _integer_div(a, b):
+def _integer_div(a: NDArray[Any], b: NDArray[Any]) -> NDArray[Any]:
     if np.issubdtype(a.dtype, np.integer) and np.issubdtype(b.dtype, np.integer):
         return np.trunc(a / b).astype(np.result_type(a, b))  # ONNX's integer Div truncates, as C does
     return a / b
@@ -40,8 +45,8 @@ for _op, _arrays, _tensors in (("Add", np.add, lambda a, b: a + b), ("Sub", np.s
 
 
 @converter("Pow", 7, 12, 13, 15)
-def power(node, known):
-    def run(x, p):
+def power(node: Node, known: Known) -> Op:
+    def run(x: Value, p: Value) -> Value:
         if first_image(x, p) is None:
             return np.power(_value(x), _value(p)).astype(_value(x).dtype)
         if isinstance(p, Tensor):
@@ -54,9 +59,10 @@ def power(node, known):
     return Op(node, run, known, keep=(1,))
 
 
-def _unary(op_type, versions, on_arrays, on_tensors):
-    def build(node, known):
-        def run(x):
+def _unary(op_type: str, versions: tuple[int, ...], on_arrays: _OnArrays,
+           on_tensors: Callable[[Tensor], Tensor] | None) -> None:
+    def build(node: Node, known: Known) -> Op:
+        def run(x: Value) -> Value:
             if not isinstance(x, Tensor):
                 return on_arrays(np.asarray(x))
             if on_tensors is None:
@@ -78,19 +84,19 @@ _unary("Ceil", (6, 13), np.ceil, None)
 
 
 @converter("Erf", 9, 13)
-def erf(node, known):
-    def run(x):
+def erf(node: Node, known: Known) -> Op:
+    def run(x: Value) -> Value:
         if not isinstance(x, Tensor):
             return np.vectorize(math.erf, otypes=[np.asarray(x).dtype])(np.asarray(x))
         return x.erf()
     return Op(node, run)
 
 
-def _variadic(node, known, on_arrays, on_tensors):
-    def run(*xs):
+def _variadic(node: Node, known: Known, on_arrays: _OnArrays, on_tensors: _OnTensors) -> Op:
+    def run(*xs: Value) -> Value:
         like = first_image(*xs)
         if like is None:
-            out = _value(xs[0])
+            out: Value = _value(xs[0])
             for v in xs[1:]:
                 out = on_arrays(out, _value(v))
             return out
@@ -107,7 +113,7 @@ converter("Sum", 8, 13)(lambda node, known: _variadic(node, known, np.add, lambd
 converter("Mean", 8, 13)(lambda node, known: _mean(node, known))
 
 
-def _mean(node, known):
+def _mean(node: Node, known: Known) -> Op:
     total = _variadic(node, known, np.add, lambda a, b: a + b)
     count = len([n for n in node.inputs if n])
     inner = total.fn
@@ -115,15 +121,15 @@ def _mean(node, known):
     return total
 
 
-def _compare(op_type, versions, fn):
-    def build(node, known):
-        def run(a, b):
+def _compare(op_type: str, versions: tuple[int, ...], fn: _OnArrays) -> None:
+    def build(node: Node, known: Known) -> Op:
+        def run(a: Value, b: Value) -> Value:
             return _of_image(fn(_value(a), _value(b)), a, b)
         return Op(node, run, known, keep=(0, 1))
     converter(op_type, *versions)(build)
 
 
-def _of_image(out, *inputs):
+def _of_image(out: Value, *inputs: Value) -> Value:
     """A value of no gradient computed from `inputs`: a Tensor when one of them depends on the image
     (so that no input shape's plan keeps it), else the array."""
     return Tensor(out) if first_image(*inputs) is not None else out
@@ -136,8 +142,8 @@ _unary("Not", (1,), np.logical_not, lambda x: Tensor(np.logical_not(_value(x))))
 
 
 @converter("Where", 9, 16)
-def where(node, known):
-    def run(condition, a, b):
+def where(node: Node, known: Known) -> Op:
+    def run(condition: Value, a: Value, b: Value) -> Value:
         cond = _value(condition)
         like = first_image(a, b)
         if like is None and not isinstance(condition, Tensor):
@@ -151,24 +157,26 @@ def where(node, known):
 
 # ---- reductions -----------------------------------------------------------------------------
 
-def _axes(node, x, axes_input, from_input):
+def _axes(node: Node, x: Value, axes_input: Value, from_input: bool) -> tuple[int, ...] | None:
     """The axes to reduce (a tuple), or None for all of them."""
     if from_input:
         if axes_input is None:
             return None if not int(node.attrs.get("noop_with_empty_axes", 0)) else ()
-        axes = ints(axes_input, node, "axes")
+        axes: list[int] | None = ints(axes_input, node, "axes")
         return tuple(axes) if axes else (None if not int(node.attrs.get("noop_with_empty_axes", 0)) else ())
     axes = node.attrs.get("axes")
     return None if axes is None else tuple(int(a) for a in axes)
 
 
-def _reduce(op_type, versions_attr, versions_input, on_arrays, on_tensors, on_none=lambda x: x):
+def _reduce(op_type: str, versions_attr: tuple[int, ...], versions_input: tuple[int, ...], on_arrays: _OnArrays,
+            on_tensors: Callable[[Tensor, tuple[int, ...], bool], Tensor],
+            on_none: Callable[[Value], Value] = lambda x: x) -> None:
     """`on_none(x)`: the reduction over no axis (noop_with_empty_axes), its steps other than reducing."""
-    def make(from_input):
-        def build(node, known):
+    def make(from_input: bool) -> Callable[[Node, Known], Op]:
+        def build(node: Node, known: Known) -> Op:
             keep = bool(int(node.attrs.get("keepdims", 1)))
 
-            def run(x, axes=None):
+            def run(x: Value, axes: Value = None) -> Value:
                 dims = _axes(node, x, axes, from_input)
                 if dims == ():
                     return on_none(x)

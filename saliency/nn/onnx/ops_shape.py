@@ -6,20 +6,26 @@ arithmetic on the input's Shape, which is folded for each input size); a value c
 image's values is an OnnxError naming the node.
 """
 import math
+from typing import Any, Callable, Literal, Sequence, TypeVar
 
 import numpy as np
+from numpy.typing import NDArray
 
 from ...autograd.api import exported
 from ...autograd.tensor import Tensor
 from .. import functional as F
-from .reader import DTYPES, OnnxError
-from .registry import Op, as_tensor, const, converter, first_image, ints
+from ..module import Module
+from .reader import DTYPES, Node, OnnxError
+from .registry import Known, Op, Value, as_tensor, const, converter, first_image, ints
+
+_M = TypeVar("_M", bound=Module)
+_NpPadMode = Literal["constant", "reflect", "edge", "wrap"]  # np.pad's modes of ONNX's Pad
 
 _ops = exported("saliency")
 BIG = 1 << 62  # an end past any axis (ONNX writes INT64_MAX)
 
 
-def _axis(axis, rank, node):
+def _axis(axis: int, rank: int, node: Node) -> int:
     if not -rank <= axis < rank:
         raise OnnxError(f"{node.where()} ({node.op_type}): axis {axis} is out of range for a {rank}-D input")
     return axis % rank
@@ -27,15 +33,15 @@ def _axis(axis, rank, node):
 
 # ---- reshapes -------------------------------------------------------------------------------
 
-def _reshape_to(x, shape):
+def _reshape_to(x: Value, shape: Sequence[int]) -> Value:
     return np.reshape(x, shape) if not isinstance(x, Tensor) else x.reshape(*shape)
 
 
 @converter("Reshape", 5, 13, 14, 19, 21, 23, 24, 25)
-def reshape(node, known):
+def reshape(node: Node, known: Known) -> Op:
     allow_zero = int(node.attrs.get("allowzero", 0))
 
-    def run(x, shape):
+    def run(x: Value, shape: Value) -> Value:
         target = ints(shape, node, "shape")
         if not allow_zero:
             target = [x.shape[i] if d == 0 else d for i, d in enumerate(target)]
@@ -44,27 +50,27 @@ def reshape(node, known):
 
 
 @converter("Flatten", 1, 9, 11, 13, 21, 23, 24, 25)
-def flatten(node, known):
+def flatten(node: Node, known: Known) -> Op:
     axis = int(node.attrs.get("axis", 1))
 
-    def run(x):
+    def run(x: Value) -> Value:
         a = axis % len(x.shape) if axis < 0 else axis
         return _reshape_to(x, [math.prod(x.shape[:a]), math.prod(x.shape[a:])])
     return Op(node, run)
 
 
 @converter("Transpose", 1, 13, 21, 23, 24, 25)
-def transpose(node, known):
+def transpose(node: Node, known: Known) -> Op:
     perm = node.attrs.get("perm")
 
-    def run(x):
+    def run(x: Value) -> Value:
         p = list(range(len(x.shape)))[::-1] if perm is None else [int(v) for v in perm]
         return np.transpose(x, p) if not isinstance(x, Tensor) else x.permute(*p)
     return Op(node, run)
 
 
-def _squeeze(node, from_input):
-    def run(x, axes=None):
+def _squeeze(node: Node, from_input: bool) -> Callable[..., Value]:
+    def run(x: Value, axes: Value = None) -> Value:
         rank = len(x.shape)
         given = ints(axes, node, "axes") if from_input and axes is not None else node.attrs.get("axes")
         drop = {_axis(int(a), rank, node) for a in given} if given is not None else \
@@ -75,8 +81,8 @@ def _squeeze(node, from_input):
     return run
 
 
-def _unsqueeze(node, from_input):
-    def run(x, axes=None):
+def _unsqueeze(node: Node, from_input: bool) -> Callable[..., Value]:
+    def run(x: Value, axes: Value = None) -> Value:
         given = ints(axes, node, "axes") if from_input else node.attrs.get("axes", [])
         rank = len(x.shape) + len(given)
         new = sorted(_axis(int(a), rank, node) for a in given)
@@ -94,8 +100,8 @@ converter("Unsqueeze", 13, 21, 23, 24, 25)(lambda node, known: Op(node, _unsquee
 
 
 @converter("Expand", 8, 13)
-def expand(node, known):
-    def run(x, shape):
+def expand(node: Node, known: Known) -> Op:
+    def run(x: Value, shape: Value) -> Value:
         target = np.broadcast_shapes(tuple(x.shape), tuple(ints(shape, node, "shape")))
         if not isinstance(x, Tensor):
             return np.broadcast_to(x, target).copy()
@@ -104,19 +110,19 @@ def expand(node, known):
 
 
 @converter("Tile", 6, 13)
-def tile(node, known):
-    def run(x, repeats):
+def tile(node: Node, known: Known) -> Op:
+    def run(x: Value, repeats: Value) -> Value:
         reps = ints(repeats, node, "repeats")
         return np.tile(x, reps) if not isinstance(x, Tensor) else x.repeat(*reps)
     return Op(node, run, known)
 
 
 @converter("DepthToSpace", 11, 13)
-def depth_to_space(node, known):
+def depth_to_space(node: Node, known: Known) -> Op:
     b = int(node.attrs["blocksize"])
     mode = node.attrs.get("mode", "DCR")
 
-    def run(x):
+    def run(x: Value) -> Value:
         n, c, h, w = x.shape
         if mode == "CRD":
             return F.pixel_shuffle(as_tensor(x), b)
@@ -127,10 +133,10 @@ def depth_to_space(node, known):
 
 
 @converter("SpaceToDepth", 1, 13)
-def space_to_depth(node, known):
+def space_to_depth(node: Node, known: Known) -> Op:
     b = int(node.attrs["blocksize"])
 
-    def run(x):
+    def run(x: Value) -> Value:
         n, c, h, w = x.shape
         y = _reshape_to(x, [n, c, h // b, b, w // b, b])
         y = y.permute(0, 3, 5, 1, 2, 4) if isinstance(y, Tensor) else np.transpose(y, (0, 3, 5, 1, 2, 4))
@@ -141,21 +147,21 @@ def space_to_depth(node, known):
 # ---- joining and cutting ----------------------------------------------------------------------
 
 @converter("Concat", 4, 11, 13)
-def concat(node, known):
+def concat(node: Node, known: Known) -> Op:
     axis = int(node.attrs["axis"])
 
-    def run(*xs):
+    def run(*xs: Value) -> Value:
         parts = [v for v in xs if v is not None]
-        xs = [v for v in parts if math.prod(v.shape) > 0] or parts[:1]  # an empty part adds nothing
-        like = first_image(*xs)
-        a = _axis(axis, len(xs[0].shape), node)
+        kept = [v for v in parts if math.prod(v.shape) > 0] or parts[:1]  # an empty part adds nothing
+        like = first_image(*kept)
+        a = _axis(axis, len(kept[0].shape), node)
         if like is None:
-            return np.concatenate([np.asarray(v._array if isinstance(v, Tensor) else v) for v in xs], axis=a)
-        return _ops["cat"]([as_tensor(v, like) for v in xs], a)
+            return np.concatenate([np.asarray(v._array if isinstance(v, Tensor) else v) for v in kept], axis=a)
+        return _ops["cat"]([as_tensor(v, like) for v in kept], a)
     return Op(node, run, known)
 
 
-def _split_sizes(node, length, split, outputs):
+def _split_sizes(node: Node, length: int, split: Sequence[int] | None, outputs: int) -> list[int]:
     if split is not None:
         sizes = [int(s) for s in split]
     elif "num_outputs" in node.attrs:
@@ -169,11 +175,11 @@ def _split_sizes(node, length, split, outputs):
     return sizes
 
 
-def _split(node, from_input):
+def _split(node: Node, from_input: bool) -> Callable[..., tuple[Value, ...]]:
     axis = int(node.attrs.get("axis", 0))
     outputs = len(node.outputs)
 
-    def run(x, split=None):
+    def run(x: Value, split: Value = None) -> tuple[Value, ...]:
         a = _axis(axis, len(x.shape), node)
         given = ints(split, node, "split") if from_input and split is not None else node.attrs.get("split")
         sizes = _split_sizes(node, x.shape[a], given, outputs)
@@ -187,7 +193,7 @@ converter("Split", 2, 11)(lambda node, known: Op(node, _split(node, False)))
 converter("Split", 13, 18)(lambda node, known: Op(node, _split(node, True), known))
 
 
-def _slice_of(start, end, step, size):
+def _slice_of(start: int, end: int, step: int, size: int) -> slice:
     """ONNX's clamping of one axis's start and end, as a Python slice."""
     start = start + size if start < 0 else start
     end = end + size if end < 0 else end
@@ -198,8 +204,8 @@ def _slice_of(start, end, step, size):
 
 
 @converter("Slice", 10, 11, 13)
-def slice_op(node, known):
-    def run(x, starts, ends, axes=None, steps=None):
+def slice_op(node: Node, known: Known) -> Op:
+    def run(x: Value, starts: Value, ends: Value, axes: Value = None, steps: Value = None) -> Value:
         s, e = ints(starts, node, "starts"), ints(ends, node, "ends")
         rank = len(x.shape)
         ax = [_axis(a, rank, node) for a in ints(axes, node, "axes")] if axes is not None else list(range(len(s)))
@@ -214,10 +220,10 @@ def slice_op(node, known):
 
 
 @converter("Gather", 1, 11, 13)
-def gather(node, known):
+def gather(node: Node, known: Known) -> Op:
     axis = int(node.attrs.get("axis", 0))
 
-    def run(x, indices):
+    def run(x: Value, indices: Value) -> Value:
         idx = np.asarray(const(indices, node, "indices")).astype(np.int64)
         a = _axis(axis, len(x.shape), node)
         size = x.shape[a]
@@ -236,12 +242,12 @@ def gather(node, known):
 
 # ---- padding and resizing ---------------------------------------------------------------------
 
-def _pad(node, from_input):
+def _pad(node: Node, from_input: bool) -> Callable[..., Value]:
     mode = node.attrs.get("mode", "constant")
     if mode not in ("constant", "reflect", "edge", "wrap"):
         raise OnnxError(f"{node.where()} (Pad): mode {mode!r} is not one ONNX defines")
 
-    def run(x, pads=None, value=None, axes=None):
+    def run(x: Value, pads: Value = None, value: Value = None, axes: Value = None) -> Value:
         rank = len(x.shape)
         p = ints(pads, node, "pads") if from_input else [int(v) for v in node.attrs["pads"]]
         ax = [_axis(a, rank, node) for a in ints(axes, node, "axes")] if axes is not None else list(range(rank))
@@ -259,9 +265,10 @@ def _pad(node, from_input):
         if not any(begin + end):
             return x
         if not isinstance(x, Tensor):
-            np_mode = {"constant": "constant", "reflect": "reflect", "edge": "edge", "wrap": "wrap"}[mode]
-            kw = {"constant_values": fill} if mode == "constant" else {}
-            return np.pad(x, list(zip(begin, end)), mode=np_mode, **kw)
+            np_modes: dict[str, _NpPadMode] = {"constant": "constant", "reflect": "reflect", "edge": "edge",
+                                               "wrap": "wrap"}
+            kw: dict[str, Any] = {"constant_values": fill} if mode == "constant" else {}
+            return np.pad(x, list(zip(begin, end)), mode=np_modes[mode], **kw)
         used = [i for i in range(rank) if begin[i] or end[i]]
         last_two = max(rank - 2, 1)
         if mode != "constant" and (used[0] < last_two or rank > 4):
@@ -279,7 +286,7 @@ converter("Pad", 2)(lambda node, known: Op(node, _pad(node, False)))
 converter("Pad", 11, 13, 18, 19, 21, 23, 24, 25)(lambda node, known: Op(node, _pad(node, True), known))
 
 
-def _coordinates(mode, out, size, scale):
+def _coordinates(mode: str, out: int, size: int, scale: float | np.float32) -> NDArray[np.float32]:
     """The input coordinate of each output index of one axis (ONNX's coordinate_transformation_mode),
     in float32 as onnxruntime computes it (a coordinate on a rounding boundary then rounds as there)."""
     f = np.float32
@@ -298,7 +305,7 @@ def _coordinates(mode, out, size, scale):
     raise OnnxError(f"coordinate_transformation_mode {mode!r} is not supported")
 
 
-def _nearest(coords, rounding, size, scale):
+def _nearest(coords: NDArray[np.float64], rounding: str, size: int, scale: float) -> NDArray[np.int64]:
     """The input index of each coordinate; "simple" (Resize 10, Upsample): floor, ceil when shrinking."""
     if rounding == "simple":
         rounding = "ceil" if scale < 1 else "floor"
@@ -313,7 +320,7 @@ def _nearest(coords, rounding, size, scale):
     return np.clip(idx, 0, size - 1).astype(np.int64)
 
 
-def _matrix(mode, coordinate, rounding, out, size, scale):
+def _matrix(mode: str, coordinate: str, rounding: str, out: int, size: int, scale: float) -> NDArray[np.float64]:
     """(out, size): the map from one axis of the input to the output's (rows sum to 1)."""
     coords = _coordinates(coordinate, out, size, scale).astype(np.float64)
     m = np.zeros((out, size))
@@ -329,7 +336,7 @@ def _matrix(mode, coordinate, rounding, out, size, scale):
     return m
 
 
-def _resize(node, version):
+def _resize(node: Node, version: int) -> Callable[..., Value]:
     a = node.attrs
     mode = a.get("mode", "nearest")
     coordinate = a.get("coordinate_transformation_mode", "half_pixel" if version >= 11 else "asymmetric")
@@ -344,7 +351,7 @@ def _resize(node, version):
         raise OnnxError(f"{node.where()} (Resize): tf_crop_and_resize is not supported")
     axes_attr = a.get("axes")
 
-    def run(x, roi=None, scales=None, sizes=None):
+    def run(x: Value, roi: Value = None, scales: Value = None, sizes: Value = None) -> Value:
         rank = len(x.shape)
         axes = [_axis(int(v), rank, node) for v in axes_attr] if axes_attr is not None else list(range(rank))
         given_scales = np.asarray(const(scales, node, "scales"), np.float64).reshape(-1) \
@@ -375,11 +382,12 @@ def _resize(node, version):
     return run
 
 
-def _fast(x, mode, coordinate, rounding, out, scale, by_size):
+def _fast(x: Tensor, mode: str, coordinate: str, rounding: str, out: list[int], scale: list[float],
+          by_size: bool) -> Tensor | None:
     """F.interpolate where its rounding is ONNX's for these settings, else None."""
     size = (out[2], out[3])
     factor = None if by_size else (scale[2], scale[3])
-    exact = by_size or all(float(s).is_integer() for s in factor)
+    exact = by_size or (factor is not None and all(float(s).is_integer() for s in factor))
     if mode == "nearest" and coordinate == "asymmetric" and rounding in ("floor", "simple") and exact:
         return F.interpolate(x, size=size) if by_size else F.interpolate(x, scale_factor=factor)
     if mode == "linear" and coordinate in ("half_pixel", "pytorch_half_pixel") and exact and min(size) > 1:
@@ -395,12 +403,12 @@ converter("Resize", 11, 13, 18, 19)(lambda node, known: Op(node, _resize(node, 1
 
 @converter("Upsample", 7, 9, 10)
 @converter("Resize", 10)
-def upsample(node, known):
+def upsample(node: Node, known: Known) -> Op:
     """Upsample, and Resize 10 (its inputs and semantics: asymmetric coordinates, floor or ceil)."""
     scales_attr = node.attrs.get("scales")
     run = _resize(node, 9)
 
-    def upsample_run(x, scales=None):
+    def upsample_run(x: Value, scales: Value = None) -> Value:
         return run(x, None, np.asarray(scales_attr if scales is None else const(scales, node, "scales")), None)
     return Op(node, upsample_run, known, keep=(1,))
 
@@ -411,10 +419,10 @@ converter("Identity", 1, 13, 14, 16, 19, 21, 23, 24, 25)(lambda node, known: Op(
 
 
 @converter("Dropout", 7, 10, 12, 13, 22)
-def dropout(node, known):
+def dropout(node: Node, known: Known) -> Op:
     mask = len([o for o in node.outputs if o]) > 1
 
-    def run(x, ratio=None, training=None):
+    def run(x: Value, ratio: Value = None, training: Value = None) -> Value:
         if training is not None and bool(np.asarray(const(training, node, "training_mode")).reshape(-1)[0]):
             raise OnnxError(f"{node.where()}: Dropout in training mode; export the model in eval mode")
         return (x, np.ones(tuple(x.shape), bool)) if mask else x
@@ -422,12 +430,12 @@ def dropout(node, known):
 
 
 @converter("Cast", 6, 9, 13, 19, 21, 23, 24, 25)
-def cast(node, known):
+def cast(node: Node, known: Known) -> Op:
     dtype = DTYPES.get(int(node.attrs["to"]))
     if dtype is None:
         raise OnnxError(f"{node.where()} (Cast): to an element type this engine does not compute in")
 
-    def run(x):
+    def run(x: Value) -> Value:
         if isinstance(x, Tensor):
             if np.issubdtype(dtype, np.floating) and np.issubdtype(x._array.dtype, np.floating):
                 return x  # float to float: the engine keeps the model's dtype
@@ -437,7 +445,7 @@ def cast(node, known):
 
 
 @converter("Constant", 9, 11, 12, 13, 19, 21, 23, 24, 25)
-def constant(node, known):
+def constant(node: Node, known: Known) -> Op:
     a = node.attrs
     if "value" in a:
         value = np.asarray(a["value"])
@@ -455,37 +463,37 @@ def constant(node, known):
 
 
 @converter("ConstantOfShape", 9, 20, 21, 23, 24, 25)
-def constant_of_shape(node, known):
+def constant_of_shape(node: Node, known: Known) -> Op:
     value = np.asarray(node.attrs.get("value", np.zeros(1, np.float32))).reshape(-1)
 
-    def run(shape):
+    def run(shape: Value) -> NDArray[Any]:
         return np.full(ints(shape, node, "shape"), value[0], value.dtype)
     return Op(node, run, known)
 
 
 @converter("Shape", 1, 13, 15, 19, 21, 23, 24, 25)
-def shape(node, known):
+def shape(node: Node, known: Known) -> Op:
     start, end = node.attrs.get("start", 0), node.attrs.get("end")
 
-    def run(x):
+    def run(x: Value) -> NDArray[np.int64]:
         return np.asarray(tuple(x.shape)[start:end], np.int64)
     return _shape_only(Op(node, run))
 
 
 @converter("Size", 1, 13, 19, 21, 23, 24, 25)
-def size(node, known):
+def size(node: Node, known: Known) -> Op:
     return _shape_only(Op(node, lambda x: np.asarray(math.prod(x.shape), np.int64)))
 
 
-def _shape_only(module):
+def _shape_only(module: _M) -> _M:
     """Marks a module that reads only its input's shape: folded per input shape (model.py)."""
     module.shape_only = True
     return module
 
 
 @converter("Range", 11)
-def range_op(node, known):
-    def run(start, limit, delta):
+def range_op(node: Node, known: Known) -> Op:
+    def run(start: Value, limit: Value, delta: Value) -> NDArray[Any]:
         s, l, d = (np.asarray(const(v, node, what)).reshape(-1)[0] for v, what in
                    ((start, "start"), (limit, "limit"), (delta, "delta")))
         return np.arange(s, l, d).astype(np.asarray(start).dtype)

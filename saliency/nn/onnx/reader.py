@@ -14,14 +14,19 @@ import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, overload
 
 import numpy as np
+from numpy.typing import NDArray
+
+if TYPE_CHECKING:
+    from onnx import AttributeProto, ModelProto, NodeProto, TensorProto, ValueInfoProto
 
 INSTALL = "reading ONNX files needs the onnx package: pip install 'saliency-maps[onnx]' (or pip install onnx)"
 DEFAULT_DOMAINS = ("", "ai.onnx")
 
 # ONNX element types this engine reads (TensorProto's numbers), as NumPy dtypes (little-endian)
+DTYPES: dict[int, np.dtype[Any]]
 DTYPES = {1: np.dtype("<f4"), 2: np.dtype("u1"), 3: np.dtype("i1"), 4: np.dtype("<u2"), 5: np.dtype("<i2"),
           6: np.dtype("<i4"), 7: np.dtype("<i8"), 9: np.dtype("?"), 10: np.dtype("<f2"), 11: np.dtype("<f8"),
           12: np.dtype("<u4"), 13: np.dtype("<u8")}
@@ -59,8 +64,8 @@ class Graph:
     file leaves a dimension free); `outputs` the output names; `opsets` {domain: version}."""
 
     nodes: list[Node]
-    constants: dict[str, np.ndarray]
-    inputs: list[tuple[str, list[int | None] | None, Any]]
+    constants: dict[str, NDArray[Any]]
+    inputs: list[tuple[str, list[int | None] | None, np.dtype[Any] | None]]
     outputs: list[str]
     opsets: dict[str, int]
     producer: str = ""
@@ -124,7 +129,7 @@ class _Malformed(ValueError):
     """The file's protobuf is cut or damaged where `_split` reads it."""
 
 
-def _varint(buf, pos, end):
+def _varint(buf: _File, pos: int, end: int) -> tuple[int, int]:
     """(the varint at `pos` of `buf`, the position after it)."""
     value = shift = 0
     while True:
@@ -137,7 +142,7 @@ def _varint(buf, pos, end):
             return value, pos
 
 
-def _field_end(buf, pos, end, wire):
+def _field_end(buf: _File, pos: int, end: int, wire: int) -> tuple[int, int]:
     """(the start of a field's value after its tag, the position after the field)."""
     if wire == 0:
         return pos, _varint(buf, pos, end)[1]
@@ -155,7 +160,7 @@ def _field_end(buf, pos, end, wire):
     return pos, after
 
 
-def _encoded(value):
+def _encoded(value: int) -> bytes:
     out = bytearray()
     while True:
         out.append((value & 0x7F) | (0x80 if value > 0x7F else 0))
@@ -170,10 +175,16 @@ class _File:
 
     WINDOW = 1 << 14
 
-    def __init__(self, fd, size):
+    def __init__(self, fd: int, size: int) -> None:
         self.fd, self.size, self.start, self.data = fd, size, 0, b""
 
-    def __getitem__(self, key):
+    @overload
+    def __getitem__(self, key: int) -> int: ...
+
+    @overload
+    def __getitem__(self, key: slice) -> bytes: ...
+
+    def __getitem__(self, key: int | slice) -> int | bytes:
         if isinstance(key, slice):
             a, b = key.start, key.stop
             if b - a > self.WINDOW:
@@ -186,19 +197,20 @@ class _File:
         self._load(key, key + 1)
         return self.data[key - self.start]
 
-    def _load(self, a, b):
+    def _load(self, a: int, b: int) -> None:
         if a < self.start or b > self.start + len(self.data):
             self.start, self.data = a, os.pread(self.fd, max(self.WINDOW, b - a), a)
             if len(self.data) < b - a:
                 raise _Malformed("the file ended inside a message")
 
 
-def _split(buf, size):
+def _split(buf: _File, size: int) -> tuple[bytes, list[tuple[int, int]]]:
     """(the ModelProto's bytes without its graph's initializers, [(start, end)] of each initializer in
     the file `buf` (a `_File`))."""
     if size == 0:
         raise _Malformed("the file is empty")
-    skeleton, pieces, pos = bytearray(), [], 0
+    pieces: list[tuple[int, int]] = []
+    skeleton, pos = bytearray(), 0
     while pos < size:
         tag, after_tag = _varint(buf, pos, size)
         start, after = _field_end(buf, after_tag, size, tag & 7)
@@ -212,9 +224,10 @@ def _split(buf, size):
     return bytes(skeleton), pieces
 
 
-def _without(buf, start, end, drop):
+def _without(buf: _File, start: int, end: int, drop: int) -> tuple[bytearray, list[tuple[int, int]]]:
     """(the message at buf[start:end] without its fields of tag `drop`, [(start, end)] of their values)."""
-    kept, dropped, p = bytearray(), [], start
+    dropped: list[tuple[int, int]] = []
+    kept, p = bytearray(), start
     while p < end:
         tag, q = _varint(buf, p, end)
         body, after = _field_end(buf, q, end, tag & 7)
@@ -226,7 +239,8 @@ def _without(buf, start, end, drop):
     return kept, dropped
 
 
-def _constants(path, proto, onnx, fd, buf, pieces):
+def _constants(path: Path, proto: ModelProto, onnx: Any, fd: int, buf: _File,
+               pieces: list[tuple[int, int]]) -> dict[str, NDArray[Any]]:
     """{name: array} of the graph's initializers, each of those at `pieces` of the file parsed
     without its raw data, which is read from the file straight into its array: the weights' bytes
     are in memory once."""
@@ -243,12 +257,12 @@ def _constants(path, proto, onnx, fd, buf, pieces):
     return constants
 
 
-def _first_line(exc):
+def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-def _dims(value):
+def _dims(value: ValueInfoProto) -> list[int | None] | None:
     """A graph input's dimensions: ints, None for a free one (dim_param or absent)."""
     t = value.type
     if not t.HasField("tensor_type"):
@@ -259,20 +273,20 @@ def _dims(value):
             for d in t.tensor_type.shape.dim]
 
 
-def _elem(value):
+def _elem(value: ValueInfoProto) -> np.dtype[Any] | None:
     kind = value.type.tensor_type.elem_type
     return DTYPES.get(kind)
 
 
-def _node(proto, tensors):
-    attrs = {}
+def _node(proto: NodeProto, tensors: _Tensors) -> Node:
+    attrs: dict[str, Any] = {}
     where = f"node {proto.name!r}" if proto.name else f"an unnamed {proto.op_type} node"
     for a in proto.attribute:
         attrs[a.name] = _attribute(a, tensors, where)
     return Node(proto.name, proto.op_type, proto.domain or "", list(proto.input), list(proto.output), attrs)
 
 
-def _attribute(a, tensors, where):
+def _attribute(a: AttributeProto, tensors: _Tensors, where: str) -> Any:
     """An attribute's value as Python: int, float, str, lists of them, or an ndarray."""
     kind = a.type
     if kind == 1:
@@ -295,11 +309,12 @@ def _attribute(a, tensors, where):
     raise OnnxError(f"{where}: attribute {a.name!r} is of a kind this engine does not read (type {kind})")
 
 
-def _read_into(array, fd, offset, what):
+def _read_into(array: NDArray[Any], fd: int, offset: int, what: str) -> NDArray[Any]:
     """`array` filled with the file's bytes at `offset` (as many as it holds), native byte order."""
     if array.size == 0:
         return array
-    view, done = memoryview(array.reshape(-1)).cast("B"), 0
+    # .data: memoryview(a), which NumPy's stubs only allow from Python 3.12
+    view, done = array.reshape(-1).data.cast("B"), 0
     while done < len(view):
         got = os.preadv(fd, [view[done:]], offset + done)
         if got <= 0:
@@ -311,10 +326,11 @@ def _read_into(array, fd, offset, what):
 class _Tensors:
     """Turns TensorProtos into arrays, external data read from files under `folder` only."""
 
-    def __init__(self, folder):
+    def __init__(self, folder: str | os.PathLike[str]) -> None:
         self.folder = Path(folder).resolve()
 
-    def array(self, t, what, raw=None):
+    def array(self, t: TensorProto, what: str,
+              raw: tuple[int, tuple[int, int]] | None = None) -> NDArray[Any]:
         """The array of the TensorProto `t`; `raw` (fd, (start, end)): where its raw data lies in the
         file (`t` parsed without it), read straight into the array."""
         dtype = DTYPES.get(t.data_type)
@@ -334,11 +350,11 @@ class _Tensors:
                                 f"{dtype.name}) and holds {end - start:,} bytes")
             return _read_into(np.empty(dims, dtype), fd, start, what)
         if t.HasField("raw_data"):
-            raw = t.raw_data
-            if len(raw) != count * dtype.itemsize:
+            data = t.raw_data
+            if len(data) != count * dtype.itemsize:
                 raise OnnxError(f"{what} declares shape {dims} ({count * dtype.itemsize:,} bytes of "
-                                f"{dtype.name}) and holds {len(raw):,} bytes")
-            return np.frombuffer(bytearray(raw), dtype).reshape(dims).astype(dtype.newbyteorder("="), copy=False)
+                                f"{dtype.name}) and holds {len(data):,} bytes")
+            return np.frombuffer(bytearray(data), dtype).reshape(dims).astype(dtype.newbyteorder("="), copy=False)
         values = getattr(t, TYPED_FIELD[t.data_type])
         if len(values) != count:
             raise OnnxError(f"{what} declares shape {dims} ({count:,} values) and holds {len(values):,}")
@@ -346,7 +362,8 @@ class _Tensors:
             return np.asarray(values, np.uint16).view(np.float16).reshape(dims)
         return np.asarray(values, dtype.newbyteorder("=")).reshape(dims)
 
-    def _external(self, t, dtype, dims, count, what):
+    def _external(self, t: TensorProto, dtype: np.dtype[Any], dims: list[int], count: int,
+                  what: str) -> NDArray[Any]:
         info = {e.key: e.value for e in t.external_data}
         location = info.get("location", "")
         if not location or os.path.isabs(location) or ".." in Path(location).parts:

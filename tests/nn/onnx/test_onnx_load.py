@@ -245,6 +245,19 @@ def test_a_node_reading_a_value_nothing_makes_is_one_line(tmp_path):
         load_onnx(_save(graph, tmp_path / "ghost.onnx"))
 
 
+@pytest.mark.parametrize("op_type, inputs, message", [
+    ("Conv", ["x", ""], r"node 'n' \(Conv\) has no weight input, which ONNX requires"),
+    ("BatchNormalization", ["x", "", "b", "m", "v"], r"node 'n' \(BatchNormalization\) has no scale input"),
+])
+def test_a_layer_without_its_required_weight_is_one_line(tmp_path, op_type, inputs, message):
+    nodes = [helper.make_node(op_type, inputs, ["y"], name="n")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 4, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              [_init(name, (3,)) for name in ("b", "m", "v")])
+    with pytest.raises(OnnxError, match=message):
+        load_onnx(_save(graph, tmp_path / "noweight.onnx"))
+
+
 def test_a_model_of_two_inputs_is_refused(tmp_path):
     nodes = [helper.make_node("Add", ["x", "z"], ["y"])]
     graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 4, 4]),
