@@ -11,7 +11,10 @@ own result depends on where the NaN sits in memory).
 `Prelu` has a second input, the learned slope of each channel: its input gradient is cropped to
 the windows like the others', its weight gradient is a sum over the windows.
 """
+from __future__ import annotations
+
 import math
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -20,12 +23,22 @@ from ...kernels.activation import INV_SQRT_2PI, gelu, hardswish, hardtanh, norma
 from ..geometry import elementwise_window, first_input
 from ..node import Function
 
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike, NDArray
+
+    from ..._typing import Shape
+    from ..geometry import Box, Shapes
+    from ..patch import Patch
+
+    # (z, dz/dx or None): what `_Pointwise.values` gives; dz/dx is a boolean mask for Hardtanh
+    Values = tuple[NDArray[Any], NDArray[Any] | None]
+
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)    # GELU's tanh approximation: tanh(sqrt(2/pi) (x + 0.044715 x^3))
 _GELU_KAPPA = 0.044715
 _SIXTH_FLOAT32 = float(np.float32(1 / 6))     # hardsigmoid's slope as PyTorch's kernel computes it
 
 
-def _softplus(x):
+def _softplus(x: NDArray[Any]) -> NDArray[Any]:
     """log(1 + exp(x)) without overflow: max(x, 0) + log1p(exp(-|x|))."""
     return np.maximum(x, 0) + np.log1p(np.exp(-np.abs(x)))
 
@@ -38,29 +51,30 @@ class _Pointwise(Function):
     rule = rules.PASS
     window_rule = elementwise_window
 
-    def forward(self, x, **params):
+    def forward(self, x: NDArray[Any], **params: Any) -> NDArray[Any]:
         self.set(**params)
-        with np.errstate(invalid="ignore", over="ignore", divide="ignore"):  # inf inputs give NaN where the formula does
+        # inf inputs give NaN where the formula does
+        with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
             out, slope = self.values(x, self.needs_input_grad[0])
         self.save_for_backward(slope)
         return out
 
-    def set(self):
+    def set(self) -> None:
         """Keep the op's parameters (subclasses with parameters override this)."""
 
-    def values(self, x, grad):
+    def values(self, x: NDArray[Any], grad: bool) -> Values:
         """(z, dz/dx of x's dtype, or None when `grad` is false)."""
         raise NotImplementedError
 
-    def backward(self, g):
+    def backward(self, g: NDArray[Any]) -> tuple[NDArray[Any]]:
         return (g * self.saved[0],)
 
-    def backward_window(self, p):
+    def backward_window(self, p: Patch) -> tuple[Patch]:
         """The windows of g times the same windows of dz/dx."""
         return (p.times(self.saved[0]),)
 
 
-def _as(x, a):
+def _as(x: NDArray[Any], a: ArrayLike) -> NDArray[Any]:
     """`a` (an array or number) as an array of x's dtype."""
     return np.asarray(a, dtype=x.dtype)
 
@@ -71,11 +85,13 @@ class Hardtanh(_Pointwise):
     Relu's and as PyTorch's scalar kernel (its vectorised kernel gives 0 there)."""
 
     __slots__ = ("lo", "hi")
+    lo: float
+    hi: float
 
-    def set(self, *, lo, hi):
+    def set(self, *, lo: float, hi: float) -> None:  # type: ignore[override]  # (each op its own parameters)
         self.lo, self.hi = lo, hi
 
-    def values(self, x, grad):
+    def values(self, x: NDArray[Any], grad: bool) -> Values:
         # one pass (kernels.activation) for the values and the derivative, a boolean mask (the
         # derivative is 0 or 1): 1/4 of the memory, and the VJP is ReLU's masked product
         if x.dtype in (np.float32, np.float64):
@@ -84,7 +100,7 @@ class Hardtanh(_Pointwise):
         out = np.minimum(np.maximum(x, _as(x, self.lo)), _as(x, self.hi))
         return out, ~((x <= self.lo) | (x >= self.hi)) if grad else None
 
-    def backward(self, g):
+    def backward(self, g: NDArray[Any]) -> tuple[NDArray[Any]]:
         return (relu_grad(g, self.saved[0]),)
 
 
@@ -92,11 +108,12 @@ class LeakyRelu(_Pointwise):
     """z = x where x > 0, slope * x elsewhere (the gradient at 0 is the slope)."""
 
     __slots__ = ("slope",)
+    slope: float
 
-    def set(self, *, slope):
+    def set(self, *, slope: float) -> None:  # type: ignore[override]  # (each op its own parameters)
         self.slope = slope
 
-    def values(self, x, grad):
+    def values(self, x: NDArray[Any], grad: bool) -> Values:
         positive = x > 0
         out = np.where(positive, x, x * _as(x, self.slope))
         return out, (np.where(positive, _as(x, 1), _as(x, self.slope)) if grad else None)
@@ -106,11 +123,12 @@ class Elu(_Pointwise):
     """z = x where x > 0, alpha * (exp(x) - 1) elsewhere (via expm1); the gradient at 0 is alpha."""
 
     __slots__ = ("alpha",)
+    alpha: float
 
-    def set(self, *, alpha):
+    def set(self, *, alpha: float) -> None:  # type: ignore[override]  # (each op its own parameters)
         self.alpha = alpha
 
-    def values(self, x, grad):
+    def values(self, x: NDArray[Any], grad: bool) -> Values:
         alpha = _as(x, self.alpha)
         below = np.minimum(x, 0)  # no overflow in the branch that x > 0 does not take
         out = np.where(x > 0, x, alpha * np.expm1(below))
@@ -122,7 +140,7 @@ class Silu(_Pointwise):
 
     __slots__ = ()
 
-    def values(self, x, grad):
+    def values(self, x: NDArray[Any], grad: bool) -> Values:
         return silu(x, grad)
 
 
@@ -132,7 +150,7 @@ class Hardswish(_Pointwise):
 
     __slots__ = ()
 
-    def values(self, x, grad):
+    def values(self, x: NDArray[Any], grad: bool) -> Values:
         if x.dtype in (np.float32, np.float64):
             return hardswish(x, grad)
         out = x * np.minimum(np.maximum(x + 3, 0), 6) / 6
@@ -147,7 +165,7 @@ class Hardsigmoid(_Pointwise):
 
     __slots__ = ()
 
-    def values(self, x, grad):
+    def values(self, x: NDArray[Any], grad: bool) -> Values:
         out = np.minimum(np.maximum(x + 3, 0), 6) / 6
         return out, (np.where((x > -3) & (x < 3), _as(x, _SIXTH_FLOAT32), _as(x, 0)) if grad else None)
 
@@ -157,13 +175,14 @@ class Gelu(_Pointwise):
     z = x / 2 * (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) for approximate='tanh'."""
 
     __slots__ = ("approximate",)
+    approximate: str
 
-    def set(self, *, approximate="none"):
+    def set(self, *, approximate: str = "none") -> None:
         if approximate not in ("none", "tanh"):
             raise ValueError(f"gelu's approximate must be 'none' or 'tanh', got {approximate!r}")
         self.approximate = approximate
 
-    def values(self, x, grad):
+    def values(self, x: NDArray[Any], grad: bool) -> Values:
         if self.approximate == "none" and x.dtype in (np.float32, np.float64):
             return gelu(x, grad)
         if self.approximate == "none":
@@ -186,7 +205,7 @@ class Erf(_Pointwise):
 
     __slots__ = ()
 
-    def values(self, x, grad):
+    def values(self, x: NDArray[Any], grad: bool) -> Values:
         wide = np.asarray(x, np.float64)
         out = (2.0 * normal_cdf(wide * np.sqrt(2.0)) - 1.0).astype(x.dtype, copy=False)
         if not grad:
@@ -199,11 +218,13 @@ class Softplus(_Pointwise):
     dz/dx = sigmoid(beta x), 1 above the threshold. Computed without overflow for any threshold."""
 
     __slots__ = ("beta", "threshold")
+    beta: float
+    threshold: float
 
-    def set(self, *, beta=1.0, threshold=20.0):
+    def set(self, *, beta: float = 1.0, threshold: float = 20.0) -> None:
         self.beta, self.threshold = beta, threshold
 
-    def values(self, x, grad):
+    def values(self, x: NDArray[Any], grad: bool) -> Values:
         bx = x * _as(x, self.beta)
         linear = bx > self.threshold
         out = np.where(linear, x, _softplus(bx) / _as(x, self.beta))
@@ -215,7 +236,7 @@ class Mish(_Pointwise):
 
     __slots__ = ()
 
-    def values(self, x, grad):
+    def values(self, x: NDArray[Any], grad: bool) -> Values:
         t = np.tanh(_softplus(x))
         return x * t, (t + x * sigmoid(x) * (1 - t * t) if grad else None)
 
@@ -226,9 +247,10 @@ class Prelu(Function):
     each channel; on a Patch it is summed over the windows. The node is PreluKernelBackward0."""
 
     __slots__ = ("w_shape",)
+    w_shape: Shape
     rule = rules.PASS
 
-    def forward(self, x, w):
+    def forward(self, x: NDArray[Any], w: NDArray[Any]) -> NDArray[Any]:
         if w.ndim > 1:
             raise ValueError(f"prelu expects a weight of one dimension (num_parameters,), got shape {w.shape}")
         channels = x.shape[1] if x.ndim >= 2 else 1
@@ -246,13 +268,13 @@ class Prelu(Function):
                                np.where(positive, np.zeros((), x.dtype), x) if needs_w else None)
         return np.where(positive, x, wb * x)
 
-    def backward(self, g):
+    def backward(self, g: NDArray[Any]) -> tuple[NDArray[Any] | None, NDArray[Any] | None]:
         slope, negative = self.saved
         needs_x, needs_w = self.needs_input_grad
         return (g * slope if needs_x else None,
                 self._weight_grad(g * negative, self.seed_ndim(g), 1) if needs_w else None)
 
-    def backward_window(self, p):
+    def backward_window(self, p: Patch) -> tuple[Patch | None, NDArray[Any] | None] | None:
         """The input gradient on the windows; the weight gradient summed over them: the channel is a
         lead dimension of the windows only for inputs with a map and a channel (4 or more dimensions)."""
         slope, negative = self.saved
@@ -264,7 +286,7 @@ class Prelu(Function):
             gw = self._weight_grad(p.data * p.window(negative), 1, 1).reshape(p.seed_shape + self.w_shape)
         return (p.times(slope) if needs_x else None, gw)
 
-    def _weight_grad(self, product, seed_ndim, channel):
+    def _weight_grad(self, product: NDArray[Any], seed_ndim: int, channel: int) -> NDArray[Any]:
         """Sum `product` (seed dims, then x's dims) down to the seed dims and the weight's shape;
         the channel is dimension `channel` of x."""
         lead = product.shape[:seed_ndim]
@@ -273,9 +295,9 @@ class Prelu(Function):
         axes = tuple(i for i in range(seed_ndim, product.ndim) if i != seed_ndim + channel)
         return product.sum(axis=axes).reshape(lead + self.w_shape)
 
-    def window_rule(self, box, shapes):
+    def window_rule(self, box: Box, shapes: Shapes) -> tuple[Box | None, ...]:
         """x cell by cell; the weight: whole."""
         return first_input(box.clip, shapes)
 
-    def name(self):
+    def name(self) -> str:
         return "PreluKernelBackward0"

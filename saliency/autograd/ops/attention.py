@@ -1,5 +1,9 @@
 """Scaled dot-product attention as one op: softmax(q k^T * scale + mask) v, its VJP from the saved
 attention weights (the four products of the backward pass, no intermediate node)."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
 
 from .. import rules
@@ -7,8 +11,15 @@ from ... import kernels
 from ..geometry import whole_window
 from ..node import Function, unbroadcast
 
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike, NDArray
 
-def _mT(a):
+    from ..._typing import BoolArray, FloatArray, Shape
+
+    Grad = NDArray[Any] | None  # one input's gradient, None for one that takes none
+
+
+def _mT(a: NDArray[Any]) -> NDArray[Any]:
     return np.swapaxes(a, -1, -2)
 
 
@@ -20,10 +31,15 @@ class ScaledDotProductAttention(Function):
     others multiplied by `factor`."""
 
     __slots__ = ("scale", "keep", "factor", "mask_meta")
+    scale: float
+    keep: BoolArray | None
+    factor: float
+    mask_meta: tuple[Shape, np.dtype[Any]] | None  # the mask's shape and dtype (its gradient's)
     rule = rules.NONE
     window_rule = whole_window  # every output row reads every key and value
 
-    def forward(self, q, k, v, mask=None, *, scale, keep=None, factor=1.0):
+    def forward(self, q: FloatArray, k: FloatArray, v: FloatArray, mask: ArrayLike | None = None, *, scale: float,
+                keep: BoolArray | None = None, factor: float = 1.0) -> NDArray[Any]:
         s = kernels.matmul(q, _mT(k))
         s *= scale
         if mask is not None:
@@ -44,10 +60,10 @@ class ScaledDotProductAttention(Function):
         self.save_for_backward(q, k, v, p)
         return kernels.matmul(self._dropped(p), v)
 
-    def _dropped(self, p):
+    def _dropped(self, p: NDArray[Any]) -> NDArray[Any]:
         return p if self.keep is None else p * self.keep * p.dtype.type(self.factor)
 
-    def backward(self, g):
+    def backward(self, g: FloatArray) -> tuple[Grad, Grad, Grad, Grad]:
         q, k, v, p = self.saved
         seeds = self.seed_ndim(g)
         nq, nk, nv, nm = self.needs_input_grad
@@ -58,6 +74,7 @@ class ScaledDotProductAttention(Function):
         ds = p * (dp - (dp * p).sum(axis=-1, keepdims=True))  # the softmax's VJP
         dm = None
         if nm:
+            assert self.mask_meta is not None  # (a mask that takes a gradient was given)
             shape, dtype = self.mask_meta
             dm = unbroadcast(ds, shape, seeds).astype(dtype, copy=False)
         ds *= self.scale
@@ -65,7 +82,7 @@ class ScaledDotProductAttention(Function):
         dk = unbroadcast(kernels.matmul(_mT(ds), q), k.shape, seeds) if nk else None
         return dq, dk, dv, dm
 
-    def name(self):
+    def name(self) -> str:
         # PyTorch's fused CPU kernel (its math fallback, for 3-D inputs or a mask that takes a
         # gradient, leaves several nodes instead)
         return "ScaledDotProductFlashAttentionForCpuBackward0"
