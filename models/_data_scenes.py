@@ -15,14 +15,26 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 if TYPE_CHECKING:
+    from typing import Sequence
+
     from numpy.typing import NDArray
+
+    from saliency._typing import BoolArray, Float32, Float64, IntArray
+
+    # the drawn parameters of every scene, by name, one row per scene
+    Params = dict[str, NDArray[Any]]
+    # a coordinate of rays: one for every ray, or one per ray
+    Coord = float | Float64
+    # a ray cast's (t, nx, ny, nz): the ray parameter of the hit (inf for none) and the surface normal
+    Hit = tuple[Float64, Float64, Float64, Float64]
 
 SIZE = 128
 FOCAL = (SIZE / 2) / np.tan(np.radians(30.0))
 MAX_DEPTH = 50.0           # metres: the depth of the sky, and the cap on every depth
 MAX_OBJECTS = 5
-TILE = 1.0                 # metres: the ground's checker tiles are squares of a known size, which fixes
-                           # the scale of a scene (one image cannot tell a near small scene from a far big one)
+# metres: the ground's checker tiles are squares of a known size, which fixes the scale of a scene
+# (one image cannot tell a near small scene from a far big one)
+TILE = 1.0
 OBJECT_KINDS = ("sphere", "box", "cylinder")
 
 _CHUNK = 8                 # scenes ray-cast at once
@@ -45,7 +57,7 @@ def ground_depth(height: float, pitch: float, focal: float = FOCAL, H: int = SIZ
 # --- ray / surface intersections: rays o + t d (components broadcast against each other);
 # each returns (t, nx, ny, nz) with t = inf where the ray misses ---
 
-def _sphere(o, d, cx, cy, cz, r):
+def _sphere(o: Sequence[Coord], d: Sequence[Coord], cx: Float64, cy: Coord, cz: Float64, r: Float64) -> Hit:
     ox, oy, oz = o[0] - cx, o[1] - cy, o[2] - cz
     a = d[0] ** 2 + d[1] ** 2 + d[2] ** 2
     b = ox * d[0] + oy * d[1] + oz * d[2]
@@ -55,9 +67,11 @@ def _sphere(o, d, cx, cy, cz, r):
     return t, (ox + t * d[0]) / r, (oy + t * d[1]) / r, (oz + t * d[2]) / r
 
 
-def _box(o, d, lo, hi):
+def _box(o: Sequence[Coord], d: Sequence[Coord], lo: Sequence[Coord], hi: Sequence[Coord]) -> Hit:
     """Axis-aligned box; lo and hi are 3-tuples of corner coordinates."""
-    t_near, t_far, axis = -np.inf, np.inf, 0
+    t_near: Coord = -np.inf
+    t_far: Coord = np.inf
+    axis: int | IntArray = 0
     for k in range(3):
         dk = np.where(d[k] == 0, 1e-12, d[k])
         t1, t2 = (lo[k] - o[k]) / dk, (hi[k] - o[k]) / dk
@@ -66,10 +80,10 @@ def _box(o, d, lo, hi):
         t_near, t_far = np.maximum(t_near, enter), np.minimum(t_far, leave)
     t = np.where((t_near <= t_far) & (t_near > _EPS), t_near, np.inf)
     normal = [np.where(axis == k, -np.sign(d[k]), 0.0) for k in range(3)]
-    return (t, *normal)
+    return t, normal[0], normal[1], normal[2]
 
 
-def _cylinder(o, d, cx, cz, r, h):
+def _cylinder(o: Sequence[Coord], d: Sequence[Coord], cx: Float64, cz: Float64, r: Float64, h: Float64) -> Hit:
     """Upright cylinder on the ground: axis (cx, ., cz), radius r, from y = 0 to y = h, with a top cap."""
     ox, oz = o[0] - cx, o[2] - cz
     a = np.maximum(d[0] ** 2 + d[2] ** 2, 1e-12)
@@ -89,7 +103,8 @@ def _cylinder(o, d, cx, cz, r, h):
     return t, nx, np.where(side, 0.0, 1.0), nz
 
 
-def _hit_object(o, d, p, s, k):
+def _hit_object(o: Sequence[Coord], d: Sequence[Float64], p: Params, s: IntArray,
+                k: int) -> tuple[Float64, list[Float64]]:
     """Intersect rays of scenes s (an index array, shape (m, 1)) with their object slot k."""
     shape = np.broadcast_shapes(*(np.shape(a) for a in (*o, *d)))
     t, normal = np.full(shape, np.inf), [np.zeros(shape) for _ in range(3)]
@@ -115,7 +130,8 @@ def _hit_object(o, d, p, s, k):
 
 # --- random scene parameters, all drawn up front ---
 
-def _place_objects(rng, n, n_objects, footprint, tries=6):
+def _place_objects(rng: np.random.Generator, n: int, n_objects: IntArray, footprint: Float64,
+                   tries: int = 6) -> Float64:
     """Ground positions (x, z) in view, each footprint clear of the earlier ones; NaN when none fits."""
     pos = np.full((n, MAX_OBJECTS, 2), np.nan)
     for k in range(MAX_OBJECTS):
@@ -128,7 +144,7 @@ def _place_objects(rng, n, n_objects, footprint, tries=6):
     return pos
 
 
-def _params(n, rng, objects):
+def _params(n: int, rng: np.random.Generator, objects: tuple[int, int]) -> Params:
     p = {"height": rng.uniform(1.0, 2.5, n), "pitch": np.radians(rng.uniform(8.0, 25.0, n))}
     az, el = rng.uniform(-np.pi, np.pi, n), np.radians(rng.uniform(25.0, 65.0, n))
     p["light"] = np.stack([np.cos(el) * np.sin(az), np.sin(el), np.cos(el) * np.cos(az)], axis=1)
@@ -156,7 +172,7 @@ def _params(n, rng, objects):
 
 # --- rendering ---
 
-def _camera_rays(p, s):
+def _camera_rays(p: Params, s: IntArray) -> list[Float64]:
     """Unit-forward-component ray directions (3 arrays (m, H*W)) of scenes s (m, 1)."""
     i, j = np.divmod(np.arange(SIZE * SIZE), SIZE)
     u, v = (j + 0.5 - SIZE / 2) / FOCAL, -(i + 0.5 - SIZE / 2) / FOCAL
@@ -165,7 +181,7 @@ def _camera_rays(p, s):
     return [np.broadcast_to(u, (len(s), u.size)), v * cp - sp, v * sp + cp]
 
 
-def render(p, s):
+def render(p: Params, s: IntArray) -> tuple[Float32, Float32, BoolArray]:
     """Images (m, 3, H, W), depths (m, 1, H, W) and visible-object masks (m, K, H, W) of scenes s."""
     m = len(s)
     s = s[:, None]

@@ -13,6 +13,12 @@ import numpy as np
 if TYPE_CHECKING:
     from numpy.typing import NDArray
 
+    from saliency._typing import Float32, Float64, FloatArray, IntArray
+
+    # the drawn parameters of every image, by name (float32 arrays but for the int64 "label" and
+    # "texture" and the bool "clutter_line"), one row per image
+    Params = dict[str, NDArray[Any]]
+
 SIZE = 64
 SHAPE_CLASSES = ("circle", "square", "triangle", "star", "cross", "ring", "hexagon", "crescent")
 
@@ -24,13 +30,13 @@ _NOISE = 0.02              # standard deviation of the final per-pixel noise
 
 # --- signed distances in the shape frame (unit circumradius; negative inside) ---
 
-def _sd_box(x, y, hx, hy):
+def _sd_box(x: FloatArray, y: FloatArray, hx: float, hy: float) -> FloatArray:
     qx, qy = np.abs(x) - hx, np.abs(y) - hy
     outside = np.hypot(np.maximum(qx, 0), np.maximum(qy, 0))
     return outside + np.minimum(np.maximum(qx, qy), 0)
 
 
-def _sd_polygon(x, y, n):
+def _sd_polygon(x: FloatArray, y: FloatArray, n: int) -> FloatArray:
     """Regular n-gon with circumradius 1 and an edge normal along +x."""
     sector = 2 * np.pi / n
     a = np.mod(np.arctan2(y, x) + sector / 2, sector) - sector / 2
@@ -40,7 +46,7 @@ def _sd_polygon(x, y, n):
     return np.sign(qx - apothem) * np.hypot(qx - apothem, np.maximum(qy - half_edge, 0))
 
 
-def _sd_star(x, y, n=5, inner=0.45):
+def _sd_star(x: FloatArray, y: FloatArray, n: int = 5, inner: float = 0.45) -> FloatArray:
     """n-pointed star: tips at radius 1 (one along +x), inner corners at radius ``inner``."""
     sector = 2 * np.pi / n
     a = np.mod(np.arctan2(y, x), sector)
@@ -54,31 +60,31 @@ def _sd_star(x, y, n=5, inner=0.45):
     return np.where(ex * wy - ey * wx > 0, -dist, dist)
 
 
-def _sd_circle(x, y):
+def _sd_circle(x: FloatArray, y: FloatArray) -> FloatArray:
     return np.hypot(x, y) - 1
 
 
-def _sd_square(x, y):
+def _sd_square(x: FloatArray, y: FloatArray) -> FloatArray:
     return _sd_box(x, y, 0.7, 0.7)
 
 
-def _sd_triangle(x, y):
+def _sd_triangle(x: FloatArray, y: FloatArray) -> FloatArray:
     return _sd_polygon(x, y, 3)
 
 
-def _sd_cross(x, y):
+def _sd_cross(x: FloatArray, y: FloatArray) -> FloatArray:
     return np.minimum(_sd_box(x, y, 0.94, 0.3), _sd_box(x, y, 0.3, 0.94))
 
 
-def _sd_ring(x, y):
+def _sd_ring(x: FloatArray, y: FloatArray) -> FloatArray:
     return np.abs(np.hypot(x, y) - 0.72) - 0.28        # outer radius 1, hole radius 0.44
 
 
-def _sd_hexagon(x, y):
+def _sd_hexagon(x: FloatArray, y: FloatArray) -> FloatArray:
     return _sd_polygon(x, y, 6)
 
 
-def _sd_crescent(x, y):
+def _sd_crescent(x: FloatArray, y: FloatArray) -> FloatArray:
     # the unit disc minus a disc of radius 0.8 centred at (0.45, 0); the shape's centre is empty
     return np.maximum(np.hypot(x, y) - 1, 0.8 - np.hypot(x - 0.45, y))
 
@@ -88,7 +94,7 @@ _SDF = (_sd_circle, _sd_square, _sd_triangle, _sd_star, _sd_cross, _sd_ring, _sd
 
 # --- parameters (all drawn up front, so rendering in chunks changes nothing) ---
 
-def _contrasting(rng, n, background):
+def _contrasting(rng: np.random.Generator, n: int, background: tuple[Float64, Float64]) -> Float64:
     """Colours at least ~0.35 away (Euclidean) from both background colours."""
     colour = rng.uniform(0, 1, (n, 3))
     near = np.minimum(*(np.linalg.norm(colour - b, axis=1) for b in background)) < 0.35
@@ -97,7 +103,8 @@ def _contrasting(rng, n, background):
     return np.where(near[:, None], away, colour)
 
 
-def _place_clutter(rng, centre, radius, n_items, tries=4):
+def _place_clutter(rng: np.random.Generator, centre: Float64, radius: Float64, n_items: int,
+                   tries: int = 4) -> Float64:
     """Clutter positions at least 4 px outside each shape's circumcircle, or NaN when none fits."""
     n = len(radius)
     pos = np.full((n, n_items, 2), np.nan)
@@ -109,8 +116,8 @@ def _place_clutter(rng, centre, radius, n_items, tries=4):
     return pos
 
 
-def _params(n, rng):
-    p = {}
+def _params(n: int, rng: np.random.Generator) -> Params:
+    p: dict[str, Any] = {}
     p["label"] = rng.integers(0, len(SHAPE_CLASSES), n)
     p["radius"] = rng.uniform(*_RADIUS, n)
     margin = p["radius"] + 1.5
@@ -151,7 +158,7 @@ def _bilinear_matrix(n_out: int, n_in: int) -> NDArray[np.float32]:
     return m
 
 
-def _background(p, idx, xs, ys):
+def _background(p: Params, idx: IntArray, xs: Float32, ys: Float32) -> Float32:
     tex, ang = p["texture"][idx, None, None], p["texture_angle"][idx, None, None]
     u = (xs - SIZE / 2) * np.cos(ang) + (ys - SIZE / 2) * np.sin(ang)
     up = _bilinear_matrix(SIZE, p["noise_grid"].shape[1])
@@ -164,7 +171,7 @@ def _background(p, idx, xs, ys):
     return b0 + (b1 - b0) * t                           # (n, 3, H, W)
 
 
-def _shape_coverage(p, idx, xs, ys):
+def _shape_coverage(p: Params, idx: IntArray, xs: Float32, ys: Float32) -> Float32:
     radius = p["radius"][idx, None, None]
     dx, dy = xs - p["center"][idx, 0, None, None], ys - p["center"][idx, 1, None, None]
     c, s = np.cos(p["angle"][idx])[:, None, None], np.sin(p["angle"][idx])[:, None, None]
@@ -178,7 +185,7 @@ def _shape_coverage(p, idx, xs, ys):
     return np.clip(0.5 - d * radius, 0, 1)
 
 
-def _draw_clutter(img, p, idx):
+def _draw_clutter(img: Float32, p: Params, idx: IntArray) -> None:
     """Blobs and short lines, each drawn in a window of a padded canvas through flat indices."""
     n, pad = len(idx), _PATCH // 2
     side = SIZE + 2 * pad
@@ -209,7 +216,7 @@ def _draw_clutter(img, p, idx):
     img[:] = canvas[:, :, pad:-pad, pad:-pad]
 
 
-def render(p, idx, rng):
+def render(p: Params, idx: IntArray, rng: np.random.Generator) -> tuple[Float32, Float32]:
     """Images (len(idx), 3, 64, 64) float32 and the shapes' coverage (len(idx), 64, 64) float32."""
     ys, xs = np.mgrid[0:SIZE, 0:SIZE].astype(np.float32) + np.float32(0.5)
     img = _background(p, idx, xs, ys)

@@ -1,6 +1,8 @@
 """torchvision's AlexNet (Krizhevsky et al., 2012, in the one-GPU form of arXiv:1404.5997): five
 convolutions with three max pools, average-pooled to 6x6, and three linear layers with dropout."""
-from saliency import nn
+from typing import Any
+
+from saliency import Tensor, nn
 
 from . import register
 
@@ -8,7 +10,7 @@ from . import register
 class AlexNet(nn.Module):
     """`features` (convolutions), `avgpool` (to 6x6), `classifier` (dropout and linear layers)."""
 
-    def __init__(self, num_classes=1000, dropout=0.5):
+    def __init__(self, num_classes: int = 1000, dropout: float = 0.5) -> None:
         super().__init__()
         self.features = nn.Sequential(
             nn.Conv2d(3, 64, kernel_size=11, stride=4, padding=2), nn.ReLU(inplace=True),
@@ -27,11 +29,11 @@ class AlexNet(nn.Module):
             nn.Linear(4096, num_classes),
         )
 
-    def forward(self, x):
+    def forward(self, x: Tensor) -> Tensor:
         return self.classifier(self.avgpool(self.features(x)).flatten(1))
 
 
-def alexnet(**kwargs):
+def alexnet(**kwargs: Any) -> AlexNet:
     """AlexNet with torchvision's keyword arguments (num_classes, dropout)."""
     return AlexNet(**kwargs)
 

@@ -7,18 +7,22 @@ memory use, not results.
 """
 import collections
 import re
+from typing import Any, Callable, Mapping, Sequence, TypeVar
 
 import saliency as sl
-from saliency import nn
+from saliency import Tensor, nn
 from saliency.nn import functional as F
 
 from . import register
+
+_V = TypeVar("_V")
 
 
 class _DenseLayer(nn.Module):
     """BN-ReLU-1x1 conv to bn_size * growth_rate channels, then BN-ReLU-3x3 conv to growth_rate."""
 
-    def __init__(self, num_input_features, growth_rate, bn_size, drop_rate, memory_efficient=False):
+    def __init__(self, num_input_features: int, growth_rate: int, bn_size: int, drop_rate: float,
+                 memory_efficient: bool = False) -> None:
         super().__init__()
         self.norm1 = nn.BatchNorm2d(num_input_features)
         self.relu1 = nn.ReLU(inplace=True)
@@ -29,7 +33,7 @@ class _DenseLayer(nn.Module):
         self.drop_rate = float(drop_rate)
         self.memory_efficient = memory_efficient
 
-    def forward(self, features):
+    def forward(self, features: Tensor | list[Tensor] | tuple[Tensor, ...]) -> Tensor:
         """`features`: a Tensor, or the list of the block's earlier maps (concatenated first)."""
         x = sl.cat(features, 1) if isinstance(features, (list, tuple)) else features
         x = self.conv1(self.relu1(self.norm1(x)))
@@ -42,13 +46,14 @@ class _DenseLayer(nn.Module):
 class _DenseBlock(nn.ModuleDict):
     """Layers "denselayer1", ...; the output is the input and every layer's output, concatenated."""
 
-    def __init__(self, num_layers, num_input_features, bn_size, growth_rate, drop_rate, memory_efficient=False):
+    def __init__(self, num_layers: int, num_input_features: int, bn_size: int, growth_rate: int, drop_rate: float,
+                 memory_efficient: bool = False) -> None:
         super().__init__()
         for i in range(num_layers):
             self.add_module(f"denselayer{i + 1}", _DenseLayer(num_input_features + i * growth_rate, growth_rate,
                                                               bn_size, drop_rate, memory_efficient))
 
-    def forward(self, x):
+    def forward(self, x: Tensor) -> Tensor:
         features = [x]
         for layer in self.values():
             features.append(layer(features))
@@ -58,7 +63,7 @@ class _DenseBlock(nn.ModuleDict):
 class _Transition(nn.Sequential):
     """BN-ReLU-1x1 conv, then a 2x2 average pool."""
 
-    def __init__(self, num_input_features, num_output_features):
+    def __init__(self, num_input_features: int, num_output_features: int) -> None:
         super().__init__(collections.OrderedDict([
             ("norm", nn.BatchNorm2d(num_input_features)),
             ("relu", nn.ReLU(inplace=True)),
@@ -71,8 +76,9 @@ class DenseNet(nn.Module):
     """`features` (stem "conv0".."pool0", "denseblock1".., "transition1".., "norm5") and a linear
     `classifier` on the ReLU'd, globally averaged features."""
 
-    def __init__(self, growth_rate=32, block_config=(6, 12, 24, 16), num_init_features=64, bn_size=4, drop_rate=0,
-                 num_classes=1000, memory_efficient=False):
+    def __init__(self, growth_rate: int = 32, block_config: Sequence[int] = (6, 12, 24, 16),
+                 num_init_features: int = 64, bn_size: int = 4, drop_rate: float = 0, num_classes: int = 1000,
+                 memory_efficient: bool = False) -> None:
         super().__init__()
         self.features = nn.Sequential(collections.OrderedDict([
             ("conv0", nn.Conv2d(3, num_init_features, kernel_size=7, stride=2, padding=3, bias=False)),
@@ -100,25 +106,26 @@ class DenseNet(nn.Module):
             elif isinstance(m, nn.Linear):
                 nn.init.zeros_(m.bias)
 
-    def forward(self, x):
+    def forward(self, x: Tensor) -> Tensor:
         x = F.relu(self.features(x))
         return self.classifier(F.adaptive_avg_pool2d(x, (1, 1)).flatten(1))
 
     @staticmethod
-    def upgrade_keys(mapping):
+    def upgrade_keys(mapping: Mapping[str, _V]) -> collections.OrderedDict[str, _V]:
         """The keys of a file torchvision published, which name a dense layer's parts `norm.1`,
         `relu.2`, `conv.2`, renamed as torchvision renames them when it loads one (`norm1`, ...)."""
         return collections.OrderedDict((_OLD_LAYER_KEY.sub(r"\1\2", k), v) for k, v in mapping.items())
 
-    def load_state_dict(self, state_dict, strict=True):
+    def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True) -> nn.IncompatibleKeys:
         return super().load_state_dict(self.upgrade_keys(state_dict), strict)
 
 
-_OLD_LAYER_KEY = re.compile(r"^(.*denselayer\d+\.(?:norm|relu|conv))\.((?:[12])\.(?:weight|bias|running_mean|running_var))$")
+_OLD_LAYER_KEY = re.compile(r"^(.*denselayer\d+\.(?:norm|relu|conv))\."
+                            r"((?:[12])\.(?:weight|bias|running_mean|running_var))$")
 
 
-def _family(growth_rate, block_config, num_init_features):
-    def build(**kwargs):
+def _family(growth_rate: int, block_config: tuple[int, ...], num_init_features: int) -> Callable[..., DenseNet]:
+    def build(**kwargs: Any) -> DenseNet:
         return DenseNet(growth_rate, block_config, num_init_features, **kwargs)
     return build
 

@@ -9,52 +9,56 @@ BatchNorm2d's defaults, B5-B7 eps 1e-3 and momentum 0.01, V2 eps 1e-3, as torchv
 import copy
 import math
 from functools import partial
+from typing import Any, Callable, Sequence
 
-from saliency import nn
+from saliency import Tensor, nn
 
 from . import register
-from .layers import Conv2dNormActivation, SqueezeExcitation, StochasticDepth, init_he
+from .layers import Conv2dNormActivation, NormLayer, SqueezeExcitation, StochasticDepth, init_he
 from .mobilenet import make_divisible
 
 
 class _MBConvConfig:
     """A stage: `num_layers` blocks of `block` type; only the first changes the width and strides."""
 
-    def __init__(self, expand_ratio, kernel, stride, input_channels, out_channels, num_layers, block):
+    def __init__(self, expand_ratio: float, kernel: int, stride: int, input_channels: int, out_channels: int,
+                 num_layers: int, block: Callable[..., nn.Module]) -> None:
         self.expand_ratio, self.kernel, self.stride = expand_ratio, kernel, stride
         self.input_channels, self.out_channels, self.num_layers = input_channels, out_channels, num_layers
         self.block = block
 
     @staticmethod
-    def adjust_channels(channels, width_mult, min_value=None):
+    def adjust_channels(channels: float, width_mult: float, min_value: int | None = None) -> int:
         return make_divisible(channels * width_mult, 8, min_value)
 
 
 class MBConvConfig(_MBConvConfig):
     """An MBConv stage, widths scaled by `width_mult` and depth by `depth_mult` (rounded up)."""
 
-    def __init__(self, expand_ratio, kernel, stride, input_channels, out_channels, num_layers, width_mult=1.0,
-                 depth_mult=1.0, block=None):
+    def __init__(self, expand_ratio: float, kernel: int, stride: int, input_channels: int, out_channels: int,
+                 num_layers: int, width_mult: float = 1.0, depth_mult: float = 1.0,
+                 block: Callable[..., nn.Module] | None = None) -> None:
         super().__init__(expand_ratio, kernel, stride, self.adjust_channels(input_channels, width_mult),
                          self.adjust_channels(out_channels, width_mult), self.adjust_depth(num_layers, depth_mult),
                          block or MBConv)
 
     @staticmethod
-    def adjust_depth(num_layers, depth_mult):
+    def adjust_depth(num_layers: int, depth_mult: float) -> int:
         return int(math.ceil(num_layers * depth_mult))
 
 
 class FusedMBConvConfig(_MBConvConfig):
     """A Fused-MBConv stage (EfficientNet V2)."""
 
-    def __init__(self, expand_ratio, kernel, stride, input_channels, out_channels, num_layers, block=None):
+    def __init__(self, expand_ratio: float, kernel: int, stride: int, input_channels: int, out_channels: int,
+                 num_layers: int, block: Callable[..., nn.Module] | None = None) -> None:
         super().__init__(expand_ratio, kernel, stride, input_channels, out_channels, num_layers, block or FusedMBConv)
 
 
 class _Residual(nn.Module):
     """block(x), plus x (after stochastic depth on the branch) when the shape is kept."""
 
-    def forward(self, x):
+    def forward(self, x: Tensor) -> Tensor:
         y = self.block(x)
         return self.stochastic_depth(y) + x if self.use_res_connect else y
 
@@ -62,13 +66,14 @@ class _Residual(nn.Module):
 class MBConv(_Residual):
     """1x1 expansion (when it widens) -> depthwise kxk -> squeeze-excitation -> 1x1 projection, SiLU."""
 
-    def __init__(self, cnf, stochastic_depth_prob, norm_layer, se_layer=SqueezeExcitation):
+    def __init__(self, cnf: _MBConvConfig, stochastic_depth_prob: float, norm_layer: NormLayer,
+                 se_layer: Callable[..., nn.Module] = SqueezeExcitation) -> None:
         super().__init__()
         if not 1 <= cnf.stride <= 2:
             raise ValueError(f"illegal stride value {cnf.stride}; expected 1 or 2")
         self.use_res_connect = cnf.stride == 1 and cnf.input_channels == cnf.out_channels
         wide = cnf.adjust_channels(cnf.input_channels, cnf.expand_ratio)
-        layers = []
+        layers: list[nn.Module] = []
         if wide != cnf.input_channels:
             layers.append(Conv2dNormActivation(cnf.input_channels, wide, 1, norm_layer=norm_layer,
                                                activation_layer=nn.SiLU))
@@ -84,7 +89,7 @@ class MBConv(_Residual):
 class FusedMBConv(_Residual):
     """kxk expansion (strided) -> 1x1 projection; a single kxk convolution when it does not widen."""
 
-    def __init__(self, cnf, stochastic_depth_prob, norm_layer):
+    def __init__(self, cnf: _MBConvConfig, stochastic_depth_prob: float, norm_layer: NormLayer) -> None:
         super().__init__()
         if not 1 <= cnf.stride <= 2:
             raise ValueError(f"illegal stride value {cnf.stride}; expected 1 or 2")
@@ -102,7 +107,7 @@ class FusedMBConv(_Residual):
         self.out_channels = cnf.out_channels
 
 
-def _init_linear(m):
+def _init_linear(m: nn.Linear) -> None:
     bound = 1.0 / math.sqrt(m.out_features)
     nn.init.uniform_(m.weight, -bound, bound)
     nn.init.zeros_(m.bias)
@@ -113,20 +118,21 @@ class EfficientNet(nn.Module):
     convolution to `last_channel` (4x the last width if None), global average pooling, dropout and
     a linear classifier."""
 
-    def __init__(self, inverted_residual_setting, dropout, stochastic_depth_prob=0.2, num_classes=1000,
-                 norm_layer=None, last_channel=None):
+    def __init__(self, inverted_residual_setting: Sequence[_MBConvConfig], dropout: float,
+                 stochastic_depth_prob: float = 0.2, num_classes: int = 1000, norm_layer: NormLayer | None = None,
+                 last_channel: int | None = None) -> None:
         super().__init__()
         if not inverted_residual_setting:
             raise ValueError("The inverted_residual_setting should not be empty")
         if not all(isinstance(s, _MBConvConfig) for s in inverted_residual_setting):
             raise TypeError("The inverted_residual_setting should be a list of MBConvConfig or FusedMBConvConfig")
         norm_layer = norm_layer or nn.BatchNorm2d
-        layers = [Conv2dNormActivation(3, inverted_residual_setting[0].input_channels, 3, stride=2,
-                                       norm_layer=norm_layer, activation_layer=nn.SiLU)]
+        layers: list[nn.Module] = [Conv2dNormActivation(3, inverted_residual_setting[0].input_channels, 3, stride=2,
+                                                        norm_layer=norm_layer, activation_layer=nn.SiLU)]
         total = sum(cnf.num_layers for cnf in inverted_residual_setting)
         index = 0
         for cnf in inverted_residual_setting:
-            stage = []
+            stage: list[nn.Module] = []
             for _ in range(cnf.num_layers):
                 block_cnf = copy.copy(cnf)
                 if stage:
@@ -142,15 +148,16 @@ class EfficientNet(nn.Module):
         self.classifier = nn.Sequential(nn.Dropout(p=dropout, inplace=True), nn.Linear(last_out, num_classes))
         init_he(self, _init_linear)
 
-    def forward(self, x):
+    def forward(self, x: Tensor) -> Tensor:
         return self.classifier(self.avgpool(self.features(x)).flatten(1))
 
 
-def efficientnet_config(arch, width_mult=1.0, depth_mult=1.0):
+def efficientnet_config(arch: str, width_mult: float = 1.0,
+                        depth_mult: float = 1.0) -> tuple[list[_MBConvConfig], int | None]:
     """(stage configs, last_channel) of "efficientnet_b*" (scaled by width_mult and depth_mult),
     "efficientnet_v2_s", "_m" or "_l"."""
     if arch.startswith("efficientnet_b"):
-        mb = partial(MBConvConfig, width_mult=width_mult, depth_mult=depth_mult)
+        mb: Callable[..., _MBConvConfig] = partial(MBConvConfig, width_mult=width_mult, depth_mult=depth_mult)
         # expand ratio, kernel, stride, input, out, layers
         return [mb(1, 3, 1, 32, 16, 1), mb(6, 3, 2, 16, 24, 2), mb(6, 5, 2, 24, 40, 2), mb(6, 3, 2, 40, 80, 3),
                 mb(6, 5, 1, 80, 112, 3), mb(6, 5, 2, 112, 192, 4), mb(6, 3, 1, 192, 320, 1)], None
@@ -169,12 +176,13 @@ def efficientnet_config(arch, width_mult=1.0, depth_mult=1.0):
     raise ValueError(f"unsupported model type {arch!r}")
 
 
-def _family(arch, dropout, norm_layer=None, **scale):
+def _family(arch: str, dropout: float, norm_layer: NormLayer | None = None,
+            **scale: float) -> Callable[..., EfficientNet]:
     """The builder of `arch`: `dropout` its default; `norm_layer`, when given, fixed (torchvision's
     builders of B5-B7 and V2 pass their own, and refuse another)."""
-    def build(**kwargs):
+    def build(**kwargs: Any) -> EfficientNet:
         setting, last_channel = efficientnet_config(arch, **scale)
-        fixed = {} if norm_layer is None else {"norm_layer": norm_layer}
+        fixed: dict[str, Any] = {} if norm_layer is None else {"norm_layer": norm_layer}
         return EfficientNet(setting, kwargs.pop("dropout", dropout), last_channel=last_channel, **fixed, **kwargs)
     return register(arch, build, min_size=1 if arch.startswith("efficientnet_b") else 33)
 

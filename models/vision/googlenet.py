@@ -9,12 +9,16 @@ normalised with ImageNet's mean and std to one normalised to [-1, 1], as the ori
 expect.
 """
 import collections
+from typing import Any, Callable, Sequence
 
 import saliency as sl
-from saliency import nn
+from saliency import Tensor, nn
 from saliency.nn import functional as F
 
 from . import register
+
+# the class of a convolution block (or a builder of one): (in_channels, out_channels, **conv keywords) -> Module
+ConvBlock = Callable[..., nn.Module]
 
 GoogLeNetOutputs = collections.namedtuple("GoogLeNetOutputs", ["logits", "aux_logits2", "aux_logits1"])
 
@@ -22,7 +26,7 @@ GoogLeNetOutputs = collections.namedtuple("GoogLeNetOutputs", ["logits", "aux_lo
 IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 
 
-def renormalise_input(x):
+def renormalise_input(x: Tensor) -> Tensor:
     """An ImageNet-normalised (N, 3, H, W) input renormalised to mean 0.5, std 0.5 per channel."""
     channels = [x[:, c:c + 1] * (std / 0.5) + (mean - 0.5) / 0.5
                 for c, (mean, std) in enumerate(zip(IMAGENET_MEAN, IMAGENET_STD))]
@@ -32,19 +36,20 @@ def renormalise_input(x):
 class BasicConv2d(nn.Module):
     """conv (no bias) -> BatchNorm2d(eps=0.001) -> ReLU; keyword arguments go to the convolution."""
 
-    def __init__(self, in_channels, out_channels, **kwargs):
+    def __init__(self, in_channels: int, out_channels: int, **kwargs: Any) -> None:
         super().__init__()
         self.conv = nn.Conv2d(in_channels, out_channels, bias=False, **kwargs)
         self.bn = nn.BatchNorm2d(out_channels, eps=0.001)
 
-    def forward(self, x):
+    def forward(self, x: Tensor) -> Tensor:
         return F.relu(self.bn(self.conv(x)))
 
 
 class Inception(nn.Module):
     """Four branches concatenated: 1x1; 1x1 -> 3x3; 1x1 -> 3x3; 3x3 max pool -> 1x1."""
 
-    def __init__(self, in_channels, ch1x1, ch3x3red, ch3x3, ch5x5red, ch5x5, pool_proj, conv_block=None):
+    def __init__(self, in_channels: int, ch1x1: int, ch3x3red: int, ch3x3: int, ch5x5red: int, ch5x5: int,
+                 pool_proj: int, conv_block: ConvBlock | None = None) -> None:
         super().__init__()
         conv_block = conv_block or BasicConv2d
         self.branch1 = conv_block(in_channels, ch1x1, kernel_size=1)
@@ -55,14 +60,15 @@ class Inception(nn.Module):
         self.branch4 = nn.Sequential(nn.MaxPool2d(kernel_size=3, stride=1, padding=1, ceil_mode=True),
                                      conv_block(in_channels, pool_proj, kernel_size=1))
 
-    def forward(self, x):
+    def forward(self, x: Tensor) -> Tensor:
         return sl.cat([self.branch1(x), self.branch2(x), self.branch3(x), self.branch4(x)], 1)
 
 
 class InceptionAux(nn.Module):
     """Auxiliary classifier: mean-pool to 4x4, 1x1 conv to 128, then two linear layers."""
 
-    def __init__(self, in_channels, num_classes, conv_block=None, dropout=0.7):
+    def __init__(self, in_channels: int, num_classes: int, conv_block: ConvBlock | None = None,
+                 dropout: float = 0.7) -> None:
         super().__init__()
         conv_block = conv_block or BasicConv2d
         self.conv = conv_block(in_channels, 128, kernel_size=1)
@@ -70,7 +76,7 @@ class InceptionAux(nn.Module):
         self.fc2 = nn.Linear(1024, num_classes)
         self.dropout = nn.Dropout(p=dropout)
 
-    def forward(self, x):
+    def forward(self, x: Tensor) -> Tensor:
         x = self.conv(F.adaptive_avg_pool2d(x, (4, 4))).flatten(1)
         return self.fc2(self.dropout(F.relu(self.fc1(x))))
 
@@ -78,8 +84,9 @@ class InceptionAux(nn.Module):
 class GoogLeNet(nn.Module):
     """Stem, Inception blocks 3a..5b with max pools between, global mean, dropout, `fc`."""
 
-    def __init__(self, num_classes=1000, aux_logits=True, transform_input=False, init_weights=None, blocks=None,
-                 dropout=0.2, dropout_aux=0.7):
+    def __init__(self, num_classes: int = 1000, aux_logits: bool = True, transform_input: bool = False,
+                 init_weights: bool | None = None, blocks: Sequence[Callable[..., nn.Module]] | None = None,
+                 dropout: float = 0.2, dropout_aux: float = 0.7) -> None:
         super().__init__()
         blocks = blocks or (BasicConv2d, Inception, InceptionAux)
         if len(blocks) != 3:
@@ -117,7 +124,7 @@ class GoogLeNet(nn.Module):
                     nn.init.ones_(m.weight)
                     nn.init.zeros_(m.bias)
 
-    def forward(self, x):
+    def forward(self, x: Tensor) -> Tensor | GoogLeNetOutputs:
         if self.transform_input:
             x = renormalise_input(x)
         x = self.maxpool1(self.conv1(x))
@@ -134,7 +141,7 @@ class GoogLeNet(nn.Module):
         return GoogLeNetOutputs(x, aux2, aux1) if aux_on else x
 
 
-def googlenet(**kwargs):
+def googlenet(**kwargs: Any) -> GoogLeNet:
     """GoogLeNet with torchvision's keyword arguments (num_classes, aux_logits=True,
     transform_input=False, init_weights, dropout, dropout_aux)."""
     return GoogLeNet(**kwargs)

@@ -7,25 +7,26 @@ between Mixed_6e and Mixed_7a (its state-dict keys sit there); it is computed on
 mode, where forward returns (logits, aux_logits). `transform_input` as GoogLeNet's.
 """
 import collections
+from typing import Any, Callable, Sequence
 
 import saliency as sl
-from saliency import nn
+from saliency import Tensor, nn
 from saliency.nn import functional as F
 
 from . import register
-from .googlenet import BasicConv2d, renormalise_input
+from .googlenet import BasicConv2d, ConvBlock, renormalise_input
 
 InceptionOutputs = collections.namedtuple("InceptionOutputs", ["logits", "aux_logits"])
 
 
-def _avg3(x):
+def _avg3(x: Tensor) -> Tensor:
     return F.avg_pool2d(x, kernel_size=3, stride=1, padding=1)
 
 
 class InceptionA(nn.Module):
     """1x1; 1x1 -> 5x5; 1x1 -> 3x3 -> 3x3; 3x3 mean -> 1x1 (`pool_features`)."""
 
-    def __init__(self, in_channels, pool_features, conv_block=None):
+    def __init__(self, in_channels: int, pool_features: int, conv_block: ConvBlock | None = None) -> None:
         super().__init__()
         conv_block = conv_block or BasicConv2d
         self.branch1x1 = conv_block(in_channels, 64, kernel_size=1)
@@ -36,7 +37,7 @@ class InceptionA(nn.Module):
         self.branch3x3dbl_3 = conv_block(96, 96, kernel_size=3, padding=1)
         self.branch_pool = conv_block(in_channels, pool_features, kernel_size=1)
 
-    def forward(self, x):
+    def forward(self, x: Tensor) -> Tensor:
         return sl.cat([
             self.branch1x1(x),
             self.branch5x5_2(self.branch5x5_1(x)),
@@ -48,7 +49,7 @@ class InceptionA(nn.Module):
 class InceptionB(nn.Module):
     """Grid reduction: 3x3 stride 2; 1x1 -> 3x3 -> 3x3 stride 2; 3x3 max pool stride 2."""
 
-    def __init__(self, in_channels, conv_block=None):
+    def __init__(self, in_channels: int, conv_block: ConvBlock | None = None) -> None:
         super().__init__()
         conv_block = conv_block or BasicConv2d
         self.branch3x3 = conv_block(in_channels, 384, kernel_size=3, stride=2)
@@ -56,7 +57,7 @@ class InceptionB(nn.Module):
         self.branch3x3dbl_2 = conv_block(64, 96, kernel_size=3, padding=1)
         self.branch3x3dbl_3 = conv_block(96, 96, kernel_size=3, stride=2)
 
-    def forward(self, x):
+    def forward(self, x: Tensor) -> Tensor:
         return sl.cat([
             self.branch3x3(x),
             self.branch3x3dbl_3(self.branch3x3dbl_2(self.branch3x3dbl_1(x))),
@@ -67,7 +68,7 @@ class InceptionB(nn.Module):
 class InceptionC(nn.Module):
     """1x1; 7x7 factorised as 1x7, 7x1; twice factorised 7x7; 3x3 mean -> 1x1 (192 channels each)."""
 
-    def __init__(self, in_channels, channels_7x7, conv_block=None):
+    def __init__(self, in_channels: int, channels_7x7: int, conv_block: ConvBlock | None = None) -> None:
         super().__init__()
         conv_block = conv_block or BasicConv2d
         c7 = channels_7x7
@@ -82,7 +83,7 @@ class InceptionC(nn.Module):
         self.branch7x7dbl_5 = conv_block(c7, 192, kernel_size=(1, 7), padding=(0, 3))
         self.branch_pool = conv_block(in_channels, 192, kernel_size=1)
 
-    def forward(self, x):
+    def forward(self, x: Tensor) -> Tensor:
         b7 = self.branch7x7_3(self.branch7x7_2(self.branch7x7_1(x)))
         d7 = self.branch7x7dbl_1(x)
         for conv in (self.branch7x7dbl_2, self.branch7x7dbl_3, self.branch7x7dbl_4, self.branch7x7dbl_5):
@@ -93,7 +94,7 @@ class InceptionC(nn.Module):
 class InceptionD(nn.Module):
     """Grid reduction: 1x1 -> 3x3 stride 2; 1x1 -> 1x7 -> 7x1 -> 3x3 stride 2; 3x3 max pool stride 2."""
 
-    def __init__(self, in_channels, conv_block=None):
+    def __init__(self, in_channels: int, conv_block: ConvBlock | None = None) -> None:
         super().__init__()
         conv_block = conv_block or BasicConv2d
         self.branch3x3_1 = conv_block(in_channels, 192, kernel_size=1)
@@ -103,7 +104,7 @@ class InceptionD(nn.Module):
         self.branch7x7x3_3 = conv_block(192, 192, kernel_size=(7, 1), padding=(3, 0))
         self.branch7x7x3_4 = conv_block(192, 192, kernel_size=3, stride=2)
 
-    def forward(self, x):
+    def forward(self, x: Tensor) -> Tensor:
         b7 = x
         for conv in (self.branch7x7x3_1, self.branch7x7x3_2, self.branch7x7x3_3, self.branch7x7x3_4):
             b7 = conv(b7)
@@ -113,7 +114,7 @@ class InceptionD(nn.Module):
 class InceptionE(nn.Module):
     """1x1; 1x1 -> (1x3 | 3x1); 1x1 -> 3x3 -> (1x3 | 3x1); 3x3 mean -> 1x1."""
 
-    def __init__(self, in_channels, conv_block=None):
+    def __init__(self, in_channels: int, conv_block: ConvBlock | None = None) -> None:
         super().__init__()
         conv_block = conv_block or BasicConv2d
         self.branch1x1 = conv_block(in_channels, 320, kernel_size=1)
@@ -126,7 +127,7 @@ class InceptionE(nn.Module):
         self.branch3x3dbl_3b = conv_block(384, 384, kernel_size=(3, 1), padding=(1, 0))
         self.branch_pool = conv_block(in_channels, 192, kernel_size=1)
 
-    def forward(self, x):
+    def forward(self, x: Tensor) -> Tensor:
         b3 = self.branch3x3_1(x)
         b3 = sl.cat([self.branch3x3_2a(b3), self.branch3x3_2b(b3)], 1)
         d3 = self.branch3x3dbl_2(self.branch3x3dbl_1(x))
@@ -137,7 +138,7 @@ class InceptionE(nn.Module):
 class InceptionAux(nn.Module):
     """Auxiliary classifier on the 17x17 grid: 5x5 mean stride 3, 1x1 conv, 5x5 conv, mean, `fc`."""
 
-    def __init__(self, in_channels, num_classes, conv_block=None):
+    def __init__(self, in_channels: int, num_classes: int, conv_block: ConvBlock | None = None) -> None:
         super().__init__()
         conv_block = conv_block or BasicConv2d
         self.conv0 = conv_block(in_channels, 128, kernel_size=1)
@@ -145,7 +146,7 @@ class InceptionAux(nn.Module):
         self.fc = nn.Linear(768, num_classes)
         self.fc.stddev = 0.001  # the init's std for this layer (0.1 for the others)
 
-    def forward(self, x):
+    def forward(self, x: Tensor) -> Tensor:
         x = self.conv1(self.conv0(F.avg_pool2d(x, kernel_size=5, stride=3)))
         return self.fc(F.adaptive_avg_pool2d(x, (1, 1)).flatten(1))
 
@@ -153,8 +154,9 @@ class InceptionAux(nn.Module):
 class Inception3(nn.Module):
     """Inception v3 with torchvision's attribute names (Conv2d_1a_3x3, ..., Mixed_7c, AuxLogits, fc)."""
 
-    def __init__(self, num_classes=1000, aux_logits=True, transform_input=False, inception_blocks=None,
-                 init_weights=None, dropout=0.5):
+    def __init__(self, num_classes: int = 1000, aux_logits: bool = True, transform_input: bool = False,
+                 inception_blocks: Sequence[Callable[..., nn.Module]] | None = None, init_weights: bool | None = None,
+                 dropout: float = 0.5) -> None:
         super().__init__()
         blocks = inception_blocks or (BasicConv2d, InceptionA, InceptionB, InceptionC, InceptionD, InceptionE,
                                       InceptionAux)
@@ -195,7 +197,7 @@ class Inception3(nn.Module):
                     nn.init.ones_(m.weight)
                     nn.init.zeros_(m.bias)
 
-    def forward(self, x):
+    def forward(self, x: Tensor) -> Tensor | InceptionOutputs:
         if self.transform_input:
             x = renormalise_input(x)
         for layer in (self.Conv2d_1a_3x3, self.Conv2d_2a_3x3, self.Conv2d_2b_3x3, self.maxpool1,
@@ -209,7 +211,7 @@ class Inception3(nn.Module):
         return InceptionOutputs(x, aux) if aux_on else x
 
 
-def inception_v3(**kwargs):
+def inception_v3(**kwargs: Any) -> Inception3:
     """Inception v3 with torchvision's keyword arguments (num_classes, aux_logits=True,
     transform_input=False, init_weights, dropout)."""
     return Inception3(**kwargs)

@@ -12,11 +12,15 @@ A `.pth` file's version metadata does not reach `load_state_dict` here, so `MNAS
 strict.
 """
 import warnings
+from typing import Any, Callable, Mapping, TypeVar
 
-from saliency import nn
+from saliency import Tensor, nn
+from saliency._typing import Shape
 
 from . import register
 from .layers import init_he
+
+_V = TypeVar("_V")
 
 # the paper's momentum 0.9997 is TensorFlow's; PyTorch's momentum is 1 minus it
 _BN_MOMENTUM = 1 - 0.9997
@@ -25,7 +29,8 @@ _BN_MOMENTUM = 1 - 0.9997
 class _InvertedResidual(nn.Module):
     """1x1 expansion, depthwise kxk (stride), 1x1 linear projection; plus the input when the shape is kept."""
 
-    def __init__(self, in_ch, out_ch, kernel_size, stride, expansion_factor, bn_momentum=0.1):
+    def __init__(self, in_ch: int, out_ch: int, kernel_size: int, stride: int, expansion_factor: int,
+                 bn_momentum: float = 0.1) -> None:
         super().__init__()
         if stride not in (1, 2):
             raise ValueError(f"stride should be 1 or 2 instead of {stride}")
@@ -39,11 +44,12 @@ class _InvertedResidual(nn.Module):
             nn.BatchNorm2d(mid, momentum=bn_momentum), nn.ReLU(inplace=True),
             nn.Conv2d(mid, out_ch, 1, bias=False), nn.BatchNorm2d(out_ch, momentum=bn_momentum))
 
-    def forward(self, x):
+    def forward(self, x: Tensor) -> Tensor:
         return self.layers(x) + x if self.apply_residual else self.layers(x)
 
 
-def _stack(in_ch, out_ch, kernel_size, stride, exp_factor, repeats, bn_momentum):
+def _stack(in_ch: int, out_ch: int, kernel_size: int, stride: int, exp_factor: int, repeats: int,
+           bn_momentum: float) -> nn.Sequential:
     """`repeats` inverted residuals; only the first changes the width and strides."""
     if repeats < 1:
         raise ValueError(f"repeats should be >= 1, instead got {repeats}")
@@ -53,7 +59,7 @@ def _stack(in_ch, out_ch, kernel_size, stride, exp_factor, repeats, bn_momentum)
     return nn.Sequential(first, *rest)
 
 
-def _round_to_multiple_of(val, divisor, round_up_bias=0.9):
+def _round_to_multiple_of(val: float, divisor: int, round_up_bias: float = 0.9) -> int:
     """`val` rounded to a multiple of `divisor`, up unless that loses no more than 10%:
     (83, 8) -> 80, (84, 8) -> 88."""
     if not 0.0 < round_up_bias < 1.0:
@@ -62,11 +68,11 @@ def _round_to_multiple_of(val, divisor, round_up_bias=0.9):
     return rounded if rounded >= round_up_bias * val else rounded + divisor
 
 
-def _get_depths(alpha):
+def _get_depths(alpha: float) -> list[int]:
     return [_round_to_multiple_of(depth * alpha, 8) for depth in (32, 16, 24, 40, 80, 96, 192, 320)]
 
 
-def _stem(d0, d1, d2):
+def _stem(d0: int, d1: int, d2: int) -> list[nn.Module]:
     """The first nine entries of `layers`: conv, depthwise separable conv, the first stack."""
     return [nn.Conv2d(3, d0, 3, padding=1, stride=2, bias=False), nn.BatchNorm2d(d0, momentum=_BN_MOMENTUM),
             nn.ReLU(inplace=True),
@@ -81,7 +87,7 @@ class MNASNet(nn.Module):
 
     _version = 2  # 2: the stem's depths scale with alpha
 
-    def __init__(self, alpha, num_classes=1000, dropout=0.2):
+    def __init__(self, alpha: float, num_classes: int = 1000, dropout: float = 0.2) -> None:
         super().__init__()
         if alpha <= 0.0:
             raise ValueError(f"alpha should be greater than 0.0 instead of {alpha}")
@@ -99,10 +105,10 @@ class MNASNet(nn.Module):
         self.classifier = nn.Sequential(nn.Dropout(p=dropout, inplace=True), nn.Linear(1280, num_classes))
         init_he(self, _init_linear)
 
-    def forward(self, x):
+    def forward(self, x: Tensor) -> Tensor:
         return self.classifier(self.layers(x).mean((2, 3)))
 
-    def upgrade_keys(self, mapping):
+    def upgrade_keys(self, mapping: Mapping[str, _V]) -> Mapping[str, _V]:
         """`mapping` (a state dict, or its keys' shapes) unchanged, the stem first rebuilt as
         version 1's when the mapping is a version 1 one (see the module docstring): the hook that
         `models.zoo` calls before it checks a file's shapes."""
@@ -112,12 +118,12 @@ class MNASNet(nn.Module):
                 self.use_version_1_stem()
         return mapping
 
-    def load_state_dict(self, state_dict, strict=True):
+    def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True) -> nn.IncompatibleKeys:
         """Module.load_state_dict of a version 2 or version 1 state dict; after a version 1 one the
         model stays at version 1, as torchvision's."""
         return super().load_state_dict(self.upgrade_keys(state_dict), strict)
 
-    def use_version_1_stem(self):
+    def use_version_1_stem(self) -> None:
         """Replace the stem by version 1's (depths 32 and 16 whatever alpha), as torchvision does when
         it loads a version 1 state dict."""
         for i, layer in enumerate(_stem(32, 16, _get_depths(self.alpha)[2])):
@@ -129,18 +135,18 @@ class MNASNet(nn.Module):
                       UserWarning, stacklevel=3)
 
 
-def _init_linear(m):
+def _init_linear(m: nn.Linear) -> None:
     nn.init.kaiming_uniform_(m.weight, mode="fan_out", nonlinearity="sigmoid")
     nn.init.zeros_(m.bias)
 
 
-def _shape(value):
+def _shape(value: object) -> Shape:
     """The shape of an array, or a shape given as such."""
     return tuple(value) if isinstance(value, tuple) else tuple(getattr(value, "shape", ()))
 
 
-def _family(alpha):
-    def build(**kwargs):
+def _family(alpha: float) -> Callable[..., MNASNet]:
+    def build(**kwargs: Any) -> MNASNet:
         return MNASNet(alpha, **kwargs)
     return build
 

@@ -8,14 +8,15 @@ by a hard sigmoid), with torchvision's module names (`features`, `classifier`, e
 backbones), `reduced_tail=True` halves the widths of that stage.
 """
 from functools import partial
+from typing import Any, Callable, Sequence
 
-from saliency import nn
+from saliency import Tensor, nn
 
 from . import register
-from .layers import Conv2dNormActivation, SqueezeExcitation, init_he, normal_linear
+from .layers import Conv2dNormActivation, NormLayer, SqueezeExcitation, init_he, normal_linear
 
 
-def make_divisible(v, divisor, min_value=None):
+def make_divisible(v: float, divisor: int, min_value: int | None = None) -> int:
     """`v` rounded to the nearest multiple of `divisor` (at least `min_value`, by default `divisor`),
     one multiple up when rounding would lose more than 10% (the TensorFlow reference's rule)."""
     min_value = divisor if min_value is None else min_value
@@ -29,7 +30,8 @@ class InvertedResidual(nn.Module):
     """1x1 expansion (skipped when expand_ratio is 1) -> 3x3 depthwise -> 1x1 linear projection,
     plus the input when the shape is kept."""
 
-    def __init__(self, inp, oup, stride, expand_ratio, norm_layer=None):
+    def __init__(self, inp: int, oup: int, stride: int, expand_ratio: float,
+                 norm_layer: NormLayer | None = None) -> None:
         super().__init__()
         if stride not in (1, 2):
             raise ValueError(f"stride should be 1 or 2 instead of {stride}")
@@ -37,7 +39,7 @@ class InvertedResidual(nn.Module):
         hidden = int(round(inp * expand_ratio))
         self.stride = stride
         self.use_res_connect = stride == 1 and inp == oup
-        layers = []
+        layers: list[nn.Module] = []
         if expand_ratio != 1:
             layers.append(Conv2dNormActivation(inp, hidden, 1, norm_layer=norm_layer, activation_layer=nn.ReLU6))
         layers += [Conv2dNormActivation(hidden, hidden, stride=stride, groups=hidden, norm_layer=norm_layer,
@@ -48,7 +50,7 @@ class InvertedResidual(nn.Module):
         self.out_channels = oup
         self._is_cn = stride > 1
 
-    def forward(self, x):
+    def forward(self, x: Tensor) -> Tensor:
         return x + self.conv(x) if self.use_res_connect else self.conv(x)
 
 
@@ -62,8 +64,10 @@ class MobileNetV2(nn.Module):
     ([t, c, n, s] rows), a 1x1 convolution to 1280 channels, global average pooling, dropout and a
     linear classifier."""
 
-    def __init__(self, num_classes=1000, width_mult=1.0, inverted_residual_setting=None, round_nearest=8,
-                 block=None, norm_layer=None, dropout=0.2):
+    def __init__(self, num_classes: int = 1000, width_mult: float = 1.0,
+                 inverted_residual_setting: Sequence[Sequence[int]] | None = None, round_nearest: int = 8,
+                 block: Callable[..., nn.Module] | None = None, norm_layer: NormLayer | None = None,
+                 dropout: float = 0.2) -> None:
         super().__init__()
         block = block or InvertedResidual
         norm_layer = norm_layer or nn.BatchNorm2d
@@ -72,7 +76,8 @@ class MobileNetV2(nn.Module):
             raise ValueError(f"inverted_residual_setting should be non-empty or a 4-element list, got {setting}")
         width = make_divisible(32 * width_mult, round_nearest)
         self.last_channel = make_divisible(1280 * max(1.0, width_mult), round_nearest)
-        features = [Conv2dNormActivation(3, width, stride=2, norm_layer=norm_layer, activation_layer=nn.ReLU6)]
+        features: list[nn.Module] = [Conv2dNormActivation(3, width, stride=2, norm_layer=norm_layer,
+                                                          activation_layer=nn.ReLU6)]
         for t, c, n, s in setting:
             out = make_divisible(c * width_mult, round_nearest)
             for i in range(n):
@@ -84,7 +89,7 @@ class MobileNetV2(nn.Module):
         self.classifier = nn.Sequential(nn.Dropout(p=dropout), nn.Linear(self.last_channel, num_classes))
         init_he(self, normal_linear)
 
-    def forward(self, x):
+    def forward(self, x: Tensor) -> Tensor:
         x = nn.functional.adaptive_avg_pool2d(self.features(x), (1, 1))
         return self.classifier(x.flatten(1))
 
@@ -94,8 +99,8 @@ class MobileNetV2(nn.Module):
 class InvertedResidualConfig:
     """One row of the MobileNetV3 paper's tables 1 and 2; the widths scaled by `width_mult`."""
 
-    def __init__(self, input_channels, kernel, expanded_channels, out_channels, use_se, activation, stride,
-                 dilation, width_mult):
+    def __init__(self, input_channels: int, kernel: int, expanded_channels: int, out_channels: int, use_se: bool,
+                 activation: str, stride: int, dilation: int, width_mult: float) -> None:
         self.input_channels = self.adjust_channels(input_channels, width_mult)
         self.kernel = kernel
         self.expanded_channels = self.adjust_channels(expanded_channels, width_mult)
@@ -106,7 +111,7 @@ class InvertedResidualConfig:
         self.dilation = dilation
 
     @staticmethod
-    def adjust_channels(channels, width_mult):
+    def adjust_channels(channels: float, width_mult: float) -> int:
         return make_divisible(channels * width_mult, 8)
 
 
@@ -114,14 +119,16 @@ class InvertedResidualV3(nn.Module):
     """1x1 expansion (when it widens) -> depthwise kxk (strided, or dilated instead) -> optional
     squeeze-excitation -> 1x1 projection, plus the input when the shape is kept; ReLU or hard-swish."""
 
-    def __init__(self, cnf, norm_layer, se_layer=partial(SqueezeExcitation, scale_activation=nn.Hardsigmoid)):
+    def __init__(self, cnf: InvertedResidualConfig, norm_layer: NormLayer,
+                 se_layer: Callable[..., nn.Module] = partial(SqueezeExcitation,
+                                                              scale_activation=nn.Hardsigmoid)) -> None:
         super().__init__()
         if not 1 <= cnf.stride <= 2:
             raise ValueError(f"illegal stride value {cnf.stride}; expected 1 or 2")
         self.use_res_connect = cnf.stride == 1 and cnf.input_channels == cnf.out_channels
         activation = nn.Hardswish if cnf.use_hs else nn.ReLU
         wide = cnf.expanded_channels
-        layers = []
+        layers: list[nn.Module] = []
         if wide != cnf.input_channels:
             layers.append(Conv2dNormActivation(cnf.input_channels, wide, 1, norm_layer=norm_layer,
                                                activation_layer=activation))
@@ -135,7 +142,7 @@ class InvertedResidualV3(nn.Module):
         self.out_channels = cnf.out_channels
         self._is_cn = cnf.stride > 1
 
-    def forward(self, x):
+    def forward(self, x: Tensor) -> Tensor:
         y = self.block(x)
         return y + x if self.use_res_connect else y
 
@@ -144,8 +151,9 @@ class MobileNetV3(nn.Module):
     """A strided 3x3 hard-swish stem, the blocks of `inverted_residual_setting`, a 1x1 convolution to
     6x the last width, global average pooling and a two-layer classifier (`last_channel` hidden)."""
 
-    def __init__(self, inverted_residual_setting, last_channel, num_classes=1000, block=None, norm_layer=None,
-                 dropout=0.2):
+    def __init__(self, inverted_residual_setting: Sequence[InvertedResidualConfig], last_channel: int,
+                 num_classes: int = 1000, block: Callable[..., nn.Module] | None = None,
+                 norm_layer: NormLayer | None = None, dropout: float = 0.2) -> None:
         super().__init__()
         if not inverted_residual_setting:
             raise ValueError("The inverted_residual_setting should not be empty")
@@ -154,7 +162,8 @@ class MobileNetV3(nn.Module):
         block = block or InvertedResidualV3
         norm_layer = norm_layer or partial(nn.BatchNorm2d, eps=0.001, momentum=0.01)
         first = inverted_residual_setting[0].input_channels
-        layers = [Conv2dNormActivation(3, first, 3, stride=2, norm_layer=norm_layer, activation_layer=nn.Hardswish)]
+        layers: list[nn.Module] = [Conv2dNormActivation(3, first, 3, stride=2, norm_layer=norm_layer,
+                                                        activation_layer=nn.Hardswish)]
         layers += [block(cnf, norm_layer) for cnf in inverted_residual_setting]
         last_in = inverted_residual_setting[-1].out_channels
         layers.append(Conv2dNormActivation(last_in, 6 * last_in, 1, norm_layer=norm_layer,
@@ -165,11 +174,12 @@ class MobileNetV3(nn.Module):
                                         nn.Dropout(p=dropout, inplace=True), nn.Linear(last_channel, num_classes))
         init_he(self, normal_linear)
 
-    def forward(self, x):
+    def forward(self, x: Tensor) -> Tensor:
         return self.classifier(self.avgpool(self.features(x)).flatten(1))
 
 
-def mobilenet_v3_config(arch, width_mult=1.0, reduced_tail=False, dilated=False):
+def mobilenet_v3_config(arch: str, width_mult: float = 1.0, reduced_tail: bool = False,
+                        dilated: bool = False) -> tuple[list[InvertedResidualConfig], int]:
     """(block configs, last_channel) of "mobilenet_v3_large" or "mobilenet_v3_small"."""
     r = 2 if reduced_tail else 1  # the last stage's widths are divided by r
     d = 2 if dilated else 1       # and its depthwise convolutions dilated by d
@@ -210,15 +220,17 @@ def mobilenet_v3_config(arch, width_mult=1.0, reduced_tail=False, dilated=False)
     return [conf(*row) for row in rows], InvertedResidualConfig.adjust_channels(last, width_mult)
 
 
-def mobilenet_v2(**kwargs):
+def mobilenet_v2(**kwargs: Any) -> MobileNetV2:
     return MobileNetV2(**kwargs)
 
 
-def mobilenet_v3_large(*, width_mult=1.0, reduced_tail=False, dilated=False, **kwargs):
+def mobilenet_v3_large(*, width_mult: float = 1.0, reduced_tail: bool = False, dilated: bool = False,
+                       **kwargs: Any) -> MobileNetV3:
     return MobileNetV3(*mobilenet_v3_config("mobilenet_v3_large", width_mult, reduced_tail, dilated), **kwargs)
 
 
-def mobilenet_v3_small(*, width_mult=1.0, reduced_tail=False, dilated=False, **kwargs):
+def mobilenet_v3_small(*, width_mult: float = 1.0, reduced_tail: bool = False, dilated: bool = False,
+                       **kwargs: Any) -> MobileNetV3:
     return MobileNetV3(*mobilenet_v3_config("mobilenet_v3_small", width_mult, reduced_tail, dilated), **kwargs)
 
 

@@ -7,20 +7,21 @@ with "a", "b", "se", "c", `fc`).
 import math
 from collections import OrderedDict
 from functools import partial
+from typing import Any, Callable, Iterator, Self
 
 import numpy as np
 
-from saliency import nn
+from saliency import Tensor, nn
 
 from . import register
-from .layers import Conv2dNormActivation, SqueezeExcitation
+from .layers import ActivationLayer, Conv2dNormActivation, NormLayer, SqueezeExcitation
 from .mobilenet import make_divisible
 
 
 class SimpleStemIN(Conv2dNormActivation):
     """The ImageNet stem: a strided 3x3 convolution, norm, activation."""
 
-    def __init__(self, width_in, width_out, norm_layer, activation_layer):
+    def __init__(self, width_in: int, width_out: int, norm_layer: NormLayer, activation_layer: ActivationLayer) -> None:
         super().__init__(width_in, width_out, kernel_size=3, stride=2, norm_layer=norm_layer,
                          activation_layer=activation_layer)
 
@@ -28,10 +29,11 @@ class SimpleStemIN(Conv2dNormActivation):
 class BottleneckTransform(nn.Sequential):
     """1x1 ("a"), grouped 3x3 with the stride ("b"), squeeze-excitation when se_ratio ("se"), 1x1 ("c")."""
 
-    def __init__(self, width_in, width_out, stride, norm_layer, activation_layer, group_width, bottleneck_multiplier,
-                 se_ratio):
+    def __init__(self, width_in: int, width_out: int, stride: int, norm_layer: NormLayer,
+                 activation_layer: ActivationLayer, group_width: int, bottleneck_multiplier: float,
+                 se_ratio: float | None) -> None:
         w_b = int(round(width_out * bottleneck_multiplier))
-        layers = OrderedDict()
+        layers: OrderedDict[str, nn.Module] = OrderedDict()
         layers["a"] = Conv2dNormActivation(width_in, w_b, 1, norm_layer=norm_layer, activation_layer=activation_layer)
         layers["b"] = Conv2dNormActivation(w_b, w_b, 3, stride=stride, groups=w_b // group_width,
                                            norm_layer=norm_layer, activation_layer=activation_layer)
@@ -44,10 +46,11 @@ class BottleneckTransform(nn.Sequential):
 class ResBottleneckBlock(nn.Module):
     """activation(shortcut(x) + f(x)); the shortcut a strided 1x1 projection ("proj") when the shape changes."""
 
-    def __init__(self, width_in, width_out, stride, norm_layer, activation_layer, group_width=1,
-                 bottleneck_multiplier=1.0, se_ratio=None):
+    def __init__(self, width_in: int, width_out: int, stride: int, norm_layer: NormLayer,
+                 activation_layer: ActivationLayer, group_width: int = 1, bottleneck_multiplier: float = 1.0,
+                 se_ratio: float | None = None) -> None:
         super().__init__()
-        self.proj = None
+        self.proj: nn.Module | None = None
         if width_in != width_out or stride != 1:
             self.proj = Conv2dNormActivation(width_in, width_out, 1, stride=stride, norm_layer=norm_layer,
                                              activation_layer=None)
@@ -55,7 +58,7 @@ class ResBottleneckBlock(nn.Module):
                                      bottleneck_multiplier, se_ratio)
         self.activation = activation_layer(inplace=True)
 
-    def forward(self, x):
+    def forward(self, x: Tensor) -> Tensor:
         shortcut = x if self.proj is None else self.proj(x)
         return self.activation(shortcut + self.f(x))
 
@@ -63,8 +66,10 @@ class ResBottleneckBlock(nn.Module):
 class AnyStage(nn.Sequential):
     """`depth` blocks named "block{stage_index}-{i}"; the first changes the width and strides."""
 
-    def __init__(self, width_in, width_out, stride, depth, block_constructor, norm_layer, activation_layer,
-                 group_width, bottleneck_multiplier, se_ratio=None, stage_index=0):
+    def __init__(self, width_in: int, width_out: int, stride: int, depth: int,
+                 block_constructor: Callable[..., nn.Module], norm_layer: NormLayer, activation_layer: ActivationLayer,
+                 group_width: int, bottleneck_multiplier: float, se_ratio: float | None = None,
+                 stage_index: int = 0) -> None:
         super().__init__()
         for i in range(depth):
             self.add_module(f"block{stage_index}-{i}", block_constructor(
@@ -75,12 +80,14 @@ class AnyStage(nn.Sequential):
 class BlockParams:
     """Per-stage depths, widths, group widths, bottleneck multipliers and strides, and the SE ratio."""
 
-    def __init__(self, depths, widths, group_widths, bottleneck_multipliers, strides, se_ratio=None):
+    def __init__(self, depths: list[int], widths: list[int], group_widths: list[int],
+                 bottleneck_multipliers: list[float], strides: list[int], se_ratio: float | None = None) -> None:
         self.depths, self.widths, self.group_widths = depths, widths, group_widths
         self.bottleneck_multipliers, self.strides, self.se_ratio = bottleneck_multipliers, strides, se_ratio
 
     @classmethod
-    def from_init_params(cls, depth, w_0, w_a, w_m, group_width, bottleneck_multiplier=1.0, se_ratio=None):
+    def from_init_params(cls, depth: int, w_0: int, w_a: float, w_m: float, group_width: int,
+                         bottleneck_multiplier: float = 1.0, se_ratio: float | None = None) -> Self:
         """The stages of the design-space point: block j's width w_0 * w_m^round(log(1 + j w_a / w_0)
         / log w_m), quantised to 8; consecutive blocks of one width form a stage (stride 2 each).
         Computed in float32, as torchvision computes it, so that the roundings agree."""
@@ -100,11 +107,12 @@ class BlockParams:
                                                                             [group_width] * n)
         return cls(stage_depths, stage_widths, group_widths, multipliers, [2] * n, se_ratio)
 
-    def _get_expanded_params(self):
+    def _get_expanded_params(self) -> Iterator[tuple[int, int, int, int, float]]:
         return zip(self.widths, self.strides, self.depths, self.group_widths, self.bottleneck_multipliers)
 
     @staticmethod
-    def _adjust_widths_groups_compatibilty(stage_widths, bottleneck_ratios, group_widths):
+    def _adjust_widths_groups_compatibilty(stage_widths: list[int], bottleneck_ratios: list[float],
+                                           group_widths: list[int]) -> tuple[list[int], list[int]]:
         """Bottleneck widths made multiples of their group widths (a group no wider than the bottleneck)."""
         bottlenecks = [int(w * b) for w, b in zip(stage_widths, bottleneck_ratios)]
         group_widths = [min(g, w) for g, w in zip(group_widths, bottlenecks)]
@@ -116,13 +124,15 @@ class RegNet(nn.Module):
     """The stem, one AnyStage per stage of `block_params` (`trunk_output.block1`, ...), global average
     pooling and a linear classifier."""
 
-    def __init__(self, block_params, num_classes=1000, stem_width=32, stem_type=None, block_type=None,
-                 norm_layer=None, activation=None):
+    def __init__(self, block_params: BlockParams, num_classes: int = 1000, stem_width: int = 32,
+                 stem_type: Callable[..., nn.Module] | None = None, block_type: Callable[..., nn.Module] | None = None,
+                 norm_layer: NormLayer | None = None, activation: ActivationLayer | None = None) -> None:
         super().__init__()
         stem_type, block_type = stem_type or SimpleStemIN, block_type or ResBottleneckBlock
         norm_layer, activation = norm_layer or nn.BatchNorm2d, activation or nn.ReLU
         self.stem = stem_type(3, stem_width, norm_layer, activation)
-        width, stages = stem_width, OrderedDict()
+        width = stem_width
+        stages: OrderedDict[str, nn.Module] = OrderedDict()
         for i, (width_out, stride, depth, group_width, multiplier) in enumerate(block_params._get_expanded_params()):
             stages[f"block{i + 1}"] = AnyStage(width, width_out, stride, depth, block_type, norm_layer, activation,
                                                group_width, multiplier, block_params.se_ratio, stage_index=i + 1)
@@ -141,15 +151,15 @@ class RegNet(nn.Module):
                 nn.init.normal_(m.weight, mean=0.0, std=0.01)
                 nn.init.zeros_(m.bias)
 
-    def forward(self, x):
+    def forward(self, x: Tensor) -> Tensor:
         x = self.avgpool(self.trunk_output(self.stem(x)))
         return self.fc(x.flatten(start_dim=1))
 
 
-def _family(name, **design):
+def _family(name: str, **design: Any) -> Callable[..., RegNet]:
     """Register the builder of `name`: its design-space point, torchvision's RegNet keywords
     (num_classes, stem_width, norm_layer, ...), BatchNorm2d(eps=1e-5, momentum=0.1) by default."""
-    def build(**kwargs):
+    def build(**kwargs: Any) -> RegNet:
         norm_layer = kwargs.pop("norm_layer", partial(nn.BatchNorm2d, eps=1e-05, momentum=0.1))
         return RegNet(BlockParams.from_init_params(**design), norm_layer=norm_layer, **kwargs)
     return register(name, build, min_size=1)

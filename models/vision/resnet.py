@@ -6,19 +6,21 @@ bottleneck strides on its 3x3 convolution), ResNeXt (grouped 3x3 convolutions, `
 dilated 3x3 convolution instead of a stride of 2 (the segmentation backbones use [False, True,
 True]); `zero_init_residual` starts every residual branch at zero (its last norm's weight).
 """
-from saliency import nn
+from typing import Any, Callable, Sequence
+
+from saliency import Tensor, nn
 
 from . import register
-from .layers import init_he
+from .layers import NormLayer, init_he
 
 
-def conv3x3(in_planes, out_planes, stride=1, groups=1, dilation=1):
+def conv3x3(in_planes: int, out_planes: int, stride: int = 1, groups: int = 1, dilation: int = 1) -> nn.Conv2d:
     """3x3 convolution without bias, padded to keep the size at stride 1."""
     return nn.Conv2d(in_planes, out_planes, 3, stride=stride, padding=dilation, groups=groups, bias=False,
                      dilation=dilation)
 
 
-def conv1x1(in_planes, out_planes, stride=1):
+def conv1x1(in_planes: int, out_planes: int, stride: int = 1) -> nn.Conv2d:
     """1x1 convolution without bias."""
     return nn.Conv2d(in_planes, out_planes, 1, stride=stride, bias=False)
 
@@ -28,8 +30,8 @@ class BasicBlock(nn.Module):
 
     expansion = 1
 
-    def __init__(self, inplanes, planes, stride=1, downsample=None, groups=1, base_width=64, dilation=1,
-                 norm_layer=None):
+    def __init__(self, inplanes: int, planes: int, stride: int = 1, downsample: nn.Module | None = None,
+                 groups: int = 1, base_width: int = 64, dilation: int = 1, norm_layer: NormLayer | None = None) -> None:
         super().__init__()
         norm_layer = norm_layer or nn.BatchNorm2d
         if groups != 1 or base_width != 64:
@@ -46,7 +48,7 @@ class BasicBlock(nn.Module):
         self.downsample = downsample
         self.stride = stride
 
-    def forward(self, x):
+    def forward(self, x: Tensor) -> Tensor:
         out = self.relu(self.bn1(self.conv1(x)))
         out = self.bn2(self.conv2(out))
         shortcut = x if self.downsample is None else self.downsample(x)
@@ -58,8 +60,8 @@ class Bottleneck(nn.Module):
 
     expansion = 4
 
-    def __init__(self, inplanes, planes, stride=1, downsample=None, groups=1, base_width=64, dilation=1,
-                 norm_layer=None):
+    def __init__(self, inplanes: int, planes: int, stride: int = 1, downsample: nn.Module | None = None,
+                 groups: int = 1, base_width: int = 64, dilation: int = 1, norm_layer: NormLayer | None = None) -> None:
         super().__init__()
         norm_layer = norm_layer or nn.BatchNorm2d
         width = int(planes * (base_width / 64.0)) * groups
@@ -73,7 +75,7 @@ class Bottleneck(nn.Module):
         self.downsample = downsample
         self.stride = stride
 
-    def forward(self, x):
+    def forward(self, x: Tensor) -> Tensor:
         out = self.relu(self.bn1(self.conv1(x)))
         out = self.relu(self.bn2(self.conv2(out)))
         out = self.bn3(self.conv3(out))
@@ -85,8 +87,10 @@ class ResNet(nn.Module):
     """A 7x7 stem and max pool, four stages of residual blocks (64, 128, 256, 512 planes), global
     average pooling and a linear classifier."""
 
-    def __init__(self, block, layers, num_classes=1000, zero_init_residual=False, groups=1, width_per_group=64,
-                 replace_stride_with_dilation=None, norm_layer=None):
+    def __init__(self, block: type[BasicBlock | Bottleneck], layers: Sequence[int], num_classes: int = 1000,
+                 zero_init_residual: bool = False, groups: int = 1, width_per_group: int = 64,
+                 replace_stride_with_dilation: Sequence[bool] | None = None,
+                 norm_layer: NormLayer | None = None) -> None:
         super().__init__()
         self._norm_layer = norm_layer or nn.BatchNorm2d
         self.inplanes, self.dilation = 64, 1
@@ -113,14 +117,15 @@ class ResNet(nn.Module):
                 if last is not None and last.weight is not None:
                     nn.init.zeros_(last.weight)
 
-    def _make_layer(self, block, planes, blocks, stride=1, dilate=False):
+    def _make_layer(self, block: type[BasicBlock | Bottleneck], planes: int, blocks: int, stride: int = 1,
+                    dilate: bool = False) -> nn.Sequential:
         """A stage of `blocks` blocks; the first one strides (or, with `dilate`, dilates the rest)."""
         norm_layer = self._norm_layer
         first_dilation = self.dilation
         if dilate:
             self.dilation *= stride
             stride = 1
-        downsample = None
+        downsample: nn.Module | None = None
         if stride != 1 or self.inplanes != planes * block.expansion:
             downsample = nn.Sequential(conv1x1(self.inplanes, planes * block.expansion, stride),
                                        norm_layer(planes * block.expansion))
@@ -131,13 +136,13 @@ class ResNet(nn.Module):
                          dilation=self.dilation, norm_layer=norm_layer) for _ in range(1, blocks)]
         return nn.Sequential(*layers)
 
-    def forward(self, x):
+    def forward(self, x: Tensor) -> Tensor:
         x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
         x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
         return self.fc(self.avgpool(x).flatten(1))
 
 
-def _fixed(kwargs, **values):
+def _fixed(kwargs: dict[str, Any], **values: Any) -> dict[str, Any]:
     """Set the keyword arguments an architecture fixes; passing another value is a ValueError, as
     torchvision's builders raise."""
     for key, value in values.items():
@@ -147,8 +152,8 @@ def _fixed(kwargs, **values):
     return kwargs
 
 
-def _family(block, layers, **widths):
-    def build(**kwargs):
+def _family(block: type[BasicBlock | Bottleneck], layers: list[int], **widths: int) -> Callable[..., ResNet]:
+    def build(**kwargs: Any) -> ResNet:
         return ResNet(block, layers, **_fixed(kwargs, **widths))
     return build
 

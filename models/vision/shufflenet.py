@@ -4,20 +4,22 @@ concatenate them and shuffle the channels of the two halves together, a 1x1 conv
 average pooling and a linear classifier; module names as torchvision's (`conv1`, `stage2`..`stage4`,
 `conv5`, `fc`; a unit's `branch1` and `branch2`).
 """
+from typing import Any, Callable, Sequence
+
 import saliency as sl
-from saliency import nn
+from saliency import Tensor, nn
 
 from . import register
 
 
-def channel_shuffle(x, groups):
+def channel_shuffle(x: Tensor, groups: int) -> Tensor:
     """(N, groups * c, H, W) with channel g * c + i moved to i * groups + g."""
     n, channels, h, w = x.shape
     x = x.reshape(n, groups, channels // groups, h, w).transpose(1, 2)
     return x.reshape(n, channels, h, w)
 
 
-def _depthwise(channels, stride):
+def _depthwise(channels: int, stride: int) -> nn.Conv2d:
     return nn.Conv2d(channels, channels, 3, stride, 1, bias=False, groups=channels)
 
 
@@ -25,7 +27,7 @@ class InvertedResidual(nn.Module):
     """At stride 1, half the channels pass unchanged and half go through `branch2` (1x1, depthwise
     3x3, 1x1); at stride 2 both branches see the whole input (`branch1`: depthwise 3x3, 1x1)."""
 
-    def __init__(self, inp, oup, stride):
+    def __init__(self, inp: int, oup: int, stride: int) -> None:
         super().__init__()
         if not 1 <= stride <= 3:
             raise ValueError(f"illegal stride value {stride}; expected 1, 2 or 3")
@@ -46,7 +48,7 @@ class InvertedResidual(nn.Module):
                                      nn.Conv2d(half, half, 1, bias=False), nn.BatchNorm2d(half),
                                      nn.ReLU(inplace=True))
 
-    def forward(self, x):
+    def forward(self, x: Tensor) -> Tensor:
         if self.stride == 1:
             kept, x2 = x.chunk(2, dim=1)
             out = sl.cat([kept, self.branch2(x2)], dim=1)
@@ -59,7 +61,8 @@ class ShuffleNetV2(nn.Module):
     """`stages_repeats`: units in stages 2-4; `stages_out_channels`: the widths of conv1, the three
     stages and conv5."""
 
-    def __init__(self, stages_repeats, stages_out_channels, num_classes=1000, inverted_residual=InvertedResidual):
+    def __init__(self, stages_repeats: Sequence[int], stages_out_channels: Sequence[int], num_classes: int = 1000,
+                 inverted_residual: Callable[..., nn.Module] = InvertedResidual) -> None:
         super().__init__()
         if len(stages_repeats) != 3:
             raise ValueError(f"expected stages_repeats as list of 3 positive ints, got {stages_repeats!r}")
@@ -79,14 +82,14 @@ class ShuffleNetV2(nn.Module):
                                    nn.ReLU(inplace=True))
         self.fc = nn.Linear(last, num_classes)
 
-    def forward(self, x):
+    def forward(self, x: Tensor) -> Tensor:
         x = self.maxpool(self.conv1(x))
         x = self.conv5(self.stage4(self.stage3(self.stage2(x))))
         return self.fc(x.mean((2, 3)))
 
 
-def _family(widths):
-    def build(**kwargs):
+def _family(widths: list[int]) -> Callable[..., ShuffleNetV2]:
+    def build(**kwargs: Any) -> ShuffleNetV2:
         return ShuffleNetV2([4, 8, 4], widths, **kwargs)
     return build
 

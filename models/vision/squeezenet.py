@@ -1,8 +1,10 @@
 """torchvision's SqueezeNet (Iandola et al., arXiv:1602.07360), versions 1.0 and 1.1 (1.1: a 3x3 stem
 and earlier pooling, about 2.4x less computation): Fire modules, and a 1x1 convolution to the
 classes averaged over the image as the classifier."""
+from typing import Any
+
 import saliency as sl
-from saliency import nn
+from saliency import Tensor, nn
 
 from . import register
 
@@ -10,7 +12,7 @@ from . import register
 class Fire(nn.Module):
     """A 1x1 squeeze, then 1x1 and 3x3 expansions side by side, concatenated along channels."""
 
-    def __init__(self, inplanes, squeeze_planes, expand1x1_planes, expand3x3_planes):
+    def __init__(self, inplanes: int, squeeze_planes: int, expand1x1_planes: int, expand3x3_planes: int) -> None:
         super().__init__()
         self.inplanes = inplanes
         self.squeeze = nn.Conv2d(inplanes, squeeze_planes, kernel_size=1)
@@ -20,20 +22,20 @@ class Fire(nn.Module):
         self.expand3x3 = nn.Conv2d(squeeze_planes, expand3x3_planes, kernel_size=3, padding=1)
         self.expand3x3_activation = nn.ReLU(inplace=True)
 
-    def forward(self, x):
+    def forward(self, x: Tensor) -> Tensor:
         x = self.squeeze_activation(self.squeeze(x))
         return sl.cat([self.expand1x1_activation(self.expand1x1(x)),
                        self.expand3x3_activation(self.expand3x3(x))], 1)
 
 
-def _pool():
+def _pool() -> nn.MaxPool2d:
     return nn.MaxPool2d(kernel_size=3, stride=2, ceil_mode=True)
 
 
 class SqueezeNet(nn.Module):
     """`features` (stem, Fire modules, max pools) and `classifier` (dropout, 1x1 conv, ReLU, mean)."""
 
-    def __init__(self, version="1_0", num_classes=1000, dropout=0.5):
+    def __init__(self, version: str = "1_0", num_classes: int = 1000, dropout: float = 0.5) -> None:
         super().__init__()
         self.num_classes = num_classes
         if version == "1_0":
@@ -64,16 +66,16 @@ class SqueezeNet(nn.Module):
                 if m.bias is not None:
                     nn.init.zeros_(m.bias)
 
-    def forward(self, x):
+    def forward(self, x: Tensor) -> Tensor:
         return self.classifier(self.features(x)).flatten(1)
 
 
-def squeezenet1_0(**kwargs):
+def squeezenet1_0(**kwargs: Any) -> SqueezeNet:
     """SqueezeNet 1.0 with torchvision's keyword arguments (num_classes, dropout)."""
     return SqueezeNet("1_0", **kwargs)
 
 
-def squeezenet1_1(**kwargs):
+def squeezenet1_1(**kwargs: Any) -> SqueezeNet:
     """SqueezeNet 1.1 with torchvision's keyword arguments (num_classes, dropout)."""
     return SqueezeNet("1_1", **kwargs)
 

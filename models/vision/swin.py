@@ -15,18 +15,20 @@ depend only on sizes and are computed in NumPy.
 import functools
 import math
 from functools import partial
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
 import saliency as sl
-from saliency import nn
+from saliency import Tensor, nn
+from saliency._typing import Float64, FloatArray, IntArray
 from saliency.nn import functional as F
 
 from . import register
-from .layers import MLP, Permute, StochasticDepth
+from .layers import MLP, NormLayer, Permute, StochasticDepth
 
 
-def _patch_merging_pad(x):
+def _patch_merging_pad(x: Tensor) -> Tensor:
     """(..., H, W, C) -> (..., H/2, W/2, 4C): each 2x2 block's four patches side by side (padded to even)."""
     H, W = x.shape[-3], x.shape[-2]
     x = F.pad(x, (0, 0, 0, W % 2, 0, H % 2))
@@ -36,28 +38,28 @@ def _patch_merging_pad(x):
 class PatchMerging(nn.Module):
     """Halve the map, four times the channels, LayerNorm, then a linear layer to twice the channels."""
 
-    def __init__(self, dim, norm_layer=nn.LayerNorm):
+    def __init__(self, dim: int, norm_layer: NormLayer = nn.LayerNorm) -> None:
         super().__init__()
         self.dim = dim
         self.reduction = nn.Linear(4 * dim, 2 * dim, bias=False)
         self.norm = norm_layer(4 * dim)
 
-    def forward(self, x):
+    def forward(self, x: Tensor) -> Tensor:
         return self.reduction(self.norm(_patch_merging_pad(x)))
 
 
 class PatchMergingV2(PatchMerging):
     """v2: the linear layer first, then LayerNorm over its 2C outputs."""
 
-    def __init__(self, dim, norm_layer=nn.LayerNorm):
+    def __init__(self, dim: int, norm_layer: NormLayer = nn.LayerNorm) -> None:
         super().__init__(dim, norm_layer)
         self.norm = norm_layer(2 * dim)
 
-    def forward(self, x):
+    def forward(self, x: Tensor) -> Tensor:
         return self.norm(self.reduction(_patch_merging_pad(x)))
 
 
-def relative_position_index(window_size):
+def relative_position_index(window_size: Sequence[int]) -> IntArray:
     """(Wh*Ww)^2 int64: for each pair of patches of a window, the row of the bias table of their offset."""
     coords = np.stack(np.meshgrid(np.arange(window_size[0]), np.arange(window_size[1]), indexing="ij")).reshape(2, -1)
     offsets = (coords[:, :, None] - coords[:, None, :]).transpose(1, 2, 0)  # Wh*Ww, Wh*Ww, 2
@@ -66,10 +68,11 @@ def relative_position_index(window_size):
 
 
 @functools.lru_cache(maxsize=64)
-def _shift_mask(pad_H, pad_W, window_size, shift_size, dtype):
+def _shift_mask(pad_H: int, pad_W: int, window_size: tuple[int, ...], shift_size: tuple[int, ...],
+                dtype: np.dtype[Any]) -> FloatArray:
     """(windows, Wh*Ww, Wh*Ww): 0 between patches of the same region of the rolled map, -100 between
     patches the roll brought together from opposite edges (torchvision's mask)."""
-    region = np.zeros((pad_H, pad_W))
+    region: Float64 = np.zeros((pad_H, pad_W))
     count = 0
     for h0, h1 in ((0, -window_size[0]), (-window_size[0], -shift_size[0]), (-shift_size[0], None)):
         for w0, w1 in ((0, -window_size[1]), (-window_size[1], -shift_size[1]), (-shift_size[1], None)):
@@ -82,9 +85,11 @@ def _shift_mask(pad_H, pad_W, window_size, shift_size, dtype):
     return mask
 
 
-def shifted_window_attention(input, qkv_weight, proj_weight, relative_position_bias, window_size, num_heads,
-                             shift_size, attention_dropout=0.0, dropout=0.0, qkv_bias=None, proj_bias=None,
-                             logit_scale=None, training=True):
+def shifted_window_attention(input: Tensor, qkv_weight: Tensor, proj_weight: Tensor, relative_position_bias: Tensor,
+                             window_size: Sequence[int], num_heads: int, shift_size: Sequence[int],
+                             attention_dropout: float = 0.0, dropout: float = 0.0, qkv_bias: Tensor | None = None,
+                             proj_bias: Tensor | None = None, logit_scale: Tensor | None = None,
+                             training: bool = True) -> Tensor:
     """Multi-head self-attention within (shifted) windows of input (B, H, W, C), with a relative position
     bias (1, heads, Wh*Ww, Wh*Ww); logit_scale (heads, 1, 1) makes it v2's cosine attention."""
     B, H, W, C = input.shape
@@ -127,8 +132,9 @@ class ShiftedWindowAttention(nn.Module):
     """Window attention with torchvision's parameters: qkv, proj, relative_position_bias_table and the
     relative_position_index buffer (in the state dict, as torchvision registers it)."""
 
-    def __init__(self, dim, window_size, shift_size, num_heads, qkv_bias=True, proj_bias=True, attention_dropout=0.0,
-                 dropout=0.0):
+    def __init__(self, dim: int, window_size: Sequence[int], shift_size: Sequence[int], num_heads: int,
+                 qkv_bias: bool = True, proj_bias: bool = True, attention_dropout: float = 0.0,
+                 dropout: float = 0.0) -> None:
         super().__init__()
         if len(window_size) != 2 or len(shift_size) != 2:
             raise ValueError("window_size and shift_size must be of length 2")
@@ -139,23 +145,23 @@ class ShiftedWindowAttention(nn.Module):
         self.define_relative_position_bias_table()
         self.define_relative_position_index()
 
-    def define_relative_position_bias_table(self):
+    def define_relative_position_bias_table(self) -> None:
         size = (2 * self.window_size[0] - 1) * (2 * self.window_size[1] - 1)
         self.relative_position_bias_table = nn.Parameter(np.zeros((size, self.num_heads), np.float32))
         nn.init.trunc_normal_(self.relative_position_bias_table, std=0.02)
 
-    def define_relative_position_index(self):
+    def define_relative_position_index(self) -> None:
         self.register_buffer("relative_position_index", relative_position_index(self.window_size))
 
-    def _bias(self, table):
+    def _bias(self, table: Tensor) -> Tensor:
         """(1, heads, n, n): the table's row of each pair's offset, per head."""
         n = self.window_size[0] * self.window_size[1]
         return table[self.relative_position_index].reshape(n, n, -1).permute(2, 0, 1).unsqueeze(0)
 
-    def get_relative_position_bias(self):
+    def get_relative_position_bias(self) -> Tensor:
         return self._bias(self.relative_position_bias_table)
 
-    def forward(self, x):
+    def forward(self, x: Tensor) -> Tensor:
         return shifted_window_attention(x, self.qkv.weight, self.proj.weight, self.get_relative_position_bias(),
                                         self.window_size, self.num_heads, shift_size=self.shift_size,
                                         attention_dropout=self.attention_dropout, dropout=self.dropout,
@@ -166,8 +172,9 @@ class ShiftedWindowAttentionV2(ShiftedWindowAttention):
     """v2: cosine attention with a learned temperature per head (logit_scale), and the bias from a small
     MLP (cpb_mlp) of the log-spaced relative coordinates (the relative_coords_table buffer)."""
 
-    def __init__(self, dim, window_size, shift_size, num_heads, qkv_bias=True, proj_bias=True, attention_dropout=0.0,
-                 dropout=0.0):
+    def __init__(self, dim: int, window_size: Sequence[int], shift_size: Sequence[int], num_heads: int,
+                 qkv_bias: bool = True, proj_bias: bool = True, attention_dropout: float = 0.0,
+                 dropout: float = 0.0) -> None:
         super().__init__(dim, window_size, shift_size, num_heads, qkv_bias=qkv_bias, proj_bias=proj_bias,
                          attention_dropout=attention_dropout, dropout=dropout)
         self.logit_scale = nn.Parameter(np.full((num_heads, 1, 1), math.log(10.0), np.float32))
@@ -177,16 +184,17 @@ class ShiftedWindowAttentionV2(ShiftedWindowAttention):
             with sl.no_grad():
                 self.qkv.bias[dim:2 * dim] = 0
 
-    def define_relative_position_bias_table(self):
+    def define_relative_position_bias_table(self) -> None:
         axes = [np.arange(-(w - 1), w, dtype=np.float32) / np.float32(max(w - 1, 1)) for w in self.window_size]
-        table = np.stack(np.meshgrid(*axes, indexing="ij"), axis=-1)[None] * np.float32(8)  # 1, 2Wh-1, 2Ww-1, 2
+        # 1, 2Wh-1, 2Ww-1, 2
+        table: FloatArray = np.stack(np.meshgrid(*axes, indexing="ij"), axis=-1)[None] * np.float32(8)
         table = np.sign(table) * np.log2(np.abs(table) + np.float32(1.0)) / np.float32(3.0)
         self.register_buffer("relative_coords_table", table.astype(np.float32))
 
-    def get_relative_position_bias(self):
+    def get_relative_position_bias(self) -> Tensor:
         return 16 * self._bias(self.cpb_mlp(self.relative_coords_table).reshape(-1, self.num_heads)).sigmoid()
 
-    def forward(self, x):
+    def forward(self, x: Tensor) -> Tensor:
         return shifted_window_attention(x, self.qkv.weight, self.proj.weight, self.get_relative_position_bias(),
                                         self.window_size, self.num_heads, shift_size=self.shift_size,
                                         attention_dropout=self.attention_dropout, dropout=self.dropout,
@@ -197,8 +205,10 @@ class ShiftedWindowAttentionV2(ShiftedWindowAttention):
 class SwinTransformerBlock(nn.Module):
     """x + attn(norm1(x)), then that + mlp(norm2(that)), each branch under stochastic depth."""
 
-    def __init__(self, dim, num_heads, window_size, shift_size, mlp_ratio=4.0, dropout=0.0, attention_dropout=0.0,
-                 stochastic_depth_prob=0.0, norm_layer=nn.LayerNorm, attn_layer=ShiftedWindowAttention):
+    def __init__(self, dim: int, num_heads: int, window_size: Sequence[int], shift_size: Sequence[int],
+                 mlp_ratio: float = 4.0, dropout: float = 0.0, attention_dropout: float = 0.0,
+                 stochastic_depth_prob: float = 0.0, norm_layer: NormLayer = nn.LayerNorm,
+                 attn_layer: Callable[..., nn.Module] = ShiftedWindowAttention) -> None:
         super().__init__()
         self.norm1 = norm_layer(dim)
         self.attn = attn_layer(dim, window_size, shift_size, num_heads, attention_dropout=attention_dropout,
@@ -212,7 +222,7 @@ class SwinTransformerBlock(nn.Module):
                 if m.bias is not None:
                     nn.init.normal_(m.bias, std=1e-6)
 
-    def forward(self, x):
+    def forward(self, x: Tensor) -> Tensor:
         x = x + self.stochastic_depth(self.attn(self.norm1(x)))
         return x + self.stochastic_depth(self.mlp(self.norm2(x)))
 
@@ -220,13 +230,15 @@ class SwinTransformerBlock(nn.Module):
 class SwinTransformerBlockV2(SwinTransformerBlock):
     """v2: the norms after the branches: x + norm1(attn(x)), then that + norm2(mlp(that))."""
 
-    def __init__(self, dim, num_heads, window_size, shift_size, mlp_ratio=4.0, dropout=0.0, attention_dropout=0.0,
-                 stochastic_depth_prob=0.0, norm_layer=nn.LayerNorm, attn_layer=ShiftedWindowAttentionV2):
+    def __init__(self, dim: int, num_heads: int, window_size: Sequence[int], shift_size: Sequence[int],
+                 mlp_ratio: float = 4.0, dropout: float = 0.0, attention_dropout: float = 0.0,
+                 stochastic_depth_prob: float = 0.0, norm_layer: NormLayer = nn.LayerNorm,
+                 attn_layer: Callable[..., nn.Module] = ShiftedWindowAttentionV2) -> None:
         super().__init__(dim, num_heads, window_size, shift_size, mlp_ratio=mlp_ratio, dropout=dropout,
                          attention_dropout=attention_dropout, stochastic_depth_prob=stochastic_depth_prob,
                          norm_layer=norm_layer, attn_layer=attn_layer)
 
-    def forward(self, x):
+    def forward(self, x: Tensor) -> Tensor:
         x = x + self.stochastic_depth(self.norm1(self.attn(x)))
         return x + self.stochastic_depth(self.norm2(self.mlp(x)))
 
@@ -234,19 +246,22 @@ class SwinTransformerBlockV2(SwinTransformerBlock):
 class SwinTransformer(nn.Module):
     """torchvision's SwinTransformer: (N, 3, H, W) -> (N, num_classes) logits."""
 
-    def __init__(self, patch_size, embed_dim, depths, num_heads, window_size, mlp_ratio=4.0, dropout=0.0,
-                 attention_dropout=0.0, stochastic_depth_prob=0.1, num_classes=1000, norm_layer=None, block=None,
-                 downsample_layer=PatchMerging):
+    def __init__(self, patch_size: Sequence[int], embed_dim: int, depths: Sequence[int], num_heads: Sequence[int],
+                 window_size: Sequence[int], mlp_ratio: float = 4.0, dropout: float = 0.0,
+                 attention_dropout: float = 0.0, stochastic_depth_prob: float = 0.1, num_classes: int = 1000,
+                 norm_layer: NormLayer | None = None, block: Callable[..., nn.Module] | None = None,
+                 downsample_layer: Callable[..., nn.Module] = PatchMerging) -> None:
         super().__init__()
         self.num_classes = num_classes
         block = block or SwinTransformerBlock
         norm_layer = norm_layer or partial(nn.LayerNorm, eps=1e-5)
-        layers = [nn.Sequential(nn.Conv2d(3, embed_dim, kernel_size=tuple(patch_size), stride=tuple(patch_size)),
-                                Permute([0, 2, 3, 1]), norm_layer(embed_dim))]
+        layers: list[nn.Module] = [
+            nn.Sequential(nn.Conv2d(3, embed_dim, kernel_size=tuple(patch_size), stride=tuple(patch_size)),
+                          Permute([0, 2, 3, 1]), norm_layer(embed_dim))]
         total, index = sum(depths), 0
         for i_stage, depth in enumerate(depths):
             dim = embed_dim * 2 ** i_stage
-            stage = []
+            stage: list[nn.Module] = []
             for i_layer in range(depth):
                 stage.append(block(dim, num_heads[i_stage], window_size=window_size,
                                    shift_size=[0 if i_layer % 2 == 0 else w // 2 for w in window_size],
@@ -270,15 +285,17 @@ class SwinTransformer(nn.Module):
                 if m.bias is not None:
                     nn.init.zeros_(m.bias)
 
-    def forward(self, x):
+    def forward(self, x: Tensor) -> Tensor:
         x = self.norm(self.features(x))
         return self.head(self.flatten(self.avgpool(self.permute(x))))
 
 
-def _family(name, embed_dim, depths, num_heads, window_size, stochastic_depth_prob, v2=False):
-    v2_layers = dict(block=SwinTransformerBlockV2, downsample_layer=PatchMergingV2) if v2 else {}
+def _family(name: str, embed_dim: int, depths: list[int], num_heads: list[int], window_size: list[int],
+            stochastic_depth_prob: float, v2: bool = False) -> Callable[..., SwinTransformer]:
+    v2_layers: dict[str, Any] = dict(block=SwinTransformerBlockV2, downsample_layer=PatchMergingV2) if v2 else {}
 
-    def build(**kwargs):  # a layer the family sets cannot be given again (a TypeError, as torchvision's)
+    # a layer the family sets cannot be given again (a TypeError, as torchvision's)
+    def build(**kwargs: Any) -> SwinTransformer:
         return SwinTransformer(patch_size=[4, 4], embed_dim=embed_dim, depths=depths, num_heads=num_heads,
                                window_size=window_size, stochastic_depth_prob=stochastic_depth_prob, **v2_layers,
                                **kwargs)

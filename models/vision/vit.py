@@ -13,13 +13,15 @@ import math
 import re
 from collections import OrderedDict
 from functools import partial
-from typing import Callable, NamedTuple
+from typing import Any, Callable, Mapping, NamedTuple, Sequence, TypeVar
 
 import saliency as sl
-from saliency import nn
+from saliency import Tensor, nn
 
 from . import register
-from .layers import MLP, Conv2dNormActivation
+from .layers import MLP, ActivationLayer, Conv2dNormActivation, NormLayer
+
+_V = TypeVar("_V")
 
 
 class ConvStemConfig(NamedTuple):
@@ -28,14 +30,14 @@ class ConvStemConfig(NamedTuple):
     out_channels: int
     kernel_size: int
     stride: int
-    norm_layer: Callable = nn.BatchNorm2d
-    activation_layer: Callable = nn.ReLU
+    norm_layer: NormLayer = nn.BatchNorm2d
+    activation_layer: ActivationLayer = nn.ReLU
 
 
 class MLPBlock(MLP):
     """Linear (in_dim -> mlp_dim), GELU, Dropout, Linear (-> in_dim), Dropout: keys "0" and "3"."""
 
-    def __init__(self, in_dim, mlp_dim, dropout):
+    def __init__(self, in_dim: int, mlp_dim: int, dropout: float) -> None:
         super().__init__(in_dim, [mlp_dim, in_dim], activation_layer=nn.GELU, inplace=None, dropout=dropout)
         for m in self.modules():
             if isinstance(m, nn.Linear):
@@ -47,8 +49,8 @@ class MLPBlock(MLP):
 class EncoderBlock(nn.Module):
     """x + attention(ln_1(x)), then that + mlp(ln_2(that)); x is (batch, sequence, hidden_dim)."""
 
-    def __init__(self, num_heads, hidden_dim, mlp_dim, dropout, attention_dropout,
-                 norm_layer=partial(nn.LayerNorm, eps=1e-6)):
+    def __init__(self, num_heads: int, hidden_dim: int, mlp_dim: int, dropout: float, attention_dropout: float,
+                 norm_layer: NormLayer = partial(nn.LayerNorm, eps=1e-6)) -> None:
         super().__init__()
         self.num_heads = num_heads
         self.ln_1 = norm_layer(hidden_dim)
@@ -57,7 +59,7 @@ class EncoderBlock(nn.Module):
         self.ln_2 = norm_layer(hidden_dim)
         self.mlp = MLPBlock(hidden_dim, mlp_dim, dropout)
 
-    def forward(self, input):
+    def forward(self, input: Tensor) -> Tensor:
         if input.ndim != 3:
             raise ValueError(f"Expected (batch_size, seq_length, hidden_dim) got {tuple(input.shape)}")
         x = self.ln_1(input)
@@ -69,8 +71,8 @@ class EncoderBlock(nn.Module):
 class Encoder(nn.Module):
     """Position embeddings added, the encoder blocks, a last LayerNorm."""
 
-    def __init__(self, seq_length, num_layers, num_heads, hidden_dim, mlp_dim, dropout, attention_dropout,
-                 norm_layer=partial(nn.LayerNorm, eps=1e-6)):
+    def __init__(self, seq_length: int, num_layers: int, num_heads: int, hidden_dim: int, mlp_dim: int, dropout: float,
+                 attention_dropout: float, norm_layer: NormLayer = partial(nn.LayerNorm, eps=1e-6)) -> None:
         super().__init__()
         self.pos_embedding = nn.Parameter(sl.zeros(1, seq_length, hidden_dim))
         nn.init.normal_(self.pos_embedding, std=0.02)  # from BERT
@@ -80,7 +82,7 @@ class Encoder(nn.Module):
             for i in range(num_layers)))
         self.ln = norm_layer(hidden_dim)
 
-    def forward(self, input):
+    def forward(self, input: Tensor) -> Tensor:
         if input.ndim != 3:
             raise ValueError(f"Expected (batch_size, seq_length, hidden_dim) got {tuple(input.shape)}")
         return self.ln(self.layers(self.dropout(input + self.pos_embedding)))
@@ -89,9 +91,10 @@ class Encoder(nn.Module):
 class VisionTransformer(nn.Module):
     """torchvision's VisionTransformer: (N, 3, image_size, image_size) -> (N, num_classes) logits."""
 
-    def __init__(self, image_size, patch_size, num_layers, num_heads, hidden_dim, mlp_dim, dropout=0.0,
-                 attention_dropout=0.0, num_classes=1000, representation_size=None,
-                 norm_layer=partial(nn.LayerNorm, eps=1e-6), conv_stem_configs=None):
+    def __init__(self, image_size: int, patch_size: int, num_layers: int, num_heads: int, hidden_dim: int,
+                 mlp_dim: int, dropout: float = 0.0, attention_dropout: float = 0.0, num_classes: int = 1000,
+                 representation_size: int | None = None, norm_layer: NormLayer = partial(nn.LayerNorm, eps=1e-6),
+                 conv_stem_configs: Sequence[ConvStemConfig] | None = None) -> None:
         super().__init__()
         if image_size % patch_size:
             raise ValueError(f"Input shape indivisible by patch size! image_size {image_size}, patch_size {patch_size}")
@@ -106,7 +109,7 @@ class VisionTransformer(nn.Module):
                     norm_layer=cfg.norm_layer, activation_layer=cfg.activation_layer))
                 channels = cfg.out_channels
             stem.add_module("conv_last", nn.Conv2d(channels, hidden_dim, kernel_size=1))
-            self.conv_proj = stem
+            self.conv_proj: nn.Module = stem
         else:
             self.conv_proj = nn.Conv2d(3, hidden_dim, kernel_size=patch_size, stride=patch_size)
         seq_length = (image_size // patch_size) ** 2 + 1  # the patches and the class token
@@ -114,7 +117,7 @@ class VisionTransformer(nn.Module):
         self.encoder = Encoder(seq_length, num_layers, num_heads, hidden_dim, mlp_dim, dropout, attention_dropout,
                                norm_layer)
         self.seq_length = seq_length
-        heads = OrderedDict()
+        heads: OrderedDict[str, nn.Module] = OrderedDict()
         if representation_size is None:
             heads["head"] = nn.Linear(hidden_dim, num_classes)
         else:
@@ -124,7 +127,7 @@ class VisionTransformer(nn.Module):
         self.heads = nn.Sequential(heads)
         self._initialise()
 
-    def _initialise(self):
+    def _initialise(self) -> None:
         if isinstance(self.conv_proj, nn.Conv2d):
             fan_in = self.conv_proj.in_channels * self.conv_proj.kernel_size[0] * self.conv_proj.kernel_size[1]
             nn.init.trunc_normal_(self.conv_proj.weight, std=math.sqrt(1 / fan_in))
@@ -139,7 +142,7 @@ class VisionTransformer(nn.Module):
         nn.init.zeros_(self.heads.head.weight)
         nn.init.zeros_(self.heads.head.bias)
 
-    def _process_input(self, x):
+    def _process_input(self, x: Tensor) -> Tensor:
         """(n, 3, h, w) -> (n, patches, hidden_dim)."""
         n, _, h, w = x.shape
         if (h, w) != (self.image_size, self.image_size):
@@ -150,18 +153,18 @@ class VisionTransformer(nn.Module):
         x = self.conv_proj(x)
         return x.reshape(n, self.hidden_dim, (h // p) * (w // p)).permute(0, 2, 1)
 
-    def forward(self, x):
+    def forward(self, x: Tensor) -> Tensor:
         x = self._process_input(x)
         x = sl.cat([self.class_token.expand(x.shape[0], -1, -1), x], dim=1)
         x = self.encoder(x)
         return self.heads(x[:, 0])
 
-    def load_state_dict(self, state_dict, strict=True):
+    def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True) -> nn.IncompatibleKeys:
         """As Module's, after `upgrade_keys` (torchvision's released weights use older MLP names)."""
         return super().load_state_dict(upgrade_keys(state_dict), strict)
 
     @staticmethod
-    def upgrade_keys(state_dict):
+    def upgrade_keys(state_dict: Mapping[str, _V]) -> Mapping[str, _V]:
         """`upgrade_keys` (for a loader that checks a file's keys before load_state_dict)."""
         return upgrade_keys(state_dict)
 
@@ -169,20 +172,21 @@ class VisionTransformer(nn.Module):
 _LEGACY_MLP = re.compile(r"(.*\.mlp\.)linear_([12])\.(weight|bias)$")
 
 
-def upgrade_keys(state_dict):
+def upgrade_keys(state_dict: Mapping[str, _V]) -> Mapping[str, _V]:
     """The state dict with the MLP layers' pre-0.14 names `mlp.linear_1` / `mlp.linear_2` renamed to
     `mlp.0` / `mlp.3` (what torchvision's MLPBlock does when it loads such a file); other keys as they are."""
     if not any(_LEGACY_MLP.match(k) for k in state_dict):
         return state_dict
-    renamed = OrderedDict()
+    renamed: OrderedDict[str, _V] = OrderedDict()
     for key, value in state_dict.items():
         m = _LEGACY_MLP.match(key)
         renamed[f"{m.group(1)}{3 * (int(m.group(2)) - 1)}.{m.group(3)}" if m else key] = value
     return renamed
 
 
-def _family(name, patch_size, num_layers, num_heads, hidden_dim, mlp_dim):
-    def build(image_size=224, **kwargs):
+def _family(name: str, patch_size: int, num_layers: int, num_heads: int, hidden_dim: int,
+            mlp_dim: int) -> Callable[..., VisionTransformer]:
+    def build(image_size: int = 224, **kwargs: Any) -> VisionTransformer:
         return VisionTransformer(image_size=image_size, patch_size=patch_size, num_layers=num_layers,
                                  num_heads=num_heads, hidden_dim=hidden_dim, mlp_dim=mlp_dim, **kwargs)
     build.__name__ = build.__qualname__ = name
