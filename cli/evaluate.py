@@ -2,10 +2,15 @@
 by default the deletion and insertion curves, and the randomisation check on a sample), written
 up as a short report: OUT/evaluation.md (a table of the stores and their metrics),
 OUT/evaluation.png (the mean curves and the numbers) and OUT/evaluation.json (every number)."""
+from __future__ import annotations
+
 import json
+import os
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 
 from saliency.models import zoo
 
@@ -14,10 +19,16 @@ from saliency._write import write_text
 from saliency.attribution import store as stores
 from saliency.attribution import distributed, store_lock
 
-from .mapping import MapError
+from .mapping import MapError, ProgressCallback
+
+if TYPE_CHECKING:
+    from saliency.attribution.store_base import MapStore
+    from saliency.attribution.store_evaluation import StoreEvaluation
+
+    from .preprocessing import Request
 
 
-def store_at(path):
+def store_at(path: str | os.PathLike[str]) -> Path | None:
     """The map store's folder at `path` (a maps.zarr or maps folder itself, or the output folder
     holding one), or None."""
     path = Path(path)
@@ -27,7 +38,7 @@ def store_at(path):
     return None
 
 
-def find_store(path, lock="read"):
+def find_store(path: str | os.PathLike[str], lock: str | None = "read") -> MapStore:
     """The store at `path` (as `store_at` finds it), opened with its lock for reading (refused while
     a run writes it; `store.close()` releases it); lock=None: opened without (its rows read
     afresh show a run's progress)."""
@@ -44,7 +55,8 @@ def find_store(path, lock="read"):
     raise MapError(f"{path} holds no map store; make one with: saliency batch FOLDER --out {path}")
 
 
-def model_source(store, model, weights, model_args, random_seed=None):
+def model_source(store: MapStore, model: str | None, weights: str | None, model_args: str | None,
+                 random_seed: int | None = None) -> zoo.ModelSource:
     """The `zoo.ModelSource` of the model to evaluate the store's maps with, pinned to the identity
     of the model that made them (what the store recorded). `model` None: the store's zoo model
     or torchvision architecture; a store made with a model file names it, and the file is
@@ -67,7 +79,7 @@ def model_source(store, model, weights, model_args, random_seed=None):
     return source.pinned(record["identity"]) if record.get("identity") else source
 
 
-def model_of(source, store):
+def model_of(source: zoo.ModelSource, store: MapStore) -> zoo.Model:
     """The model of `source` (from `model_source`); a MapError when it is not the model that made
     the maps of `store` (its identity differs from the one the store recorded)."""
     net, _, identity = source.load()
@@ -79,7 +91,7 @@ def model_of(source, store):
     return net
 
 
-def check_preprocess(store, net, request):
+def check_preprocess(store: MapStore, net: zoo.Model, request: Request) -> None:
     """`model_of`'s model given the --classes names of `request` (a `preprocessing.Request`); a
     MapError when the preprocessing options given make another preprocessing than the one that
     read the images of the store's maps (the evaluation reads them as the store records)."""
@@ -91,14 +103,14 @@ def check_preprocess(store, net, request):
     then = store.attrs.get("preprocess")
     now = json_round_trip(made.record()) if made is not None else None
     if then != now:
-        def shown(record):
+        def shown(record: dict[str, Any] | None) -> str:
             return viz.Preprocess.from_record(record).describe() if record else "none (the image at the model's size)"
 
         raise MapError(f"the images of {store.path}'s maps were read with {shown(then)}; the options given make "
                        f"{shown(now)}; evaluate them without preprocessing options, or with the same")
 
 
-def report_folder(out):
+def report_folder(out: str | os.PathLike[str]) -> Path:
     """The folder `out` for the report, created and checked writable before any work."""
     from saliency._write import part_name
 
@@ -116,7 +128,7 @@ def report_folder(out):
     return out
 
 
-def check_steps(store, steps):
+def check_steps(store: MapStore, steps: int) -> None:
     """A MapError when `steps` asks for more fractions than the store's maps have pixels."""
     pixels = store.map_shape[-1] * store.map_shape[-2]
     if steps > pixels:
@@ -124,12 +136,12 @@ def check_steps(store, steps):
                        f"step per pixel, e.g. --steps 16")
 
 
-def metric_options(texts):
+def metric_options(texts: Iterable[str] | None) -> dict[str, dict[str, Any]]:
     """{metric: {option: value}} from --metric-option texts "METRIC.OPTION=VALUE", each value read by
     the option's own parser; a MapError naming a text that does not fit."""
     from saliency.attribution import metrics
 
-    out = {}
+    out: dict[str, dict[str, Any]] = {}
     for text in texts or ():
         name, _, value = text.partition("=")
         metric, _, option = name.strip().partition(".")
@@ -144,24 +156,28 @@ def metric_options(texts):
     return out
 
 
-def evaluate(store, net, steps, sample, sign, progress, dask_client=None, source=None, metrics=None, options=None,
-             masks=None, random_seed=0):
+def evaluate(store: MapStore, net: zoo.Model, steps: int, sample: int, sign: str,
+             progress: ProgressCallback | None, dask_client: Any = None, source: zoo.ModelSource | None = None,
+             metrics: str | Sequence[str] | None = None, options: dict[str, dict[str, Any]] | None = None,
+             masks: Any = None, random_seed: int = 0) -> StoreEvaluation:
     """`attribution.evaluate_store` of `store` (the randomisation check with the options its run
     recorded); with `dask_client`, the metrics of each batch computed on its workers (each
     building the model of `source`), the randomisation check here."""
     from saliency.attribution import metrics as known
 
     metrics = known.DEFAULT if metrics is None else metrics
-    kwargs = {"steps": steps, "sign": sign, "metrics": metrics, "metric_options": options, "masks": masks}
+    kwargs: dict[str, Any] = {"steps": steps, "sign": sign, "metrics": metrics, "metric_options": options,
+                              "masks": masks}
     curves = None
     if dask_client is not None:
+        assert source is not None  # the workers build the model of `source`
         attribution.store_evaluation.check(net, store, **kwargs)  # a store it cannot evaluate: one line, no task
         curves = distributed.curves(dask_client, source, store, random_seed=random_seed, progress=progress, **kwargs)
     return attribution.evaluate_store(net, store, sample=sample, progress=progress, curves=curves,
                                       random_seed=random_seed, **kwargs)
 
 
-def _mean_std(values):
+def _mean_std(values: ArrayLike) -> str:
     values = np.asarray(values, np.float64)
     known = values[np.isfinite(values)]
     if not len(known):
@@ -170,7 +186,7 @@ def _mean_std(values):
     return told if len(known) == len(values) else f"{told} ({len(known)} of {len(values)})"
 
 
-def _columns(results):
+def _columns(results: Mapping[str, StoreEvaluation]) -> list[tuple[str, str, str, str]]:
     """(metric, field, label, better) of every column some result has, in METRICS's order."""
     from saliency.attribution import metrics
 
@@ -179,7 +195,7 @@ def _columns(results):
             for field, label, better in metrics.METRICS[m].columns]
 
 
-def report(results, out, steps, sign):
+def report(results: Mapping[str, StoreEvaluation], out: str | os.PathLike[str], steps: int, sign: str) -> list[str]:
     """Write OUT/evaluation.md, .png and .json; returns the summary table's lines."""
     from saliency.attribution import metrics
 
@@ -190,7 +206,7 @@ def report(results, out, steps, sign):
         raise MapError(f"cannot create the output folder {out}: {exc.strerror or exc}") from None
     columns = _columns(results)
 
-    def row(cells):
+    def row(cells: Sequence[object]) -> str:
         return "| " + " | ".join(map(str, cells)) + " |"
 
     rows = [row(["store", "method", "seed", "images"] + [f"{label} ({better} is better)"
@@ -220,7 +236,8 @@ def report(results, out, steps, sign):
                  "| layers randomised, top down, to | mean correlation |", "| --- | ---: |"]
         text += [f"| {layer} | {np.mean(c):.3f} |" for layer, c in zip(ev.layers, ev.correlations)] + [""]
     write_text(out / "evaluation.md", "\n".join(text))
-    curves, numbers = {}, {}
+    curves: dict[str, tuple[NDArray[Any], dict[str, NDArray[Any]]]] = {}
+    numbers: dict[str, dict[str, NDArray[Any]]] = {}
     for m in named:
         for field, title in metrics.METRICS[m].curves:
             have = {label: ev.values[field] for label, ev in results.items() if field in ev.values and len(ev.files)}
@@ -238,26 +255,27 @@ def report(results, out, steps, sign):
     return rows
 
 
-def _plain(value):
+def _plain(value: object) -> Any:
     """json.dumps's fallback: NumPy numbers and tuples as JSON's."""
     if isinstance(value, np.generic):
         return value.item()
     raise TypeError(f"{type(value).__name__} is not JSON")
 
 
-def _listed(values):
+def _listed(values: ArrayLike) -> Any:
     """An array as nested lists with NaN as null (JSON has no NaN)."""
     values = np.asarray(values, np.float64)
-    return np.where(np.isfinite(values), values, None).tolist()
+    # None: an object array holding None where not finite (NumPy's stubs take no None there; NumPy does)
+    return np.where(np.isfinite(values), values, None).tolist()  # type: ignore[call-overload]
 
 
-def _numbers(ev):
+def _numbers(ev: StoreEvaluation) -> dict[str, Any]:
     """Every number of one store's evaluation, for evaluation.json."""
     from saliency.attribution import metrics
 
-    out = {"method": ev.method, "seed": ev.seed, "files": ev.files, "metrics": list(ev.metrics),
-           "options": {m: {k: metrics.METRICS[m].options_text(k, v) for k, v in o.items()}
-                       for m, o in ev.options.items()}}
+    out: dict[str, Any] = {"method": ev.method, "seed": ev.seed, "files": ev.files, "metrics": list(ev.metrics),
+                           "options": {m: {k: metrics.METRICS[m].options_text(k, v) for k, v in o.items()}
+                                       for m, o in ev.options.items()}}
     for field, values in ev.values.items():
         out[field] = _listed(values)
         if field in ev.points:

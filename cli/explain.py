@@ -4,9 +4,10 @@ For each example: the code, the graph (`render_graph`), the trace of every VJP t
 the leaf gradients, and the check `x.grad == v^T J` against the explicit Jacobian.
 """
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 import saliency as sl
 from saliency.autograd.printing import format_array
@@ -18,36 +19,36 @@ class Example:
     title: str
     source: str
     code: str
-    leaves: dict                      # name -> initial value
-    build: Callable                   # (**leaf tensors) -> dict of named tensors
-    stages: list                      # (output name, seed or None), run in order
-    accumulate: bool = False          # keep .grad between stages (else zero it, as the texts do)
+    leaves: dict[str, ArrayLike]                  # name -> initial value
+    build: Callable[..., dict[str, Any]]          # (**leaf tensors) -> dict of named tensors
+    stages: list[tuple[str, ArrayLike | None]]    # (output name, seed or None), run in order
+    accumulate: bool = False                      # keep .grad between stages (else zero it, as the texts do)
     note: str = ""
-    extra: Callable = None            # (named tensors) -> lines printed after the walk-through
+    extra: Callable[[dict[str, Any]], list[str]] | None = None  # (named tensors) -> lines shown after the walk-through
 
 
-def _double(x):
+def _double(x: sl.Tensor) -> dict[str, sl.Tensor]:
     z = 2 * x
     return {"z": z, "loss": z.sum(dim=1)}
 
 
-def _add_mul(a, b, d):
+def _add_mul(a: sl.Tensor, b: sl.Tensor, d: sl.Tensor) -> dict[str, sl.Tensor]:
     c = a + b
     return {"c": c, "e": c * d}
 
 
-def _abc(a, b, c):
+def _abc(a: sl.Tensor, b: sl.Tensor, c: sl.Tensor) -> dict[str, sl.Tensor]:
     return {"y": 3 * a + 2 * b * b + sl.log(c)}
 
 
-def _doubling(x):
+def _doubling(x: sl.Tensor) -> dict[str, sl.Tensor | int]:
     y, k = x * 2, 1
     while float(np.linalg.norm(y.numpy())) < 1000:
         y, k = y * 2, k + 1
     return {"y": y, "k": k}
 
 
-def _graph_facts(named):
+def _graph_facts(named: dict[str, Any]) -> list[str]:
     e, d = named["e"], named["d"]
     add, acc = (n for n, _ in e.grad_fn.next_functions)
     try:
@@ -93,11 +94,11 @@ EXAMPLES = [
 ]
 
 
-def _fresh_leaves(ex):
+def _fresh_leaves(ex: Example) -> dict[str, sl.Tensor]:
     return {k: sl.tensor(np.asarray(v, dtype=np.float32), requires_grad=True) for k, v in ex.leaves.items()}
 
 
-def walk(ex):
+def walk(ex: Example) -> list[str]:
     """The walk-through of one example, as lines of text."""
     out = [f"Example {ex.number}: {ex.title}  ({ex.source})", "=" * 72]
     out += ["  " + line for line in ex.code.splitlines()]
@@ -128,7 +129,10 @@ def walk(ex):
         rows = [("leaf", ".grad", "v^T J" + (" (accumulated)" if ex.accumulate else ""), "",
                  "J (row k = d output_k / d leaf)")]
         for name, leaf in leaves.items():
-            J = sl.autograd.jacobian(lambda x, name=name: ex.build(**{**leaves, name: x})[target], leaf).numpy()
+            def output(x: sl.Tensor, name: str = name) -> sl.Tensor:
+                return ex.build(**{**leaves, name: x})[target]
+
+            J = sl.autograd.jacobian(output, leaf).numpy()
             vjp = np.tensordot(v.astype(np.float64), J.astype(np.float64), axes=y.ndim)
             expected[name] = vjp + (expected[name] if ex.accumulate else 0)
             got = leaf.grad.numpy() if leaf.grad is not None else np.zeros(leaf.shape)
@@ -145,11 +149,11 @@ def walk(ex):
     return out
 
 
-def example_numbers():
+def example_numbers() -> list[int]:
     return [ex.number for ex in EXAMPLES]
 
 
-def explain(number=None):
+def explain(number: int | None = None) -> str:
     """All examples (or one) as one text."""
     chosen = [ex for ex in EXAMPLES if number is None or ex.number == number]
     if not chosen:

@@ -1,18 +1,30 @@
 """`saliency explore`: the page's Explorer for what the command line names, an image file or a
 store of maps made by `saliency batch`."""
+from __future__ import annotations
+
 from pathlib import Path
+from typing import IO, TYPE_CHECKING, Callable
 
 from saliency import explore as serving
+from saliency._typing import Float32
 from saliency.attribution.store_evaluation import stored_preprocess
 from saliency.models import zoo
 
 from .evaluate import check_preprocess, find_store, model_of, model_source, store_at
 from .mapping import MapError, model_and_input, model_input, picture_of, reading
 
+if TYPE_CHECKING:
+    from saliency.attribution.store_base import MapStore
+
+    from .preprocessing import Request
+
+Scores = dict[str, tuple[float | None, float | None]]  # {file: (deletion AUC, insertion AUC)}
+
 DEFAULT_MODEL = "shapes"  # the model of an image given no --model
 
 
-def explorer(path, model, weights, model_args, random_seed, evaluation, request):
+def explorer(path: str, model: str | None, weights: str | None, model_args: str | None, random_seed: int | None,
+             evaluation: str | None, request: Request | None) -> tuple[serving.Explorer, list[str], str]:
     """(Explorer, notes, what it shows) for `path`, an image file or a store (its folder or the
     output folder of `saliency batch` holding it), and the command's model and preprocessing
     options (`preprocessing.Request` or None)."""
@@ -28,11 +40,14 @@ def explorer(path, model, weights, model_args, random_seed, evaluation, request)
     return made, notes, path
 
 
-def _store_explorer(path, model, weights, model_args, random_seed, evaluation, request):
+def _store_explorer(path: str, model: str | None, weights: str | None, model_args: str | None,
+                    random_seed: int | None, evaluation: str | None,
+                    request: Request | None) -> tuple[serving.Explorer, list[str], str]:
     store = find_store(path, lock=None)  # not locked: a run may go on writing it, its rows fill in
     scores, notes = _scores(store, evaluation)
     net, why = _model(store, path, model, weights, model_args, random_seed)
-    read = picture = None
+    read: Callable[[IO[bytes]], tuple[Float32, str | None]] | None = None
+    picture: Callable[[Float32], Float32] | None = None
     if net is not None:
         if request is not None:
             check_preprocess(store, net, request)
@@ -50,7 +65,7 @@ def _store_explorer(path, model, weights, model_args, random_seed, evaluation, r
     return made, notes, f"the store {store.path} ({done} of {len(store)} maps done)"
 
 
-def _scores(store, evaluation):
+def _scores(store: MapStore, evaluation: str | None) -> tuple[Scores | None, list[str]]:
     """({file: (deletion, insertion)} or None, notes): from the --evaluation given (a file that does
     not fit is an error), else from evaluation.json beside the store, if there (one that does not
     fit is a note)."""
@@ -68,7 +83,8 @@ def _scores(store, evaluation):
         return None, [f"note: no scores shown: {exc}"]
 
 
-def _model(store, path, model, weights, model_args, random_seed):
+def _model(store: MapStore, path: str, model: str | None, weights: str | None, model_args: str | None,
+           random_seed: int | None) -> tuple[zoo.Model | None, str | None]:
     """(the model that made the store's maps, None) to show its images live, or (None, why not)
     when the store's model is a file the user has not named (the page never runs a file it was not
     given) or is not recorded."""

@@ -2,7 +2,7 @@
 import sys
 import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, TextIO
 
 import typer
 
@@ -14,6 +14,8 @@ from .preprocessing import add_preprocess_options
 
 if TYPE_CHECKING:
     from saliency.models.zoo import ModelSource
+
+    from saliency.attribution.store_evaluation import StoreEvaluation
 
 app = typer.Typer(
     help="Input-attribution maps (dy/dx) from an autograd engine that shows its work.",
@@ -270,17 +272,18 @@ def batch(folder: str = typer.Argument(..., help="Folder of images (its files, n
     from .batch import output_folder, run_batch, summary
     from .preprocessing import take
 
+    folder_out: str | Path = out
     try:
-        out = output_folder(out)  # absolute: a model that calls os.chdir cannot move it
+        folder_out = output_folder(out)  # absolute: a model that calls os.chdir cannot move it
         request = take(method_options)
-        run = attribution.Run.build(method, seed or None, out=out, png=out if png else None,
+        run = attribution.Run.build(method, seed or None, out=folder_out, png=folder_out if png else None,
                                     style=viz.Style(sign, reduce, overlay=overlay), batch_size=batch_size,
                                     resume=resume, **generated.parse(method, method_options))
         store = run_batch(folder, _source(model, weights, model_args, random_seed), run, workers, scheduler,
                           request)
     except KeyboardInterrupt:
         try:
-            lines, _ = summary(attribution.open_store(attribution.store.store_path(out)), interrupted=True)
+            lines, _ = summary(attribution.open_store(attribution.store.store_path(folder_out)), interrupted=True)
         except (attribution.StoreError, OSError):
             lines = ["interrupted before any map was stored"]
         typer.echo("\n" + "\n".join(lines), err=True)
@@ -288,7 +291,7 @@ def batch(folder: str = typer.Argument(..., help="Folder of images (its files, n
     except _input_errors() as exc:
         raise UserError(str(exc)) from None
     lines, failed = summary(store)
-    typer.echo(lines[0] + (f", their heatmap PNGs to {out}" if png else ""))
+    typer.echo(lines[0] + (f", their heatmap PNGs to {folder_out}" if png else ""))
     if failed:
         typer.echo("\n".join(lines[1:]), err=True)
         sys.exit(2)
@@ -362,7 +365,7 @@ def evaluate(stores: list[str] = typer.Argument(..., help="Map stores made by sa
             check_steps(store, steps)
         sources = [model_source(store, model, weights, model_args, random_seed) for store in found]
         with distributed.connected(workers, scheduler) as dask_client:
-            results: dict[str, Any] = {}
+            results: dict[str, "StoreEvaluation"] = {}
             for path, store, source in zip(stores, found, sources):
                 label = path if path not in results else f"{path} ({len(results)})"
                 where = f" on {len(dask_client.scheduler_info()['workers'])} workers" if dask_client else ""

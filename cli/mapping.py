@@ -1,12 +1,27 @@
 """`saliency map` and `saliency receptive-field`: an image in, a heatmap PNG out."""
+from __future__ import annotations
+
+import os
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import numpy as np
+from numpy.typing import ArrayLike
 from saliency.models import zoo
 
 from saliency import attribution, viz
+from saliency._typing import Float32
 from saliency.attribution import seeds
+
+if TYPE_CHECKING:
+    from saliency.attribution.registry import Method
+    from saliency.attribution.result import Attribution
+    from saliency.viz.files import ImageSource
+
+    from .preprocessing import Request
+
+ProgressCallback = Callable[[int, int], object]  # progress(done, total)
 
 IMAGE_SUFFIXES = viz.files.IMAGE_SUFFIXES  # the suffixes of the formats load_image reads
 
@@ -15,7 +30,7 @@ class MapError(ValueError):
     """A request `saliency map` cannot carry out (bad option, image, seed or model)."""
 
 
-def prediction_text(model, output):
+def prediction_text(model: zoo.Model, output: ArrayLike) -> str:
     """Top classes with softmax probabilities; for a segmentation, the classes predicted most
     (share of the pixels); or the depth range of a dense output."""
     out = np.asarray(output, dtype=np.float64)
@@ -28,19 +43,19 @@ def prediction_text(model, output):
         return "prediction: " + ", ".join(f"{_name(names, k)} {100 * p[k]:.1f}%" for k in top)
     if getattr(model, "task", None) == "segmentation" and out.ndim == 3:
         share = np.bincount(out.argmax(axis=0).ravel(), minlength=len(out)) / out[0].size
-        top = [k for k in np.argsort(-share, kind="stable")[:3] if share[k] > 0]
+        most = [k for k in np.argsort(-share, kind="stable")[:3] if share[k] > 0]
         return (f"prediction: a {'x'.join(map(str, out.shape[-2:]))} map of {len(out)} classes, most pixels: "
-                + ", ".join(f"{_name(names, k)} {100 * share[k]:.1f}%" for k in top))
+                + ", ".join(f"{_name(names, k)} {100 * share[k]:.1f}%" for k in most))
     unit = " m" if getattr(model, "task", None) == "depth" else ""
     return (f"prediction: a {'x'.join(map(str, out.shape[-2:]))} map, "
             f"min {out.min():.3g}{unit}, median {np.median(out):.3g}{unit}, max {out.max():.3g}{unit}")
 
 
-def _name(names, k):
+def _name(names: Sequence[str], k: int) -> str:
     return names[k] if k < len(names) else str(k)
 
 
-def reading(model, preprocess=None):
+def reading(model: zoo.Model, preprocess: viz.Preprocess | None = None) -> viz.Preprocess | None:
     """The `viz.Preprocess` that reads images for `model`: `preprocess`, else the model's own
     `.preprocess` (a torchvision architecture's), else None (the image at the model's input_shape)."""
     from saliency.attribution.sources import model_preprocess
@@ -48,7 +63,8 @@ def reading(model, preprocess=None):
     return preprocess if preprocess is not None else model_preprocess(model)
 
 
-def model_input(model, image_path, preprocess=None):
+def model_input(model: zoo.Model, image_path: ImageSource,
+                preprocess: viz.Preprocess | None = None) -> tuple[Float32, str | None]:
     """(image array (C, H, W), note) read for `model`: through `reading(model, preprocess)` when
     there is one, else resized to the model's input_shape when it has one."""
     preprocess = reading(model, preprocess)
@@ -61,12 +77,12 @@ def model_input(model, image_path, preprocess=None):
     return viz.load_image(image_path)
 
 
-def picture_of(x, preprocess=None):
+def picture_of(x: Float32, preprocess: viz.Preprocess | None = None) -> Float32:
     """The picture to draw a map over: the input `x` as it is, or unnormalised by `preprocess`."""
     return x if preprocess is None else preprocess.denormalize(x)
 
 
-def _image_file(image):
+def _image_file(image: str | os.PathLike[str]) -> Path:
     """The image file given on the command line, or MapError saying what is there instead: nothing,
     a folder, a FIFO, a socket, a device, a symbolic link loop, a file this process may not read.
     Only os.stat looks at it, so a FIFO or a device is never opened."""
@@ -81,7 +97,7 @@ def _image_file(image):
     return path
 
 
-def load_model(source):
+def load_model(source: zoo.ModelSource) -> tuple[zoo.Model, zoo.ModelSource, list[str]]:
     """(model, source, notes) of a `zoo.ModelSource`: notes say the random seed of a model file's
     random initial weights, with which --random-seed builds them again, and for a torchvision
     architecture the weights file found in PyTorch's hub cache and what its loader noted."""
@@ -94,7 +110,7 @@ def load_model(source):
     return net, loaded, notes
 
 
-def random_init_notes(source):
+def random_init_notes(source: zoo.ModelSource) -> list[str]:
     """The note for a model whose weights are its random initialisation (no --weights)."""
     if not source.random_init:
         return []
@@ -102,7 +118,8 @@ def random_init_notes(source):
             f"--random-seed {source.random_seed} builds the same weights again)"]
 
 
-def model_and_input(image, source, request=None):
+def model_and_input(image: str | os.PathLike[str], source: zoo.ModelSource,
+                    request: Request | None = None) -> tuple[zoo.Model, Float32, Float32, list[str]]:
     """(model, image array, picture, notes) for an image file given on the command line, a
     `zoo.ModelSource` and the preprocessing options (`preprocessing.Request`, or None)."""
     path = _image_file(image).absolute()  # a model that calls os.chdir cannot move it
@@ -112,7 +129,7 @@ def model_and_input(image, source, request=None):
     return net, x, picture_of(x, reading(net, preprocess)), notes + ([note] if note else [])
 
 
-def one_seed(seed):
+def one_seed(seed: seeds.Seed | str | None) -> seeds.Seed | None:
     """The seed of a map of one image: a Seed or its command-line form (parsed here), or None;
     a MapError for K seeds at once, which make K maps."""
     seed_obj = seeds.parse(seed) if isinstance(seed, str) else seed
@@ -122,7 +139,10 @@ def one_seed(seed):
     return seed_obj
 
 
-def compute(model, image_path, method="gradient", seed=None, options=None, progress=None, preprocess=None):
+def compute(model: zoo.Model, image_path: str | os.PathLike[str], method: str | Method = "gradient",
+            seed: seeds.Seed | str | None = None, options: Mapping[str, Any] | None = None,
+            progress: ProgressCallback | None = None,
+            preprocess: viz.Preprocess | None = None) -> tuple[Float32, Attribution, list[str]]:
     """(image array (C, H, W), Attribution, notes) for one image file: `method` a name or a
     registry record, `seed` a Seed (or its command-line form), `options` the method's keyword
     arguments; `progress(done, total)` for a method that reports it; `preprocess` a
@@ -136,7 +156,7 @@ def compute(model, image_path, method="gradient", seed=None, options=None, progr
     return x, attr, [note] if note else []
 
 
-def _check_output(model, attr, image_path):
+def _check_output(model: zoo.Model, attr: Attribution, image_path: str | os.PathLike[str]) -> None:
     """MapError when the model's output for a finite image is not finite, naming the parameters and
     buffers that hold NaN or infinite values (the usual cause) when there are any."""
     out = np.asarray(attr.output)
@@ -151,8 +171,10 @@ def _check_output(model, attr, image_path):
                    f"or infinite values; {where}")
 
 
-def render_one(net, path, method="gradient", seed=None, style=viz.Style(), out=None, options=None, progress=None,
-               preprocess=None):
+def render_one(net: zoo.Model, path: str | os.PathLike[str], method: str | Method = "gradient",
+               seed: seeds.Seed | str | None = None, style: viz.Style = viz.Style(),
+               out: str | os.PathLike[str] | None = None, options: Mapping[str, Any] | None = None,
+               progress: ProgressCallback | None = None, preprocess: viz.Preprocess | None = None) -> list[str]:
     """Compute one image's map with a loaded model (the image read through `preprocess`, if
     given) and write its PNG (drawn in `style`, over the crop the model saw); returns the lines to
     print (but the last, which names the file written)."""
@@ -161,6 +183,7 @@ def render_one(net, path, method="gradient", seed=None, style=viz.Style(), out=N
     started = time.perf_counter()
     x, attr, notes = compute(net, path, method, seed, options, progress, preprocess)
     seconds = time.perf_counter() - started
+    assert attr.output is not None  # a map computed here has its model's output
     check_classes(net, np.asarray(attr.output))
     out = Path(out) if out is not None else Path(f"{Path(path).stem}_{attr.method}.png")
     classes = getattr(net, "classes", None) or None
@@ -169,7 +192,7 @@ def render_one(net, path, method="gradient", seed=None, style=viz.Style(), out=N
                     f"seed: {attr.seed.describe(classes)}   method: {attr.method}   time: {1000 * seconds:.0f} ms"]
 
 
-def shown_path(path):
+def shown_path(path: str | os.PathLike[str]) -> str | os.PathLike[str]:
     """A path to print: relative to the working folder when it lies inside it."""
     try:
         return Path(path).relative_to(Path.cwd())
@@ -177,7 +200,7 @@ def shown_path(path):
         return path
 
 
-def output_file(out, default):
+def output_file(out: str | os.PathLike[str] | None, default: str) -> Path:
     """The file to write, as an absolute path (a model that calls os.chdir cannot move it): `out`,
     else `default` in the working folder. Checked before any work: an empty name, an existing
     folder or a suffix other than .png, .pdf or .svg is a MapError. An existing file is
@@ -192,8 +215,10 @@ def output_file(out, default):
     return path.absolute()
 
 
-def run(image, source=zoo.ModelSource(), method="gradient", seed=None, style=viz.Style(), out=None, options=None,
-        progress=None, request=None):
+def run(image: str | os.PathLike[str], source: zoo.ModelSource = zoo.ModelSource(), method: str | Method = "gradient",
+        seed: seeds.Seed | str | None = None, style: viz.Style = viz.Style(), out: str | os.PathLike[str] | None = None,
+        options: Mapping[str, Any] | None = None, progress: ProgressCallback | None = None,
+        request: Request | None = None) -> list[str]:
     """Load the model of `source` (a `zoo.ModelSource`), compute and write one heatmap, the image
     read as the preprocessing options `request` (a `preprocessing.Request`) and the model say;
     returns the lines to print. Everything about the request is checked before the model is loaded."""
@@ -208,7 +233,7 @@ def run(image, source=zoo.ModelSource(), method="gradient", seed=None, style=viz
     return notes + lines + [f"wrote {shown}"]
 
 
-def _pair(text, what):
+def _pair(text: str, what: str) -> tuple[int, int]:
     try:
         a, b = (int(v) for v in text.split(","))
     except ValueError:
@@ -216,7 +241,8 @@ def _pair(text, what):
     return a, b
 
 
-def run_receptive_field(image, pixel, source=zoo.ModelSource("depth"), out=None, request=None):
+def run_receptive_field(image: str | os.PathLike[str], pixel: str, source: zoo.ModelSource = zoo.ModelSource("depth"),
+                        out: str | os.PathLike[str] | None = None, request: Request | None = None) -> list[str]:
     """The receptive field of one output pixel, drawn with its 50%/90% mass circles; the lines to print."""
     from matplotlib.patches import Circle, Rectangle
 
@@ -231,7 +257,7 @@ def run_receptive_field(image, pixel, source=zoo.ModelSource("depth"), out=None,
     ex = attr.extras
     box = ex["box"]
     fig = viz.panels([attr.map], image=picture, titles=[f"d y[{row}, {col}] / d x"], sign="abs")
-    (cy, cx), (image_ax, map_ax) = ex["centre"], fig.panel_axes[0]
+    (cy, cx), (image_ax, map_ax) = ex["centre"], fig.panel_axes[0]  # type: ignore[attr-defined]  # set by viz
     for ax in (image_ax, map_ax):
         ax.plot([cx], [cy], marker="+", color="cyan", markersize=10)
         for r, style in ((ex["radius50"], "-"), (ex["radius90"], "--")):

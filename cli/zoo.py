@@ -1,10 +1,14 @@
 """`saliency models` (the zoo and its measured quality) and `saliency train NAME`."""
+import os
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
 from saliency.models import train as training
 from saliency.models import zoo
 from saliency.models.architectures import n_parameters
 
 
-def _metrics_text(task, metrics):
+def _metrics_text(task: str, metrics: Mapping[str, Any]) -> str:
     if not metrics:
         return "not measured"
     if task == "classification":
@@ -13,7 +17,7 @@ def _metrics_text(task, metrics):
             f"row-mean baseline AbsRel {metrics['baseline_abs_rel']:.3f} (n={metrics['n']})")
 
 
-def models_table(measure=False):
+def models_table(measure: bool = False) -> str:
     """The tables `saliency models` prints: the zoo (with `measure`, metrics re-measured on fresh
     held-out data), then the torchvision architectures."""
     rows = [("name", "task", "input", "parameters", "held-out quality", "measured by")]
@@ -31,7 +35,7 @@ def models_table(measure=False):
     return "\n".join(_table(rows) + [""] + vision_table())
 
 
-def _table(rows):
+def _table(rows: Sequence[Sequence[str]]) -> list[str]:
     """Lines of a table: the rows' cells in columns, a rule under the first."""
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
@@ -39,7 +43,7 @@ def _table(rows):
     return lines
 
 
-def vision_table():
+def vision_table() -> list[str]:
     """The lines listing the torchvision architectures: name, task, which of torchvision's weight
     files are in PyTorch's hub cache, and those files (DEFAULT first)."""
     from saliency.models.vision import ARCHITECTURES
@@ -55,12 +59,10 @@ def vision_table():
             f"the first file found in PyTorch's hub cache {folder}; nothing is downloaded):", ""] + _table(rows)
 
 
-def weights_out(name, out):
+def weights_out(name: str, out: str | os.PathLike[str] | None) -> Path:
     """The weights file `saliency train` writes: `out` (a name ending in .npz), else NAME.npz here.
     Checked before training: a folder, another suffix, or a folder that cannot be created or written
     to is a MapError; missing folders are created."""
-    from pathlib import Path
-
     from saliency._write import part_name
 
     from .mapping import MapError
@@ -81,7 +83,7 @@ def weights_out(name, out):
     return path
 
 
-def train(name, epochs, random_seed, out):
+def train(name: str, epochs: int | None, random_seed: int, out: str | os.PathLike[str] | None) -> list[str]:
     """Train `name`, every random draw from `random_seed`, and write its weights and card; returns the lines
     to print."""
     zoo.spec(name)                           # an unknown name fails before any work

@@ -20,7 +20,7 @@ and at the baseline, and linear ops keep their VJP.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Union
 
 import numpy as np
 
@@ -33,24 +33,35 @@ from .tensor import AccumulateGrad
 from .rules import BATCHNORM, NONE, PASS, ROUTE, SPLIT, WEIGHTS, WINNER, RuleError, kind_of
 
 if TYPE_CHECKING:
+    from numpy.typing import ArrayLike, NDArray
+
+    from .._typing import Float64
     from .rules import Kind, Recording, Vjp
     from .tensor import GradNode
+
+    # what flows backward: a relevance or multiplier with leading seed dimensions (an array), or a Patch of
+    # windows of one; Any, as the `type(g) is Patch` tests that tell them apart do not narrow a union
+    Grad = Any
+    # a weight rule's modification of the weight, fn(w) (Layer.weight, Layer.parts)
+    WeightFn = Callable[[NDArray[Any]], NDArray[Any]]
+    # one of Layer.parts: (input, modified weight, channels of x when two stacked halves are summed, else None)
+    Part = tuple[NDArray[Any], NDArray[Any], Union[int, None]]
 
     # choose(kind, node, module, first) -> the node's Rule, or None for the kind's default (see Relevance)
     Choose = Callable[[Kind, GradNode, Callable[..., str | None], bool], "Rule | None"]
 
 
-def _times(g, a):
+def _times(g: Grad, a: NDArray[Any]) -> Grad:
     """g (an array with leading seed dimensions, or a Patch) times `a` (an array of g's shape without
     them)."""
     return g.times(a) if type(g) is Patch else g * a
 
 
-def _add(a, b):
+def _add(a: Grad | None, b: Grad | None) -> Grad | None:
     return b if a is None else a if b is None else a + b
 
 
-def _per_image(g, seed_ndim):
+def _per_image(g: Grad, seed_ndim: int) -> Float64:
     """The sums of g (dense or Patch) over everything but its seed and batch dimensions: (seeds..., N)."""
     if type(g) is Patch:
         d = g.data
@@ -58,13 +69,13 @@ def _per_image(g, seed_ndim):
     return _sums(g.reshape(g.shape[:seed_ndim + 1] + (-1,)))
 
 
-def _sums(a):
+def _sums(a: NDArray[Any]) -> Float64:
     """a summed over its last axis, in float64 (NumPy's pairwise sum in a's dtype, then widened: a
     float32 sum with dtype=float64 goes through a slow casting loop)."""
     return a.sum(axis=-1).astype(np.float64) if a.dtype == np.float32 else a.sum(axis=-1)
 
 
-def _bias_total(s, b, seed_ndim):
+def _bias_total(s: Grad, b: ArrayLike | None, seed_ndim: int) -> Float64 | float:
     """sum(s * b) per seed and image for s of an output (N, O, ...) and b of shape (O,)."""
     if b is None:
         return 0.0
@@ -76,7 +87,7 @@ def _bias_total(s, b, seed_ndim):
     return _sums(s.reshape(s.shape[:seed_ndim + 2] + (-1,))) @ b
 
 
-def _passes_to(node, record):
+def _passes_to(node: GradNode, record: Recording) -> int | None:
     """The input of `node` that Pass gives the relevance to: its one data input, or among several, the one
     of the output's shape (None if that is not one input)."""
     shapes = [a.shape if hasattr(a, "shape") else () for a in record.nodes[node][0]]
@@ -86,20 +97,20 @@ def _passes_to(node, record):
     return data[0] if len(data) == 1 and shapes[data[0]] == node.out_shape else None
 
 
-def _data_index(node):
+def _data_index(node: GradNode) -> int | None:
     needs = node.needs_input_grad
     data = [i for i, n in enumerate(needs) if n]
     return data[0] if len(data) == 1 else None
 
 
-def _slots(node, index, value):
+def _slots(node: GradNode, index: int, value: Grad | None) -> tuple[Grad | None, ...]:
     """One entry per input: `value` at `index`, None elsewhere."""
-    out = [None] * len(node.needs_input_grad)
+    out: list[Grad | None] = [None] * len(node.needs_input_grad)
     out[index] = value
     return tuple(out)
 
 
-def _free(node, retain_graph):
+def _free(node: GradNode, retain_graph: bool) -> None:
     if not retain_graph and node.saved:
         node.saved = None
 
@@ -126,16 +137,16 @@ class Layer:
     used them (a following batch norm merged in), the output z, the relevance r arriving at the output
     (an array with seed dimensions, or a Patch), and the op (its `affine` and `affine_vjp`)."""
 
-    op: object
+    op: GradNode
     x: np.ndarray
     w: np.ndarray
     b: np.ndarray | None
     z: np.ndarray
     r: Any  # an array, or a Patch
     seed_ndim: int
-    dropped: list  # per seed and image, the relevance at outputs the rule gives no share to (see `over`)
+    dropped: list[Float64]  # per seed and image, the relevance at outputs the rule gives no share to (see `over`)
 
-    def forward(self, x, w, b=None):
+    def forward(self, x: NDArray[Any], w: NDArray[Any], b: ArrayLike | None = None) -> NDArray[Any]:
         """The op on x, w (and b): its output where the relevance may be non-zero (the windows of a
         Patch, when the op computes windows: one more dimension than z), else the whole output."""
         r = self.r
@@ -145,32 +156,33 @@ class Layer:
                 return z if b is None else z + self.channels(b)
         return self.op.affine(x, w, b)
 
-    def channels(self, b):
+    def channels(self, b: ArrayLike) -> NDArray[Any]:
         """b (one value per output channel) shaped to broadcast over z (or its windows)."""
         return np.asarray(b, self.z.dtype).reshape((-1,) + (1,) * (self.z.ndim - 2))
 
-    def vjp(self, s, w):
+    def vjp(self, s: Grad, w: NDArray[Any]) -> Grad:
+        """The op's VJP for the weight w: s (at the output) back to its data input."""
         return self.op.affine_vjp(s, w)
 
-    def parts(self, *items):
+    def parts(self, *items: tuple[NDArray[Any] | None, str, WeightFn]) -> list[Part]:
         """[(input, modified weight, channels)] of (input, name, fn) items whose input is not None (absent:
         a part of x that is zero everywhere), each weight `weight(name, fn)`: only the weights used are
         made. Two items on an op that `stacks` become one, inputs and weights with their channels side
         by side (one product instead of two; `channels` is then x's, where the halves are summed)."""
-        items = [item for item in items if item[0] is not None]
-        if len(items) == 2 and getattr(self.op, "stacks", False):
-            (x1, n1, f1), (x2, n2, f2) = items
+        present = [(x, name, fn) for x, name, fn in items if x is not None]
+        if len(present) == 2 and getattr(self.op, "stacks", False):
+            (x1, n1, f1), (x2, n2, f2) = present
             w = self.weight(f"{n1}|{n2}", lambda w: np.concatenate([f1(w), f2(w)], axis=1))
             return [(np.concatenate([x1, x2], axis=1), w, x1.shape[1])]
-        return [(xm, self.weight(name, fn), None) for xm, name, fn in items]
+        return [(xm, self.weight(name, fn), None) for xm, name, fn in present]
 
-    def weight(self, name, fn):
+    def weight(self, name: str, fn: WeightFn) -> NDArray[Any]:
         """fn(w), computed once per version of the weight (a parameter's, or its batch-norm merge,
         itself kept while the arrays it is made of are unchanged): Winograd's weight tiles of the
         result are then kept too."""
         return versions.derived("lrp." + name, fn, self.w)
 
-    def over(self, z, epsilon, mask=None, share=1.0):
+    def over(self, z: NDArray[Any], epsilon: float, mask: NDArray[Any] | None = None, share: float = 1.0) -> Grad:
         """r / (z + epsilon * sign(z)) (sign(0) = +1; times `mask`), dense or cropped as r is. Where z is exactly 0 the
         stabiliser makes the quotient finite but no input has a share of it: `share` times that
         relevance is counted in `dropped`."""
@@ -190,19 +202,20 @@ class Layer:
                 self.dropped.append(share * _per_image(part, self.seed_ndim))
         return r.like_data(r.data * scale) if windows else _times(r, scale)
 
-    def bias(self, s, b):
+    def bias(self, s: Grad, b: ArrayLike | None) -> Float64 | float:
+        """sum(s * b) per seed and image (0.0 without a bias): the relevance the bias absorbed."""
         return _bias_total(s, b, self.seed_ndim)
 
 
-def _positive(w):
+def _positive(w: NDArray[Any]) -> NDArray[Any]:
     return np.maximum(w, 0)
 
 
-def _negative(w):
+def _negative(w: NDArray[Any]) -> NDArray[Any]:
     return np.minimum(w, 0)
 
 
-def _split(x):
+def _split(x: NDArray[Any]) -> tuple[NDArray[Any] | None, NDArray[Any] | None]:
     """(x+, x-) with None for a part that is zero everywhere (x itself where it has one sign: the
     input of a layer after a ReLU is its own positive part)."""
     lo, hi = value_range(x)
@@ -211,16 +224,16 @@ def _split(x):
     return pos, neg
 
 
-def _weighted(layer, s, parts):
+def _weighted(layer: Layer, s: Grad, parts: list[Part]) -> Grad | None:
     """sum over the parts (Layer.parts) of input * vjp(s, weight), stacked halves summed."""
-    out = None
+    out: Grad | None = None
     for xm, wm, channels in parts:
         r = _times(layer.vjp(s, wm), xm)
         out = _add(out, r if channels is None else _halves(r, channels, layer.seed_ndim))
     return out
 
 
-def _halves(r, c, seed_ndim):
+def _halves(r: Grad, c: int, seed_ndim: int) -> Grad:
     """The two halves of r's channels (c each) summed: r of stacked inputs back to x's channels."""
     if type(r) is Patch:
         return r.like_data(r.data[:, :, :c] + r.data[:, :, c:])
@@ -228,9 +241,9 @@ def _halves(r, c, seed_ndim):
     return r[lead + (slice(0, c),)] + r[lead + (slice(c, None),)]
 
 
-def _affine_sum(layer, parts, b):
+def _affine_sum(layer: Layer, parts: list[Part], b: NDArray[Any] | None) -> NDArray[Any]:
     """sum over the parts (Layer.parts) of forward(input, weight), plus b per output channel."""
-    out = None
+    out: NDArray[Any] | None = None
     for xm, wm, _ in parts:
         z = layer.forward(xm, wm)  # a new array: summed into in place
         if out is None:
@@ -302,7 +315,7 @@ class AlphaBeta(Rule):
         return r, self.alpha * layer.bias(s_up, bp) - self.beta * layer.bias(s_down, bn)
 
 
-def _scaled(g, c):
+def _scaled(g: Grad | None, c: float) -> Grad | None:
     if g is None or c == 1:
         return g
     return Patch(g.data * c, g.origins, g.map_size, g.seed_shape) if type(g) is Patch else g * c
@@ -411,7 +424,7 @@ class Pass(Rule):
 # The LRP pass
 
 
-def _walk(root):
+def _walk(root: GradNode) -> tuple[list[GradNode], dict[GradNode, int]]:
     """Every node reachable from `root` (graph nodes and leaf accumulators), parents before children,
     and each node's number of consumers."""
     consumers = _count_dependencies([root])
@@ -435,14 +448,14 @@ def describe(node: GradNode, record: Recording | None) -> str:
     return f"{type(node).__name__} ({node.name()}){where}"
 
 
-def _why_none(node):
+def _why_none(node: GradNode) -> str:
     """Why an op of kind NONE has no rule, for messages."""
     if not isinstance(getattr(node, "rule", None), rules.Kind):
         return f"{type(node).__name__} declares no attribution rule"
     return "no rule is sound for it (its output is not a sum of contributions of its inputs)"
 
 
-def _give_one(node, record):
+def _give_one(node: GradNode, record: Recording | None) -> str:
     """How to give an op a rule, naming its module and its class."""
     module = record.module(node) if record is not None else None
     by = f"rules={{{module!r}: Pass()}} for this one, or " if module else ""
@@ -465,8 +478,10 @@ class Relevance:
 
     def __init__(self, root: GradNode, record: Recording, choose: Choose, seed_ndim: int = 0) -> None:
         self.record, self.seed_ndim = record, seed_ndim
-        self.bias = self.dropped = 0.0
-        self.plan, self.merge = {}, {}
+        self.bias: Float64 | float = 0.0
+        self.dropped: Float64 | float = 0.0
+        self.plan: dict[GradNode, Rule | None] = {}  # node -> its rule (None: its kind's default)
+        self.merge: dict[GradNode, GradNode] = {}  # weights op -> the batch norm after it, merged into it
         order, consumers = _walk(root)
         below: dict[GradNode, bool] = {}  # node -> whether a weights op lies between it and the leaves
         for node in reversed(order):
@@ -488,7 +503,7 @@ class Relevance:
                         and hasattr(child, "merged") and _data_index(child) is not None:
                     self.merge[child] = node
 
-    def _check(self, node, kind, rule):
+    def _check(self, node: GradNode, kind: Kind, rule: Rule | None) -> None:
         """RuleError (or TypeError) when `rule` (None: the kind's default) cannot apply to the node."""
         one_data = _data_index(node) is not None
         if rule is None:
@@ -533,7 +548,8 @@ class Relevance:
             return self._norm(node, r, retain_graph, default, eps)
         return self._weights(node, r, rule, retain_graph)
 
-    def _norm(self, node, r, retain_graph, default, epsilon):
+    def _norm(self, node: GradNode, r: Grad, retain_graph: bool, default: Vjp,
+              epsilon: float) -> tuple[Grad | None, ...]:
         arrays, y = self.record.nodes[node][:2]
         if type(r) is Patch:  # only the windows of y are read
             yw = r.window(y)
@@ -549,7 +565,7 @@ class Relevance:
             s = r * inv
             total = _per_image(s * y, self.seed_ndim)
         grads = default(node, s, retain_graph)
-        out = []
+        out: list[Grad | None] = []
         for g, a in zip(grads, arrays):
             if g is None:
                 out.append(None)
@@ -560,9 +576,10 @@ class Relevance:
         self.bias = self.bias + total  # the shares of inputs that are not data (constants, parameters)
         return tuple(out)
 
-    def _weights(self, node, r, rule, retain_graph):
+    def _weights(self, node: GradNode, r: Grad, rule: Rule, retain_graph: bool) -> tuple[Grad | None, ...]:
         arrays, z = self.record.nodes[node][:2]
         d = _data_index(node)
+        assert d is not None  # _check made sure a weights op has one data input
         x, w = arrays[d], arrays[1 - d]
         b = arrays[2] if len(arrays) > 2 else None
         bn = self.merge.get(node)
@@ -580,7 +597,9 @@ class Relevance:
         return _slots(node, d, rel)
 
 
-def _merged(op, bn, w, b, mean, var, gamma=None, beta=None):
+def _merged(op: GradNode, bn: GradNode, w: NDArray[Any], b: NDArray[Any] | None, mean: NDArray[Any],
+            var: NDArray[Any], gamma: NDArray[Any] | None = None,
+            beta: NDArray[Any] | None = None) -> tuple[NDArray[Any], NDArray[Any]]:
     """(w, b) of `op` with the batch norm `bn` after it folded in (Zennit's canonizer's merge)."""
     scale, shift = bn.channel_affine(mean, var, gamma, beta)
     w, b = op.merged(w, b, scale.astype(w.dtype), shift.astype(w.dtype))
@@ -614,13 +633,14 @@ class Rescale:
             return self._winner(node, g, retain_graph, default)
         return default(node, g, retain_graph)
 
-    def _halves(self, a):
+    def _halves(self, a: NDArray[Any]) -> tuple[NDArray[Any], NDArray[Any]]:
         n = a.shape[0] // 2
         return a[:n], a[n:]
 
-    def _rescale(self, node, g, retain_graph, default):
+    def _rescale(self, node: GradNode, g: Grad, retain_graph: bool, default: Vjp) -> tuple[Grad | None, ...]:
         arrays, y = self.record.nodes[node][:2]
         d = _data_index(node)
+        assert d is not None  # __init__ refused PASS and WINNER ops without one data input
         x = arrays[d]
         if x.shape != y.shape:
             raise RuleError(f"DeepLift cannot rescale {describe(node, self.record)}: it broadcasts its input "
@@ -639,11 +659,12 @@ class Rescale:
         _free(node, retain_graph)
         return _slots(node, d, _times(g, slope))
 
-    def _winner(self, node, g, retain_graph, default):
+    def _winner(self, node: GradNode, g: Grad, retain_graph: bool, default: Vjp) -> tuple[Grad | None, ...]:
         """Captum's max-pooling rule for any selection: at x the winners get (max(y, y0) - y0) g, at the
         baseline's winners (y - max(y, y0)) g; divided by x - x0 (the op's own VJP where they coincide)."""
         arrays, y = self.record.nodes[node][:2]
         d = _data_index(node)
+        assert d is not None  # __init__ refused PASS and WINNER ops without one data input
         g = g.dense() if type(g) is Patch else g
         nb = g.ndim - y.ndim
         n = y.shape[0] // 2

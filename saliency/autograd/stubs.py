@@ -189,14 +189,15 @@ def _with_ignores(text: str, path: Path) -> str:
     bool of object's, on purpose)."""
     source = path.read_text(encoding="utf-8")
     lines = source.splitlines()
-    ignores = {}
+    ignores: dict[tuple[str | None, str], str] = {}
     for cls in ast.parse(source).body:
         if isinstance(cls, ast.ClassDef):
             for fn in cls.body:
-                found = isinstance(fn, ast.FunctionDef) and _IGNORE.search(lines[fn.lineno - 1])
-                if found:
+                found = _IGNORE.search(lines[fn.lineno - 1]) if isinstance(fn, ast.FunctionDef) else None
+                if isinstance(fn, ast.FunctionDef) and found:
                     ignores[cls.name, fn.name] = found.group(1)
-    out, current = [], None
+    out: list[str] = []
+    current: str | None = None
     for line in text.split("\n"):
         header = re.match(r"class (\w+)", line)
         if header:

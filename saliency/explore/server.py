@@ -46,7 +46,7 @@ import json
 import secrets
 import threading
 import urllib.parse
-from typing import Optional, cast
+from typing import IO, TYPE_CHECKING, Any, Callable, Iterable, Mapping, Optional, Protocol, Union, cast
 
 import numpy as np
 from PIL import Image
@@ -59,6 +59,28 @@ from ..viz.errors import VizError
 from ..viz.files import load_image
 from ..viz.heatmap import colorize, heatmap, to_rgb
 from ..viz.style import SIGNS
+
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike, NDArray
+
+    from .._typing import Float32
+    from ..attribution._core import Model
+    from ..attribution.result import Attribution
+    from ..autograd.tensor import TensorLike
+    from .browse import StoreView
+
+    class _Showing(Protocol):
+        """An Explorer while an image is shown live (what `Explorer._shown` returns)."""
+
+        x: NDArray[Any]
+        live: Live
+        name: str
+        index: Optional[int]
+
+    # reads an uploaded image file as the model takes it: (x, note)
+    Reader = Callable[[IO[bytes]], tuple[Float32, Optional[str]]]
+    # what `Explorer.map_of` answers with: a map the page draws (None: superseded)
+    Answer = Union[Attribution, "_Shown"]
 
 COOKIE = "saliency_token"
 TOP = 10  # the classes a classifier's page lists, their maps from one batched pass
@@ -83,13 +105,20 @@ class Explorer:
     (a store whose model is not named): the store is browsed only, and `why` says why. `name`:
     what the page calls x (its file's name)."""
 
-    def __init__(self, model, x=None, read=None, picture=None, store=None, why=None, name="image"):
+    def __init__(self, model: Optional[Model], x: Optional[TensorLike] = None, read: Optional[Reader] = None,
+                 picture: Optional[Callable[[NDArray[Any]], ArrayLike]] = None, store: Optional[StoreView] = None,
+                 why: Optional[str] = None, name: str = "image") -> None:
         self.model, self.store = model, store
         self.why = why or "no model to run: give --model"
-        self.read = read or (lambda f: load_image(f, size=self._shown().x.shape[1:], channels=self.x.shape[0]))
-        self.picture = picture or (lambda image: image)
-        self.x = self.live = self.name = self.index = None
-        self._class_maps = None  # (live, {class: gradient map}) of the top classes, from one batched pass
+        self.read: Reader = read or (lambda f: load_image(f, size=self._shown().x.shape[1:],
+                                                          channels=self._shown().x.shape[0]))
+        self.picture: Callable[[NDArray[Any]], ArrayLike] = picture or (lambda image: image)
+        self.x: Optional[NDArray[Any]] = None
+        self.live: Optional[Live] = None
+        self.name: Optional[str] = None
+        self.index: Optional[int] = None
+        # (live, {class: gradient map}) of the top classes, from one batched pass
+        self._class_maps: Optional[tuple[Live, dict[int, NDArray[Any]]]] = None
         self._class_lock = threading.Lock()
         self._unopened = "no image is open: pick one of the store's"
         if model is not None and x is not None:
@@ -102,19 +131,20 @@ class Explorer:
             except RequestError as exc:  # its file moved since the run, say: the table still shows
                 self._unopened = f"the store's first image could not be opened ({exc}); pick another"
 
-    def _shown(self):
+    def _shown(self) -> _Showing:
         """Self, when an image is shown live; else the RequestError saying why none is."""
         if self.live is None:
             raise RequestError(self.why if self.model is None else self._unopened)
-        return self
+        return cast("_Showing", self)  # x, live and name are set together (`_show`)
 
-    def _show(self, x, name, index=None):
+    def _show(self, x: NDArray[Any], name: str, index: Optional[int] = None) -> None:
         """Show the input `x` live from now on: `name` says what it is, `index` its place in the store."""
+        assert self.model is not None  # the callers checked it
         live = Live(self.model, x)
         with self._class_lock:
             self.x, self.live, self.name, self.index, self._class_maps = x, live, name, index, None
 
-    def replace(self, data):
+    def replace(self, data: bytes) -> Optional[str]:
         """Show the image in `data` (the bytes of an image file, at most MAX_UPLOAD) from now on; its note."""
         if self.model is None:
             raise RequestError(self.why)
@@ -127,36 +157,37 @@ class Explorer:
             raise RequestError(_one_line(exc)) from None
         return note
 
-    def open(self, index):
+    def open(self, index: Optional[str]) -> None:
         """Show image `index` of the store (its text, as a request gives it) from now on."""
         store = self._stored()
         if self.model is None:
             raise RequestError(self.why)
         try:
-            index = store.index(index)
-            self._show(store.input(self.model, index), store.store.files[index], index)
+            number = store.index(index)
+            self._show(store.input(self.model, number), store.store.files[number], number)
         except (StoreError, InputError, ModelError) as exc:
             raise RequestError(_one_line(exc)) from None
 
-    def top_classes(self):
+    def top_classes(self) -> list[int]:
         """The TOP classes of highest score (a classifier's output), best first."""
         return [int(k) for k in np.argsort(-self._shown().live.output[0])[:TOP]]
 
-    def class_map(self, k, live):
+    def class_map(self, k: int, live: Live) -> Optional[NDArray[Any]]:
         """The gradient map of class k's score on `live` (the image shown), for the top classes from
         one batched backward pass made the first time one is asked for (None for another class)."""
         with self._class_lock:
             if self._class_maps is None or self._class_maps[0] is not live:
                 top = [int(c) for c in np.argsort(-live.output[0])[:TOP]]
                 both = live.gradient(seeds_module.classes(top))
+                assert both is not None  # (None only for a superseded request of a stream)
                 self._class_maps = (live, {c: both.map[i] for i, c in enumerate(top)})
             return self._class_maps[1].get(k)
 
-    def info(self):
+    def info(self) -> dict[str, Any]:
         """What the page shows: the store's summary (with one), and the image shown live (without a
         model or before an image is opened: "live" false and "why")."""
-        out = {"methods": list(registry.METHODS), "store": self.store.summary() if self.store else None,
-               "model": self.model is not None}
+        out: dict[str, Any] = {"methods": list(registry.METHODS),
+                               "store": self.store.summary() if self.store else None, "model": self.model is not None}
         if self.live is None:
             return {**out, "live": False, "why": self._why_not()}
         live = self.live
@@ -174,17 +205,18 @@ class Explorer:
             out["classes"] = [names[k] if k < len(names) else str(k) for k in range(len(y))]
         return out
 
-    def _why_not(self):
+    def _why_not(self) -> Optional[str]:
         try:
             self._shown()
         except RequestError as exc:
             return str(exc)
         return None
 
-    def image_png(self):
+    def image_png(self) -> bytes:
+        """The image shown, a PNG."""
         return _png(to_rgb(self.picture(self._shown().x)))
 
-    def output_png(self):
+    def output_png(self) -> bytes:
         """A dense output's picture: its one channel's values, or each pixel's top channel, coloured."""
         y = np.asarray(self._shown().live.output[0], np.float64)
         if y.ndim != 3:
@@ -193,7 +225,7 @@ class Explorer:
         lo, hi = np.nanmin(values), np.nanmax(values)
         return _png(colorize((values - lo) / (hi - lo) if hi > lo else np.zeros_like(values), cmap="viridis"))
 
-    def work(self, spec):
+    def work(self, spec: Optional[str]) -> dict[str, str]:
         """{"graph", "steps"}: the backward pass of the seed `spec` (its command-line form), node by node."""
         live = self._shown().live
         try:
@@ -202,7 +234,7 @@ class Explorer:
             raise RequestError(_one_line(exc)) from None
         return {"graph": graph, "steps": steps}
 
-    def map_of(self, query, stream=None):
+    def map_of(self, query: Mapping[str, str], stream: Optional[str] = None) -> Optional[Answer]:
         """The Attribution a /api/map query ({parameter: text}, without format, sign and reduce) asks
         for, or None when a newer request of `stream` (one tab's clicks) superseded it while it
         waited. The gradient without options comes from the kept graph; any other method runs on
@@ -222,24 +254,25 @@ class Explorer:
                 if known is not None:
                     return _Shown(known, 0.0, live.output)
                 return live.gradient(seed, stream=stream, number=number)
-            if stream is not None and not live.latest(stream, number):
+            # number is None for the stream "", which has no ticket: latest compares None as any number
+            if stream is not None and not live.latest(stream, number):  # type: ignore[arg-type]
                 return None
             return method(self.model, live.x, seed, **options)
         except (InputError, SeedError, RuleError, ModelError, registry.OptionError, ValueError, TypeError) as exc:
             raise RequestError(_one_line(exc)) from None
 
-    def _stored(self):
+    def _stored(self) -> StoreView:
         """The StoreView, or the RequestError of a page of one image."""
         if self.store is None:
             raise RequestError("no store is open: start the page with saliency explore STORE")
         return self.store
 
-    def table(self):
+    def table(self) -> dict[str, Any]:
         """The store's summary and its rows (GET /api/store)."""
         store = self._stored()
         return {**store.summary(), "rows": store.rows()}
 
-    def stored_map(self, index):
+    def stored_map(self, index: Optional[str]) -> NDArray[Any]:
         """The store's map of image `index` (its text, as a request gives it)."""
         store = self._stored()
         try:
@@ -247,7 +280,7 @@ class Explorer:
         except StoreError as exc:
             raise RequestError(_one_line(exc)) from None
 
-    def stored_picture(self, index):
+    def stored_picture(self, index: Optional[str]) -> bytes:
         """Image `index` of the store as the model saw it, a PNG."""
         store = self._stored()
         try:
@@ -264,18 +297,19 @@ def _one_line(exc: BaseException) -> str:
 class _Shown:
     """A map already computed (the batched class maps): what the handler reads of an Attribution."""
 
-    def __init__(self, amap, seconds, output):
+    def __init__(self, amap: NDArray[Any], seconds: float, output: NDArray[Any]) -> None:
         self.map, self.seconds, self.output = amap, seconds, output
 
 
-def _class_of(spec):
+def _class_of(spec: Optional[str]) -> Optional[int]:
     """K of a seed spec "class:K", else None."""
     if spec and spec.startswith("class:") and spec[len("class:"):].isdigit():
         return int(spec[len("class:"):])
     return None
 
 
-def _radii(amap, spec, output_shape):
+def _radii(amap: NDArray[Any], spec: str,
+           output_shape: tuple[int, ...]) -> tuple[tuple[float, float], Optional[float], Optional[float]]:
     """(centre (row, col), radius50, radius90) in input pixels of a pixel seed's map, for drawing."""
     row, col = (int(v) for v in spec[len("pixel:"):].split("@")[0].split(","))
     h_out, w_out = output_shape[-2:]
@@ -291,7 +325,7 @@ def _static(name: str) -> bytes:
     return (importlib.resources.files(__package__) / "static" / name).read_bytes()
 
 
-def _png(rgb, fmt="png"):
+def _png(rgb: NDArray[np.uint8], fmt: str = "png") -> bytes:
     """An RGB picture (H, W, 3) as a PNG file's bytes, or its raw RGBA pixels, row by row (fmt="rgba":
     nothing to encode or decode; the page draws maps so)."""
     if fmt == "rgba":
@@ -303,7 +337,7 @@ def _png(rgb, fmt="png"):
     return buf.getvalue()
 
 
-def _npy(a):
+def _npy(a: ArrayLike) -> bytes:
     buf = io.BytesIO()
     np.save(buf, np.asarray(a, np.float32), allow_pickle=False)
     return buf.getvalue()
@@ -346,11 +380,12 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # a tab's clicks reuse one connection (a new one costs milliseconds)
     timeout = 120  # seconds an idle connection is kept
     disable_nagle_algorithm = True  # the body right behind the headers, not after the client's delayed ACK
+    server: Server  # (the stdlib says a BaseServer)
 
-    def log_message(self, *args):  # no line per request on the terminal
+    def log_message(self, *args: Any) -> None:  # no line per request on the terminal
         pass
 
-    def _send(self, status, body, kind, extra=()):
+    def _send(self, status: int, body: bytes, kind: str, extra: Iterable[tuple[str, str]] = ()) -> None:
         self.send_response(status)
         self.send_header("Content-Type", kind)
         self.send_header("Content-Length", str(len(body)))
@@ -361,10 +396,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
-    def _json(self, status, value):
+    def _json(self, status: int, value: object) -> None:
         self._send(status, json.dumps(value).encode(), "application/json")
 
-    def _allowed(self, query):
+    def _allowed(self, query: dict[str, str]) -> bool:
         server = self.server
         if self.headers.get("Host", "") not in server.hosts:
             self._json(403, {"error": "this server answers only requests addressed to it (Host header refused)"})
@@ -382,7 +417,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             return False
         return True
 
-    def do_POST(self):
+    def do_POST(self) -> None:
         self.close_connection = True  # whatever of its body is not read cannot start the next request
         url = urllib.parse.urlsplit(self.path)
         query = dict(urllib.parse.parse_qsl(url.query))
@@ -411,7 +446,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             return self._json(400, {"error": str(exc)})
         return self._json(200, {"note": note, **self.server.explorer.info()})
 
-    def do_GET(self):
+    def do_GET(self) -> None:
         url = urllib.parse.urlsplit(self.path)
         query = dict(urllib.parse.parse_qsl(url.query))
         if not self._allowed(query):
@@ -445,7 +480,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         except RequestError as exc:
             return self._json(400, {"error": str(exc)})
 
-    def _map(self, explorer, query):
+    def _map(self, explorer: Explorer, query: dict[str, str]) -> None:
         stream = query.pop("stream", None)
         fmt, sign, reduce = _picture_options(query)
         attr = explorer.map_of({k: v for k, v in query.items() if k not in ("format", "sign", "reduce")}, stream)
@@ -454,11 +489,13 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         extra = [("X-Map-Milliseconds", f"{attr.seconds * 1e3:.3f}")]
         spec = query.get("seed") or ""
         if spec.startswith("pixel:") and np.ndim(attr.map) == 3:
+            assert attr.output is not None  # (None only for a map read from a store)
             (cy, cx), r50, r90 = _radii(attr.map, spec, np.shape(attr.output))
             extra.append(("X-Receptive-Field", json.dumps({"centre": [cy, cx], "radius50": r50, "radius90": r90})))
         return self._picture(attr.map, query, (fmt, sign, reduce), extra)
 
-    def _picture(self, amap, query, options, extra):
+    def _picture(self, amap: ArrayLike, query: dict[str, str], options: Optional[tuple[str, str, str]],
+                 extra: list[tuple[str, str]]) -> None:
         """Send a map as its query asks (format, sign, reduce; `options` when already read from it)."""
         fmt, sign, reduce = options or _picture_options(query)
         if fmt == "npy":
@@ -472,7 +509,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         return self._send(200, _png(rgb, fmt), "image/png" if fmt == "png" else "application/octet-stream", extra)
 
 
-def _picture_options(query):
+def _picture_options(query: dict[str, str]) -> tuple[str, str, str]:
     """(format, sign, reduce) of a map request, checked (RequestError)."""
     fmt, sign, reduce = query.get("format", "npy"), query.get("sign", "abs"), query.get("reduce", "sum")
     if fmt not in ("npy", "png", "rgba"):

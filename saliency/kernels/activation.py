@@ -12,7 +12,7 @@ C-contiguous float32/float64 arrays whose trailing shape is the mask's.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 from llvmlite import ir
@@ -24,6 +24,7 @@ from ._jit import njit
 from . import layout, threads
 
 if TYPE_CHECKING:
+    from numba.core.typing import Signature
     from numpy.typing import ArrayLike, NDArray
 
     from .._typing import BoolArray, FloatArray
@@ -123,13 +124,14 @@ def normal_cdf(x: ArrayLike) -> FloatArray:
 # NumPy's and Python's.
 
 @intrinsic
-def _float32_from_bits(typingctx, bits):
+def _float32_from_bits(typingctx: Any, bits: types.Type) -> tuple[Signature, Callable[..., ir.Value]] | None:
     """The float32 whose IEEE 754 bits are the low 32 bits of the integer `bits`."""
     if not isinstance(bits, types.Integer):
         return None
 
-    def codegen(context, builder, signature, args):
-        low = builder.trunc(args[0], ir.IntType(32)) if bits.bitwidth > 32 else args[0]
+    def codegen(context: Any, builder: ir.IRBuilder, signature: Any, args: Sequence[ir.Value]) -> ir.Value:
+        wide = bits.bitwidth > 32  # type: ignore[attr-defined]  # numba's stubs omit it
+        low = builder.trunc(args[0], ir.IntType(32)) if wide else args[0]
         return builder.bitcast(low, ir.FloatType())
     return types.float32(bits), codegen
 
@@ -148,7 +150,7 @@ _F = np.float32
 
 
 @njit(inline="always")
-def _exp32(a):
+def _exp32(a):  # type: ignore[no-untyped-def]  # `exp`'s overload returns it: Numba compares their parameters
     """e ** a for a float32 `a`, within an ulp (subnormal results included; 0 and inf beyond them),
     NaN for NaN: a = n ln 2 + r with |r| <= ln 2 / 2 (ln 2 in two parts, so that n ln 2 is
     exact), e ** r by a degree-7 polynomial (Cephes' expf), times 2 ** n built from its bits in two
@@ -169,7 +171,7 @@ def _exp32(a):
     return p * _float32_from_bits((k1 + 127) << 23) * _float32_from_bits((k - k1 + 127) << 23) + (a - a)
 
 
-def _phi32(v):
+def _phi32(v):  # type: ignore[no-untyped-def]  # as _exp32, for `phi`
     """The standard normal CDF at a float32 v: erfc(|v| / sqrt 2) / 2 below 0, 1 minus it above,
     within 4e-7 relative while above float32's smallest normal (v > -13). erfc(|v| / sqrt 2) is
     t exp(P(t) - v^2 / 2) with t = 1 / (1 + |v| / (2 sqrt 2)) and the degree-9 P of Numerical
@@ -198,14 +200,14 @@ def _phi32(v):
 
 
 @overload(exp, inline="always")
-def _exp_compiled(a):  # (no annotations: Numba compares them with the implementation's)
+def _exp_compiled(a):  # type: ignore[no-untyped-def]  # Numba compares its parameters with the implementation's
     if a == types.float32:
         return _exp32.py_func
     return lambda a: np.exp(a)
 
 
 @overload(phi, inline="always")
-def _phi_compiled(v):  # (as _exp_compiled)
+def _phi_compiled(v):  # type: ignore[no-untyped-def]  # as _exp_compiled
     if v == types.float32:
         return _phi32
     return lambda v: 0.5 * math.erfc(-float(v) * _SQRT1_2)

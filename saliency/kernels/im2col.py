@@ -10,6 +10,10 @@ Each kernel takes the range [lo, hi) of its tasks as its last two arguments (the
 all tasks when they are omitted); its `_x_parallel(..., n, k)` runs it on k parts of [0, n) in one
 parallel region.
 """
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Iterator
+
 import numba
 import numpy as np
 from numba import prange
@@ -17,6 +21,13 @@ from numba import prange
 from ._jit import njit
 
 from . import blas, layout, threads
+
+if TYPE_CHECKING:
+    from numpy.typing import NDArray
+
+    from .._typing import FloatArray, IntArray, Shape
+
+    Pair = tuple[int, int]
 
 _FASTMATH = {"reassoc", "contract"}
 
@@ -28,19 +39,19 @@ _FASTMATH = {"reassoc", "contract"}
 CHUNK_BYTES = 4 << 20  # patches per chunk: a few MB, so that a chunk's buffers stay in the caches
 
 
-def chunks(M, bytes_per_image, start=0):
+def chunks(M: int, bytes_per_image: int, start: int = 0) -> list[tuple[int, int]]:
     """Image ranges [m0, m1) of [start, M), of at most CHUNK_BYTES of patches each (at least one image)."""
     step = max(1, min(M - start, CHUNK_BYTES // max(1, bytes_per_image)))
     return [(m0, min(M, m0 + step)) for m0 in range(start, M, step)]
 
 
-def _units(N, rows, bytes_per_row):
+def _units(N: int, rows: int, bytes_per_row: int) -> tuple[int, int, int]:
     """(images per unit, rows per unit, number of units) of the fused kernels' units of work: at
     most CHUNK_BYTES of patches each (at least one row); whole images, several to a unit, where
     one fits, else blocks of an image's rows; at least as many units as Numba's pool has threads
     where the shape allows. They follow from the shape alone, not from the threads in use, so
     every unit's products, and so the results, are the same however many threads run them."""
-    pool = numba.config.NUMBA_NUM_THREADS
+    pool: int = numba.config.NUMBA_NUM_THREADS  # type: ignore[attr-defined]  # set at import: mypy does not see it
     step = max(1, min(CHUNK_BYTES // max(1, rows * bytes_per_row), -(-N // pool)))
     if step > 1:
         return step, rows, -(-N // step)
@@ -49,7 +60,7 @@ def _units(N, rows, bytes_per_row):
 
 
 @njit(cache=True, nogil=True)
-def _unit(u, N, rows, step, rb):
+def _unit(u: int, N: int, rows: int, step: int, rb: int) -> tuple[int, int, int, int]:
     """(n0, n1, r0, r1): unit u of `_units` is the rows r0..r1-1 of the images n0..n1-1."""
     if rb < rows:
         blocks = (rows + rb - 1) // rb
@@ -59,7 +70,7 @@ def _unit(u, N, rows, step, rb):
 
 
 @njit(cache=True, nogil=True)
-def copy(dst, src, n):
+def copy(dst: NDArray[Any], src: NDArray[Any], n: int) -> None:
     """dst[i] = src[i] for i < n, for kernels: a loop, since NumPy's general slice assignment
     `dst[a:b] = src[c:d]` costs seconds of compile time in every kernel that has one (and pass
     slices indexed from 0, so that LLVM loads whole vectors)."""
@@ -68,7 +79,8 @@ def copy(dst, src, n):
 
 
 @njit(cache=True, fastmath=_FASTMATH, nogil=True)
-def _im2col(x, cols, KH, KW, sh, sw, ph, pw, dh, dw, lo, hi):
+def _im2col(x: FloatArray, cols: FloatArray, KH: int, KW: int, sh: int, sw: int, ph: int, pw: int, dh: int, dw: int,
+            lo: int, hi: int) -> None:
     """cols[(c*KH + ky)*KW + kx, n, oy*OW + ox] = x[n, c, oy*sh - ph + ky*dh, ox*sw - pw + kx*dw] (0 outside),
     for the tasks t = n*C + c in [lo, hi) (hi < 0: to the last).
 
@@ -105,14 +117,16 @@ def _im2col(x, cols, KH, KW, sh, sw, ph, pw, dh, dw, lo, hi):
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _im2col_parallel(x, cols, KH, KW, sh, sw, ph, pw, dh, dw, n, k):
+def _im2col_parallel(x: FloatArray, cols: FloatArray, KH: int, KW: int, sh: int, sw: int, ph: int, pw: int, dh: int,
+                     dw: int, n: int, k: int) -> None:
     for t in prange(k):
         lo, hi = threads.part(n, t, k)
         _im2col(x, cols, KH, KW, sh, sw, ph, pw, dh, dw, lo, hi)
 
 
 @njit(cache=True, fastmath=_FASTMATH, nogil=True)
-def _col2im(cols, dx, KH, KW, sh, sw, ph, pw, dh, dw, lo, hi):
+def _col2im(cols: FloatArray, dx: FloatArray, KH: int, KW: int, sh: int, sw: int, ph: int, pw: int, dh: int, dw: int,
+            lo: int, hi: int) -> None:
     """Adjoint of _im2col, per image: cols is (groups, N, Cg*KH*KW, OH*OW) and
 
         dx[n, group*Cg + c, iy, ix] = sum of cols[group, n, (c*KH + ky)*KW + kx, oy*OW + ox] over the
@@ -152,14 +166,16 @@ def _col2im(cols, dx, KH, KW, sh, sw, ph, pw, dh, dw, lo, hi):
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _col2im_parallel(cols, dx, KH, KW, sh, sw, ph, pw, dh, dw, n, k):
+def _col2im_parallel(cols: FloatArray, dx: FloatArray, KH: int, KW: int, sh: int, sw: int, ph: int, pw: int, dh: int,
+                     dw: int, n: int, k: int) -> None:
     for t in prange(k):
         lo, hi = threads.part(n, t, k)
         _col2im(cols, dx, KH, KW, sh, sw, ph, pw, dh, dw, lo, hi)
 
 
 @njit(cache=True, nogil=True)
-def _gemm_units(x, wg, y, KH, KW, sh, sw, ph, pw, dh, dw, step, lo, hi):
+def _gemm_units(x: FloatArray, wg: FloatArray, y: FloatArray, KH: int, KW: int, sh: int, sw: int, ph: int, pw: int,
+                dh: int, dw: int, step: int, lo: int, hi: int) -> None:
     """The units [lo, hi) of `conv2d_gemm` (`step` images each; blas.NATIVE_GEMM only), y viewed as
     (N, O, OH*OW): per unit the patches of its images (`_im2col`), per group one product
     W_g (Og, Cg*KH*KW) @ patches (Cg*KH*KW, n*OH*OW), then each image's columns of the product
@@ -183,13 +199,15 @@ def _gemm_units(x, wg, y, KH, KW, sh, sw, ph, pw, dh, dw, step, lo, hi):
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _gemm_units_parallel(x, wg, y, KH, KW, sh, sw, ph, pw, dh, dw, step, n, k):
+def _gemm_units_parallel(x: FloatArray, wg: FloatArray, y: FloatArray, KH: int, KW: int, sh: int, sw: int, ph: int,
+                         pw: int, dh: int, dw: int, step: int, n: int, k: int) -> None:
     for t in prange(k):
         lo, hi = threads.part(n, t, k)
         _gemm_units(x, wg, y, KH, KW, sh, sw, ph, pw, dh, dw, step, lo, hi)
 
 
-def conv2d_gemm(x, w, b, out_shape, s, p, d, groups):
+def conv2d_gemm(x: FloatArray, w: FloatArray, b: FloatArray, out_shape: Shape, s: Pair, p: Pair, d: Pair,
+                groups: int) -> FloatArray:
     """Forward: per group one GEMM (Og, Cg*kh*kw) @ (Cg*kh*kw, n*OH*OW) over the patches of n images,
     plus bias. Several images: units of images (`_units`) in parts on the kernels' threads, each
     part with its own patches and products (blas.NATIVE_GEMM). One image, or without NATIVE_GEMM:
@@ -219,7 +237,7 @@ def conv2d_gemm(x, w, b, out_shape, s, p, d, groups):
     return y
 
 
-def conv2d_pointwise(x, w, b, out_shape, s, groups):
+def conv2d_pointwise(x: FloatArray, w: FloatArray, b: FloatArray, out_shape: Shape, s: Pair, groups: int) -> FloatArray:
     """Forward of a 1x1 convolution without padding: per image and group one GEMM
     W_g (Og, Cg) @ x_g (Cg, OH*OW) written straight into the NCHW output (no patches, no weight
     relayout); a stride first takes every s-th row and column. The products in parts on the
@@ -246,7 +264,7 @@ def conv2d_pointwise(x, w, b, out_shape, s, groups):
     return y
 
 
-def conv2d_grad_input_pointwise(g, w, x_shape, s, groups):
+def conv2d_grad_input_pointwise(g: FloatArray, w: FloatArray, x_shape: Shape, s: Pair, groups: int) -> FloatArray:
     """Input VJP of `conv2d_pointwise`: per image and group W_g^T g (the transpose is a view BLAS
     reads as it is); with a stride, the products land on every s-th row and column of zeros.
     The products in parts on the kernels' threads (`threads.matmul`). A channels-last g (one group)
@@ -273,7 +291,8 @@ def conv2d_grad_input_pointwise(g, w, x_shape, s, groups):
     return dx
 
 
-def conv2d_grad_input_gemm(g, w, x_shape, s, p, d, groups):
+def conv2d_grad_input_gemm(g: FloatArray, w: FloatArray, x_shape: Shape, s: Pair, p: Pair, d: Pair,
+                           groups: int) -> FloatArray:
     """Input VJP: per image and group cols = W^T g (g's NCHW planes are the GEMM's right operand
     as they are: no transpose), then col2im; g is (M, O, OH, OW), seeds folded into M. The images
     go through in cache-sized chunks (`chunks`) with the patches buffer reused; each chunk's
@@ -297,7 +316,8 @@ def conv2d_grad_input_gemm(g, w, x_shape, s, p, d, groups):
     return dx
 
 
-def conv2d_grad_weight_gemm(g, x, w_shape, s, p, d, groups):
+def conv2d_grad_weight_gemm(g: FloatArray, x: FloatArray, w_shape: Shape, s: Pair, p: Pair, d: Pair,
+                            groups: int) -> FloatArray:
     """Weight VJP: per seed and group dW = g (Og, N*OH*OW) @ cols^T; g is (K, N, O, OH, OW), seeds in K.
     The patches and the products in parts on the kernels' threads."""
     K, N, O, OH, OW = g.shape
@@ -319,7 +339,8 @@ def conv2d_grad_weight_gemm(g, x, w_shape, s, p, d, groups):
 
 
 @njit(cache=True, fastmath=_FASTMATH, nogil=True)
-def _to_nhwc(src, dst, ry, rx, sy, sx, pt, pl, lo, hi):
+def _to_nhwc(src: NDArray[Any], dst: NDArray[Any], ry: int, rx: int, sy: int, sx: int, pt: int, pl: int, lo: int,
+             hi: int) -> None:
     """Zero-padded channels-last copy of a phase plane of src:
 
         dst[n, i + pt, j + pl, c] = src[n, c, i*sy + ry, j*sx + rx],  zero where no source entry lands,
@@ -369,14 +390,16 @@ def _to_nhwc(src, dst, ry, rx, sy, sx, pt, pl, lo, hi):
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _to_nhwc_parallel(src, dst, ry, rx, sy, sx, pt, pl, n, k):
+def _to_nhwc_parallel(src: NDArray[Any], dst: NDArray[Any], ry: int, rx: int, sy: int, sx: int, pt: int, pl: int,
+                      n: int, k: int) -> None:
     for t in prange(k):
         lo, hi = threads.part(n, t, k)
         _to_nhwc(src, dst, ry, rx, sy, sx, pt, pl, lo, hi)
 
 
 @njit(cache=True, fastmath=_FASTMATH, nogil=True)
-def _im2row(xp, C, cols, offy, offx, s_y, s_x, OH, OW, k0, lo, hi):
+def _im2row(xp: FloatArray, C: int, cols: FloatArray, offy: IntArray, offx: IntArray, s_y: int, s_x: int, OH: int,
+            OW: int, k0: int, lo: int, hi: int) -> None:
     """Gather patches from a padded channels-last xp, viewed as (N, Hp, Wp*C) (see `_to_nhwc`):
     for phase p = py*Px + px (Px = offx.shape[0]) and output position (n, oy, ox),
 
@@ -416,14 +439,16 @@ def _im2row(xp, C, cols, offy, offx, s_y, s_x, OH, OW, k0, lo, hi):
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _im2row_parallel(xp, C, cols, offy, offx, s_y, s_x, OH, OW, k0, n, k):
+def _im2row_parallel(xp: FloatArray, C: int, cols: FloatArray, offy: IntArray, offx: IntArray, s_y: int, s_x: int,
+                     OH: int, OW: int, k0: int, n: int, k: int) -> None:
     for t in prange(k):
         lo, hi = threads.part(n, t, k)
         _im2row(xp, C, cols, offy, offx, s_y, s_x, OH, OW, k0, lo, hi)
 
 
 @njit(cache=True, fastmath=_FASTMATH, nogil=True)
-def _row2im(res, y, b, OH, OW, sy, sx, ry, rx, Px, lo, hi):
+def _row2im(res: FloatArray, y: FloatArray, b: FloatArray, OH: int, OW: int, sy: int, sx: int, ry: int, rx: int,
+            Px: int, lo: int, hi: int) -> None:
     """Scatter GEMM rows back to NCHW, plus bias: for phase p = py*Px + px,
 
         y[n, o, oy*sy + ry + py, ox*sx + rx + px] = res[p, (n*OH + oy)*OW + ox, o] + b[o].
@@ -466,14 +491,17 @@ def _row2im(res, y, b, OH, OW, sy, sx, ry, rx, Px, lo, hi):
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _row2im_parallel(res, y, b, OH, OW, sy, sx, ry, rx, Px, n, k):
+def _row2im_parallel(res: FloatArray, y: FloatArray, b: FloatArray, OH: int, OW: int, sy: int, sx: int, ry: int,
+                     rx: int, Px: int, n: int, k: int) -> None:
     for t in prange(k):
         lo, hi = threads.part(n, t, k)
         _row2im(res, y, b, OH, OW, sy, sx, ry, rx, Px, lo, hi)
 
 
 @njit(cache=True, nogil=True)
-def _rows_block(x, wm, b, y, offy, offx, sy, sx, ph, pw, n0, n1, oy0, oy1, xp_buf, cols_buf, res_buf):
+def _rows_block(x: FloatArray, wm: FloatArray, b: FloatArray, y: FloatArray, offy: IntArray, offx: IntArray, sy: int,
+                sx: int, ph: int, pw: int, n0: int, n1: int, oy0: int, oy1: int, xp_buf: FloatArray,
+                cols_buf: FloatArray, res_buf: FloatArray) -> None:
     """Output rows oy0..oy1-1 of the images n0..n1-1 of `conv2d_rows` (blas.NATIVE_GEMM only), in
     the given flat buffers: the padded channels-last rows they read (padded row oy0*sy becomes
     row 0), their patches, one product with wm (KH*KW*C, O), and the rows back to NCHW plus bias."""
@@ -492,7 +520,8 @@ def _rows_block(x, wm, b, y, offy, offx, sy, sx, ph, pw, n0, n1, oy0, oy1, xp_bu
 
 
 @njit(cache=True, nogil=True)
-def _rows(x, wm, b, y, offy, offx, sy, sx, ph, pw, step, rb, lo, hi):
+def _rows(x: FloatArray, wm: FloatArray, b: FloatArray, y: FloatArray, offy: IntArray, offx: IntArray, sy: int, sx: int,
+          ph: int, pw: int, step: int, rb: int, lo: int, hi: int) -> None:
     """`_rows_block` on the units [lo, hi) of `_units` (`step` images, or `rb` rows of one image,
     each), in one set of buffers for all units."""
     N, C, OH, OW = x.shape[0], x.shape[1], y.shape[2], y.shape[3]
@@ -508,13 +537,14 @@ def _rows(x, wm, b, y, offy, offx, sy, sx, ph, pw, step, rb, lo, hi):
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _rows_parallel(x, wm, b, y, offy, offx, sy, sx, ph, pw, step, rb, n, k):
+def _rows_parallel(x: FloatArray, wm: FloatArray, b: FloatArray, y: FloatArray, offy: IntArray, offx: IntArray,
+                   sy: int, sx: int, ph: int, pw: int, step: int, rb: int, n: int, k: int) -> None:
     for t in prange(k):
         lo, hi = threads.part(n, t, k)
         _rows(x, wm, b, y, offy, offx, sy, sx, ph, pw, step, rb, lo, hi)
 
 
-def conv2d_rows(x, w, b, out_shape, s, p, d):
+def conv2d_rows(x: FloatArray, w: FloatArray, b: FloatArray, out_shape: Shape, s: Pair, p: Pair, d: Pair) -> FloatArray:
     """Forward (groups = 1): GEMMs (n*OH*OW, kh*kw*C) @ (kh*kw*C, O) over units of n images (or of
     an image's output rows) whose patches fit CHUNK_BYTES (`_units`), so that each unit's padded
     copy, patches and product stay in cache (one GEMM over a whole batch would stream them from
@@ -546,7 +576,8 @@ def conv2d_rows(x, w, b, out_shape, s, p, d):
     return y
 
 
-def stride_phases(size, kernel, stride, padding, dilation):
+def stride_phases(size: int, kernel: int, stride: int, padding: int,
+                  dilation: int) -> Iterator[tuple[int, list[int], list[int], int]]:
     """Input VJP along one axis, split by the phase r of the input index i = a*stride + r:
 
     dx[a*s + r] = sum over taps k with (r + p - k*d) % s == 0 of w[k] g[a + (r + p - k*d) // s].
@@ -558,7 +589,9 @@ def stride_phases(size, kernel, stride, padding, dilation):
 
 
 @njit(cache=True, nogil=True)
-def _phase_rows(g, wms, phases, offy, offx, dx, zero, sy, sx, y_lo, x_lo, Hg, Wg, step, lo, hi):
+def _phase_rows(g: FloatArray, wms: FloatArray, phases: IntArray, offy: IntArray, offx: IntArray, dx: FloatArray,
+                zero: FloatArray, sy: int, sx: int, y_lo: int, x_lo: int, Hg: int, Wg: int, step: int, lo: int,
+                hi: int) -> None:
     """The units [lo, hi) of `conv2d_grad_input_rows` (`step` images each; blas.NATIVE_GEMM only),
     in buffers reused from unit to unit: the unit's padded channels-last copy of g (rows from
     y_lo, columns from x_lo), then per phase i its patches, one product with its weight and the
@@ -592,13 +625,15 @@ def _phase_rows(g, wms, phases, offy, offx, dx, zero, sy, sx, y_lo, x_lo, Hg, Wg
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _phase_rows_parallel(g, wms, phases, offy, offx, dx, zero, sy, sx, y_lo, x_lo, Hg, Wg, step, n, k):
+def _phase_rows_parallel(g: FloatArray, wms: FloatArray, phases: IntArray, offy: IntArray, offx: IntArray,
+                         dx: FloatArray, zero: FloatArray, sy: int, sx: int, y_lo: int, x_lo: int, Hg: int, Wg: int,
+                         step: int, n: int, k: int) -> None:
     for t in prange(k):
         lo, hi = threads.part(n, t, k)
         _phase_rows(g, wms, phases, offy, offx, dx, zero, sy, sx, y_lo, x_lo, Hg, Wg, step, lo, hi)
 
 
-def conv2d_grad_input_rows(g, w, x_shape, s, p, d):
+def conv2d_grad_input_rows(g: FloatArray, w: FloatArray, x_shape: Shape, s: Pair, p: Pair, d: Pair) -> FloatArray:
     """Input VJP (groups = 1) as a correlation of g with w^T, one GEMM per stride phase of dx.
 
     Per phase (ry, rx) only the taps that reach it take part: no multiplications by the zeros a
@@ -611,7 +646,8 @@ def conv2d_grad_input_rows(g, w, x_shape, s, p, d):
     C, H, W = x_shape[1:]
     dx = np.empty(x_shape, g.dtype)
     zero = np.zeros(C, g.dtype)
-    phases = []
+    # (ry, rx, Ha, Wa, row offsets, column offsets, the taps' weight (taps*O, C)) per phase with taps
+    phases: list[tuple[int, int, int, int, list[int], list[int], FloatArray]] = []
     for ry, tys, oys, Ha in stride_phases(H, w.shape[2], s[0], p[0], d[0]):
         for rx, txs, oxs, Wa in stride_phases(W, w.shape[3], s[1], p[1], d[1]):
             if Ha == 0 or Wa == 0:
@@ -667,7 +703,7 @@ def conv2d_grad_input_rows(g, w, x_shape, s, p, d):
     return dx
 
 
-def conv2d_grad_weight_rows(g, x, w_shape, s, p, d):
+def conv2d_grad_weight_rows(g: FloatArray, x: FloatArray, w_shape: Shape, s: Pair, p: Pair, d: Pair) -> FloatArray:
     """Weight VJP (groups = 1): dW[k] = patches^T @ g-rows[k], one batched GEMM over the seeds;
     g is (K, N, O, OH, OW), seeds in K. The copies, the patches and the products in parts on the
     kernels' threads."""

@@ -12,6 +12,8 @@ engine (the `onnx` package, an optional extra, reads the file; see `saliency.nn.
 Conv2d as one sub-pixel convolution), in place, without changing parameters, state-dict keys or
 submodules; `unfuse(model)` undoes it (see `saliency.nn.fusion`). The zoo's models are fused.
 """
+from typing import NoReturn
+
 from . import functional, init
 from .activation import (ELU, GELU, Hardsigmoid, Hardswish, Hardtanh, LeakyReLU, LogSoftmax, Mish, PReLU, ReLU, ReLU6,
                          SiLU, Sigmoid, Softmax, Softplus, Tanh)
@@ -48,7 +50,7 @@ __all__ = ["AdaptiveAvgPool2d", "AdaptiveMaxPool2d", "AvgPool2d", "BatchNorm1d",
 __all__ += ["OnnxError", "load_onnx"]
 
 
-def __getattr__(name):
+def __getattr__(name: str) -> NoReturn:
     # reached only for names this module lacks: a PyTorch layer that ported code asks for
     if name.startswith("_"):
         raise AttributeError(f"module 'saliency.nn' has no attribute '{name}'")

@@ -31,8 +31,10 @@ The fusions:
   gradients, it is made of autograd ops at every call, so that gradients reach the convolution's
   and the norm's parameters. Otherwise, and in training mode, the two modules run on their own.
 """
+from __future__ import annotations
+
 import functools
-from collections import namedtuple
+from typing import TYPE_CHECKING, Any, Callable, Iterable, NamedTuple, Sequence, TypeVar
 
 import numpy as np
 
@@ -45,12 +47,23 @@ from .conv import Conv2d
 from .module import Module
 from .upsampling import Upsample
 
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike, NDArray
+
+    from .containers import Sequential
+
+_M = TypeVar("_M", bound=Module)
+
+
 # One fusion of two adjacent modules: `applies(first, second)` says whether the pair may run fused
 # (checked when planning and again at each call); `run(first, second, x)` computes second(first(x)).
-PairFusion = namedtuple("PairFusion", ["name", "applies", "run"])
+class PairFusion(NamedTuple):
+    name: str
+    applies: Callable[[Module, Module], bool]
+    run: Callable[[Module, Module, Tensor], Tensor]
 
 
-def upsample_conv_fusable(upsample, conv):
+def upsample_conv_fusable(upsample: Module, conv: Module) -> bool:
     """Whether Upsample(nearest, integer scale) followed by `conv` can run as one sub-pixel
     convolution: a plain 3x3 Conv2d (stride 1, padding 1, no dilation or groups) and no hooks
     on either module (a hook must see the module's own input and output)."""
@@ -61,7 +74,7 @@ def upsample_conv_fusable(upsample, conv):
             and not upsample._has_hooks() and not conv._has_hooks())
 
 
-def _integer_scale(scale_factor):
+def _integer_scale(scale_factor: float | Sequence[float] | None) -> int:
     """s for a scale factor that is the integer s on both axes (a number or an equal pair), else 0.
     Nearest upsampling by an integer s reads row r // s, so recompute_scale_factor changes nothing."""
     if isinstance(scale_factor, (tuple, list)):
@@ -74,14 +87,14 @@ def _integer_scale(scale_factor):
     return int(scale_factor)
 
 
-def _upsample_conv(upsample, conv, x):
+def _upsample_conv(upsample: Module, conv: Module, x: Tensor) -> Tensor:
     return F.upsample_conv2d(x, conv.weight, conv.bias, _integer_scale(upsample.scale_factor))
 
 
 UPSAMPLE_CONV = PairFusion("upsample_conv2d", upsample_conv_fusable, _upsample_conv)
 
 
-def conv_bn_fusable(conv, bn):
+def conv_bn_fusable(conv: Module, bn: Module) -> bool:
     """Whether `conv` (a Conv2d) followed by `bn` (a BatchNorm2d of its output channels with
     running statistics) can run as one convolution; no hooks on either module. The norm's mode
     is looked at by the call: in training mode (batch statistics) the two run on their own."""
@@ -89,7 +102,7 @@ def conv_bn_fusable(conv, bn):
             and bn.num_features == conv.out_channels and not conv._has_hooks() and not bn._has_hooks())
 
 
-def _fold_pays(conv, x):
+def _fold_pays(conv: Module, x: Tensor) -> bool:
     """Folding makes a copy of the weight (O * C/groups * kh * kw elements: a pass over it at every
     call where the fold is recorded, memory kept where it is computed once per weight version) and
     saves a pass over the norm's activations (O * N * OH * OW, its VJP; its forward pass becomes
@@ -105,7 +118,7 @@ def _fold_pays(conv, x):
     return positions >= conv.in_channels // conv.groups * conv.kernel_size[0] * conv.kernel_size[1]
 
 
-def _conv_bn(conv, bn, x):
+def _conv_bn(conv: Module, bn: Module, x: Tensor) -> Tensor:
     if bn.training or not _fold_pays(conv, x):
         return bn(conv(x))
     params = (conv.weight, conv.bias, bn.weight, bn.bias)
@@ -114,19 +127,20 @@ def _conv_bn(conv, bn, x):
         weight, shift = _fold(bn.eps, *params, bn.running_mean, bn.running_var)
     else:  # frozen weights: the fold is data, computed once per version of the six arrays
         weight, shift = (Tensor._make(a, False, None) for a in versions.derived(
-            ("conv2d_batch_norm", float(bn.eps)), functools.partial(_fold, bn.eps), *(_array(t) for t in params),
+            ("conv2d_batch_norm", float(bn.eps)),  # type: ignore[arg-type]  # a str in its signature; any key works
+            functools.partial(_fold, bn.eps), *(_array(t) for t in params),
             _array(bn.running_mean), _array(bn.running_var)))
     return F.conv2d(x, weight, shift, conv.stride, conv.padding, conv.dilation, conv.groups)
 
 
-def _array(t):
+def _array(t: Tensor | ArrayLike | None) -> NDArray[Any] | None:
     return t._array if isinstance(t, Tensor) else (None if t is None else np.asarray(t))
 
 
-def _fold(eps, w, b, gamma, beta, mean, var):
+def _fold(eps: float, w: Any, b: Any, gamma: Any, beta: Any, mean: Any, var: Any) -> tuple[Any, Any]:
     """(w * s, (b - mean) * s + beta) with s = gamma / sqrt(var + eps), on arrays (computed once
     per version) or on the parameter tensors (recorded in the graph); the statistics are buffers
-    and take no gradient."""
+    and take no gradient. Any: each operand is an ndarray (or None) or a Tensor (or None)."""
     dtype = w.dtype
     scale = (1.0 / np.sqrt(np.asarray(var, np.float64) + eps)).astype(dtype)
     if gamma is not None:
@@ -144,11 +158,12 @@ CONV_BN = PairFusion("conv2d_batch_norm", conv_bn_fusable, _conv_bn)
 PAIR_FUSIONS = (UPSAMPLE_CONV, CONV_BN)
 
 
-def plan(modules):
+def plan(modules: Iterable[Module]) -> dict[int, PairFusion]:
     """{index of the first module: PairFusion} for the fusable adjacent pairs of `modules`, taken
     left to right without overlap."""
     modules = list(modules)
-    out, i = {}, 0
+    out: dict[int, PairFusion] = {}
+    i = 0
     while i + 1 < len(modules):
         fusion = next((f for f in PAIR_FUSIONS if f.applies(modules[i], modules[i + 1])), None)
         if fusion is None:
@@ -159,7 +174,7 @@ def plan(modules):
     return out
 
 
-def _sequentials(module, what):
+def _sequentials(module: Module, what: str) -> list[Sequential]:
     from .containers import Sequential  # containers imports this module
 
     if not isinstance(module, Module):
@@ -167,7 +182,7 @@ def _sequentials(module, what):
     return [m for m in module.modules() if isinstance(m, Sequential)]
 
 
-def fuse(module):
+def fuse(module: _M) -> _M:
     """Plan the fusions of `module` and of every submodule that is a Sequential (see the module
     docstring) and return `module`, changed in place like `module.eval()`. Calling it again plans
     afresh (after children were replaced, say); `unfuse` undoes it. Parameters, buffers,
@@ -177,7 +192,7 @@ def fuse(module):
     return module
 
 
-def unfuse(module):
+def unfuse(module: _M) -> _M:
     """Forget the fusion plans of `module` and its submodules, so each module runs on its own
     (PyTorch's graph); returns `module`, changed in place."""
     for seq in _sequentials(module, "unfuse"):
@@ -185,13 +200,13 @@ def unfuse(module):
     return module
 
 
-def fused_pairs(module):
+def fused_pairs(module: Module) -> list[tuple[str, str, str]]:
     """[(name of the first module, name of the second, fusion name)] that `module` plans to run
     fused, with dotted names as in `named_modules()` (whether each runs fused is decided at the
     call: hooks added since `fuse` keep a pair apart)."""
     from .containers import Sequential
 
-    out = []
+    out: list[tuple[str, str, str]] = []
     for prefix, seq in module.named_modules():
         if isinstance(seq, Sequential):
             names = list(seq._modules)

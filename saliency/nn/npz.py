@@ -17,8 +17,12 @@ import re
 import struct
 import zipfile
 import zlib
+from typing import IO, Any, Literal, Sequence, overload
 
 import numpy as np
+from numpy.typing import NDArray
+
+from .._typing import Shape
 
 from .errors import WeightsError, one_line, read_exactly, short, too_big
 
@@ -36,7 +40,19 @@ class _Bad(Exception):
     """A defect of the archive; `read_npz` turns it into a WeightsError naming the file."""
 
 
-def read_npz(path, headers_only=False):
+@overload
+def read_npz(path: str | os.PathLike[str], headers_only: Literal[False] = False) -> dict[str, NDArray[Any]]: ...
+
+
+@overload
+def read_npz(path: str | os.PathLike[str], headers_only: Literal[True]) -> dict[str, tuple[np.dtype[Any], Shape]]: ...
+
+
+@overload
+def read_npz(path: str | os.PathLike[str], headers_only: bool = False) -> dict[str, Any]: ...
+
+
+def read_npz(path: str | os.PathLike[str], headers_only: bool = False) -> dict[str, Any]:
     """{name: ndarray} from the `.npz` file at `path` (arrays in native byte order), or with
     `headers_only` {name: (dtype, shape)}; WeightsError "PATH is not a readable .npz file: REASON"
     for anything malformed."""
@@ -55,20 +71,20 @@ def read_npz(path, headers_only=False):
     raise WeightsError(f"{path} is not a readable .npz file: {reason}")
 
 
-def read_npz_shapes(path):
+def read_npz_shapes(path: str | os.PathLike[str]) -> dict[str, tuple[np.dtype[Any], Shape]]:
     """{name: (dtype, shape)} of the `.npz` file at `path`, from the `.npy` headers alone (no array
     data is read or decompressed beyond each header), so names and shapes can be checked against a
     model before anything is allocated; WeightsError as `read_npz` for a malformed archive."""
     return read_npz(path, headers_only=True)
 
 
-def _members(zf, size, headers_only=False):
+def _members(zf: zipfile.ZipFile, size: int, headers_only: bool = False) -> dict[str, Any]:
     infos = zf.infolist()
     total = sum(info.file_size for info in infos)
     if total > MAX_RATIO * max(size, 1):
         raise _Bad(f"its members claim {total} bytes in all, more than {MAX_RATIO} times the file's {size} bytes "
                    f"(a zip bomb?)")
-    arrays = {}
+    arrays: dict[str, Any] = {}
     for info in infos:
         name = info.filename
         if not name.endswith(".npy"):
@@ -81,7 +97,7 @@ def _members(zf, size, headers_only=False):
     return arrays
 
 
-def _check_member(info):
+def _check_member(info: zipfile.ZipInfo) -> None:
     """Refuse what zipfile would decrypt, decompress beyond deflate's ratio, or read past the member."""
     name = short(info.filename)
     if info.flag_bits & 0x1:
@@ -96,7 +112,8 @@ def _check_member(info):
                    f"more than deflate's ratio allows (a zip bomb?)")
 
 
-def _read_npy(member, info, headers_only=False):
+def _read_npy(member: IO[bytes], info: zipfile.ZipInfo,
+              headers_only: bool = False) -> NDArray[Any] | tuple[np.dtype[Any], Shape]:
     name = short(info.filename)
     prefix = member.read(8)
     if len(prefix) < 8 or prefix[:6] != _MAGIC:
@@ -137,7 +154,8 @@ def _read_npy(member, info, headers_only=False):
     return finish(buf, dtype, shape, fortran)
 
 
-def finish(buf, dtype, shape, fortran=False):
+def finish(buf: NDArray[np.uint8], dtype: np.dtype[Any], shape: Sequence[int],
+           fortran: bool = False) -> NDArray[Any]:
     """The array of `shape` and `dtype` whose bytes are the uint8 array `buf`, in native byte
     order; bool values are read as byte != 0."""
     if dtype.kind == "b":
@@ -146,7 +164,7 @@ def finish(buf, dtype, shape, fortran=False):
     return arr if dtype.isnative else arr.astype(dtype.newbyteorder("="))
 
 
-def _header(text, name):
+def _header(text: str, name: str) -> tuple[np.dtype[Any], bool, Shape]:
     """(dtype, fortran_order, shape) from a .npy header's dict literal, every field checked."""
     try:
         header = ast.literal_eval(text)

@@ -18,14 +18,19 @@ import math
 import os
 import struct
 import zipfile
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence, Union
 
 import numpy as np
+from numpy.typing import NDArray
 
 from .._write import atomic_open, atomic_path
 from ..autograd.tensor import Tensor
 from .errors import WeightsError, one_line, read_exactly, short, too_big
 from .npz import finish, read_npz
 from .pth import LEGACY_MAGIC, bare_pickle_protocol, is_torch_archive, read_pth
+
+if TYPE_CHECKING:
+    from .module import Module
 
 __all__ = ["Format", "WeightsError", "file_format", "load", "load_safetensors", "parse_safetensors",
            "safetensors_bytes", "save", "save_safetensors"]
@@ -48,8 +53,15 @@ _COSTS = (400, 100, 200, 48, 56)
 _MAX_EMPTY = 1024
 _NOT_JSON_SYNTAX = bytes(b for b in range(256) if b not in b'"{}[]:,')
 
+Weights = Union["Module", dict[str, Any]]
+"""What the writers take: a Module (its state dict is written) or a dict of arrays/Tensors by name."""
+_Complaint = Callable[[str], WeightsError]
+"""Makes the WeightsError "NAME is not a valid safetensors file: MESSAGE" from the message."""
+_Entry = tuple[str, str, list[int], int, int]
+"""One checked tensor entry of a safetensors header: (key, dtype code, shape, begin, end)."""
 
-def _arrays(obj):
+
+def _arrays(obj: Weights) -> dict[str, NDArray[Any]]:
     """{name: ndarray} from a Module (its state dict) or a mapping of arrays/Tensors."""
     if hasattr(obj, "state_dict") and callable(obj.state_dict):
         obj = obj.state_dict()
@@ -63,7 +75,7 @@ def _arrays(obj):
     return out
 
 
-def save(obj, path, compressed=False):
+def save(obj: Weights, path: str | os.PathLike[str], compressed: bool = False) -> None:
     """Write a Module's state dict (or a dict of arrays/Tensors) to an `.npz` file at exactly `path`
     (written beside it and renamed into place: `path` is never left truncated)."""
     arrays = _arrays(obj)
@@ -84,7 +96,7 @@ class Format(enum.Enum):
     SAFETENSORS = "a safetensors file"
 
 
-def file_format(path):
+def file_format(path: str | os.PathLike[str]) -> Format:
     """The `Format` of the file at `path`, from its first bytes: a zip with a PREFIX/data.pkl entry is
     PyTorch's and any other zip `.npz`; PyTorch's legacy magic, or a bare pickle; else safetensors."""
     path = os.fspath(path)
@@ -97,7 +109,7 @@ def file_format(path):
     return Format.SAFETENSORS if bare_pickle_protocol(head, size) is None else Format.PICKLE
 
 
-def load(path):
+def load(path: str | os.PathLike[str]) -> dict[str, NDArray[Any]]:
     """{name: ndarray} from an `.npz` file, a `.safetensors` file or a PyTorch checkpoint written by
     `torch.save`, recognised by content (`file_format`); WeightsError (a ValueError) names the file
     and what is wrong if it is malformed, or why it is refused (a legacy checkpoint or a bare pickle:
@@ -110,7 +122,7 @@ def load(path):
     return load_safetensors(path)
 
 
-def load_safetensors(path):
+def load_safetensors(path: str | os.PathLike[str]) -> dict[str, NDArray[Any]]:
     """{name: ndarray} from a `.safetensors` file (BF16 becomes float32; the metadata is ignored).
     Reads the header, checks every length and offset in it against the file's real size, and only
     then reads each tensor into an array of its (now verified) size."""
@@ -133,7 +145,8 @@ def load_safetensors(path):
     return tensors
 
 
-def parse_safetensors(blob, name="<bytes>"):
+def parse_safetensors(blob: bytes | bytearray | memoryview,
+                      name: str = "<bytes>") -> tuple[dict[str, NDArray[Any]], dict[str, str]]:
     """(tensors, metadata) from the bytes of a safetensors file; WeightsError names what is wrong."""
     bad = _complaint(name)
     n = _header_length(bytes(blob[:8]), len(blob), bad)
@@ -145,11 +158,11 @@ def parse_safetensors(blob, name="<bytes>"):
     return tensors, metadata
 
 
-def _complaint(name):
+def _complaint(name: str) -> _Complaint:
     return lambda msg: WeightsError(f"{name} is not a valid safetensors file: {msg}")
 
 
-def _header_length(head, size, bad):
+def _header_length(head: bytes, size: int, bad: _Complaint) -> int:
     """The header length N from the first 8 bytes, checked against the file's `size` in bytes."""
     if size < 8 or len(head) < 8:
         raise bad(f"it has {size} bytes, fewer than the 8-byte header length")
@@ -161,7 +174,7 @@ def _header_length(head, size, bad):
     return n
 
 
-def _header(text, data_size, bad):
+def _header(text: bytes, data_size: int, bad: _Complaint) -> tuple[list[_Entry], dict[str, str]]:
     """([(key, dtype code, shape, begin, end)], metadata) from the JSON header; every entry is
     checked, with Python ints, against the `data_size` bytes that follow the header."""
     _bound_header(text, data_size, bad)
@@ -192,7 +205,7 @@ def _header(text, data_size, bad):
     return entries, metadata
 
 
-def _bound_header(text, data_size, bad):
+def _bound_header(text: bytes, data_size: int, bad: _Complaint) -> None:
     """WeightsError, before the JSON header `text` is parsed, if parsing it would build more than the
     tensors it can describe need. json.loads builds up to ~40 bytes of objects per byte of JSON
     (`[[],[],...]`, `{"a":{},...}`), so the header's objects, lists, pairs, commas and strings are
@@ -215,7 +228,7 @@ def _bound_header(text, data_size, bad):
                   f"than {entries} need (at most {limit}); it is not parsed")
 
 
-def _json_counts(text):
+def _json_counts(text: bytes) -> tuple[int, ...]:
     """(objects, lists, pairs, commas, strings) in the JSON bytes `text`, not counting the brackets,
     colons and commas inside its strings; in C-speed passes that take at most twice the text's size
     and a few MiB."""
@@ -236,14 +249,14 @@ def _json_counts(text):
     return (*totals.values(), int(np.count_nonzero(codes == ord('"'))) // 2)
 
 
-def _tensor(buf, code, shape):
+def _tensor(buf: NDArray[np.uint8], code: str, shape: Sequence[int]) -> NDArray[Any]:
     """The array a safetensors entry's bytes `buf` hold (BF16 widened to float32, native byte order)."""
     if code == "BF16":
         return (buf.view("<u2").astype(np.uint32) << 16).view(np.float32).reshape(shape)
     return finish(buf, np.dtype(_DTYPES[code]), shape)
 
 
-def _no_duplicates(pairs):
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     out = {}
     for key, value in pairs:
         if key in out:
@@ -252,11 +265,11 @@ def _no_duplicates(pairs):
     return out
 
 
-def _is_count(value):
+def _is_count(value: object) -> bool:
     return type(value) is int and value >= 0
 
 
-def _entry(key, info, bad):
+def _entry(key: str, info: object, bad: _Complaint) -> tuple[str, list[int], list[int]]:
     if not isinstance(info, dict) or not {"dtype", "shape", "data_offsets"} <= set(info):
         raise bad(f"entry {short(key)} must be an object with dtype, shape and data_offsets, got {short(info)}")
     dtype, shape, offsets = info["dtype"], info["shape"], info["data_offsets"]
@@ -273,7 +286,7 @@ def _entry(key, info, bad):
     return dtype, shape, offsets
 
 
-def _check_coverage(spans, size, bad):
+def _check_coverage(spans: list[tuple[int, int, str]], size: int, bad: _Complaint) -> None:
     """The tensors must cover the data buffer exactly: no gaps, no overlaps, nothing after the last."""
     pos = 0
     for begin, end, key in sorted(spans):
@@ -285,15 +298,16 @@ def _check_coverage(spans, size, bad):
         raise bad(f"the data buffer has {size - pos} bytes after the last tensor")
 
 
-def safetensors_bytes(obj, metadata=None):
+def safetensors_bytes(obj: Weights, metadata: Mapping[str, object] | None = None) -> bytes:
     """The bytes of a safetensors file holding `obj` (a Module or a dict of arrays/Tensors)."""
     arrays = _arrays(obj)
     codes = {name: _code(name, arr) for name, arr in arrays.items()}
     order = sorted(arrays, key=lambda k: (-_WRITE_ORDER.index(codes[k]), k))
-    header = {}
+    header: dict[str, Any] = {}
     if metadata:
         header["__metadata__"] = {str(k): str(v) for k, v in metadata.items()}
-    chunks, pos = [], 0
+    chunks: list[bytes] = []
+    pos = 0
     for name in order:
         arr = arrays[name]
         data = arr.astype(arr.dtype.newbyteorder("<"), copy=False).tobytes() if arr.dtype.itemsize > 1 \
@@ -306,7 +320,7 @@ def safetensors_bytes(obj, metadata=None):
     return struct.pack("<Q", len(text)) + text + b"".join(chunks)
 
 
-def _code(name, arr):
+def _code(name: str, arr: NDArray[Any]) -> str:
     dtype = arr.dtype.newbyteorder("<") if arr.dtype.itemsize > 1 else arr.dtype
     if dtype not in _CODES:
         raise TypeError(f"cannot write {name!r}: dtype {arr.dtype} has no safetensors code; "
@@ -314,7 +328,8 @@ def _code(name, arr):
     return _CODES[dtype]
 
 
-def save_safetensors(obj, path, metadata=None):
+def save_safetensors(obj: Weights, path: str | os.PathLike[str],
+                     metadata: Mapping[str, object] | None = None) -> None:
     """Write `obj` (a Module or a dict of arrays/Tensors) as a `.safetensors` file (written beside
     `path` and renamed into place)."""
     with atomic_open(path, "wb") as f:
