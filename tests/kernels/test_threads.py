@@ -94,7 +94,8 @@ def test_parts_equal_the_whole_and_concurrent_callers_get_their_own_results(two_
     for got in [in_parts] + results:
         assert len(got) == len(whole)
         for a, b in zip(got, whole):
-            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+            # float32 sums in another order: equal up to rounding at the scale of the map's largest value
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5 * np.abs(b).max())
 
 
 @needs_two
