@@ -148,10 +148,10 @@ class _Pass:
         if node.pre_hooks or leaf_hooks:
             # hooks see what a dense backward would show them
             array = grad.dense() if isinstance(grad, Patch) else grad
+            if leaf_hooks:  # a leaf's tensor hooks, then its node's (as PyTorch)
+                array = _run_hooks(node.variable._hooks, array, node)
             if node.pre_hooks:
                 array = _run_hooks(node.pre_hooks, array, node)
-            if leaf_hooks:
-                array = _run_hooks(node.variable._hooks, array, node)
             grad = array
         targets = self.targets
         is_target = targets is not None and node in targets

@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 import warnings
 import weakref
-from typing import TYPE_CHECKING, Any, Callable, NoReturn, Sequence, overload
+from typing import TYPE_CHECKING, Any, Callable, NoReturn, Protocol, Sequence, overload
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -28,9 +28,23 @@ if TYPE_CHECKING:
     from .._typing import Index, Number, Shape
 
 DEFAULT_DTYPE: np.dtype[Any] = np.dtype(np.float32)
-# A graph node: an op's `saliency.autograd.node.Function` or a leaf's `AccumulateGrad`. Typed Any
-# because node.py imports this module (importing it back, even for annotations, would make a cycle).
+# A graph node inside the engine: an op's `saliency.autograd.node.Function` or a leaf's
+# `AccumulateGrad`, whichever attributes the engine reads of each. Typed Any because node.py imports
+# this module (importing it back, even for annotations, would make a cycle); users see `Node`.
 GradNode = Any
+
+
+class Node(Protocol):
+    """What a user sees of a graph node (`Tensor.grad_fn`, and the nodes in its `next_functions`): an
+    op's `saliency.autograd.node.Function` (`MulBackward0`, ...) or a leaf's `AccumulateGrad`."""
+
+    next_functions: tuple[tuple[Node | None, int], ...]
+
+    def name(self) -> str: ...
+
+    def register_prehook(self, fn: Hook) -> RemovableHandle: ...
+
+
 # A gradient hook: fn(grad) -> a replacement or None.
 Hook = Callable[..., Any]
 
@@ -82,7 +96,7 @@ class Tensor:
     __hash__ = object.__hash__
     _array: NDArray[Any]
     _requires_grad: bool
-    grad_fn: GradNode | None
+    grad_fn: Node | None
     _grad: Tensor | None
     _hooks: list[Hook] | None
     _acc: weakref.ref[AccumulateGrad] | None
@@ -550,6 +564,14 @@ class AccumulateGrad:
     def name(self) -> str:
         """'AccumulateGrad', the node's name as PyTorch spells it."""
         return "AccumulateGrad"
+
+    def register_prehook(self, fn: Hook) -> RemovableHandle:
+        """Run `fn(grad) -> replacement or None` on the gradient arriving at this leaf, after the
+        tensor's own hooks and before it is added to `.grad` (PyTorch's order)."""
+        if self.pre_hooks is None:
+            self.pre_hooks = []
+        self.pre_hooks.append(fn)
+        return RemovableHandle(self.pre_hooks, fn)
 
     def __repr__(self) -> str:
         return f"<AccumulateGrad object at {id(self):#x}>"

@@ -9,13 +9,18 @@ from .grad_mode import frozen_var as frozen_var, is_grad_enabled as is_grad_enab
 from .printing import format_data as format_data
 from _typeshed import Incomplete
 from numpy.typing import ArrayLike, DTypeLike, NDArray
-from typing import Any, Callable, NoReturn, Sequence, overload
+from typing import Any, Callable, NoReturn, Protocol, Sequence, overload
 from saliency._typing import Size as Size
 from saliency.autograd.api import Device as Device
 from saliency.autograd.api import _ValuesIndices as _ValuesIndices
 from typing import overload as overload
 DEFAULT_DTYPE: np.dtype[Any]
 GradNode = Any
+
+class Node(Protocol):
+    next_functions: tuple[tuple[Node | None, int], ...]
+    def name(self) -> str: ...
+    def register_prehook(self, fn: Hook) -> RemovableHandle: ...
 Hook = Callable[..., Any]
 
 def as_array(data: TensorLike, dtype: DTypeLike | None=None) -> NDArray[Any]: ...
@@ -30,7 +35,7 @@ class Tensor:
     __hash__: Incomplete
     _array: NDArray[Any]
     _requires_grad: bool
-    grad_fn: GradNode | None
+    grad_fn: Node | None
     _grad: Tensor | None
     _hooks: list[Hook] | None
     _acc: weakref.ref[AccumulateGrad] | None
@@ -227,6 +232,7 @@ class AccumulateGrad:
     @property
     def out_dtype(self) -> np.dtype[Any]: ...
     def name(self) -> str: ...
+    def register_prehook(self, fn: Hook) -> RemovableHandle: ...
     def __repr__(self) -> str: ...
 
 class RemovableHandle:

@@ -53,14 +53,14 @@ def input_boxes(node: GradNode, box: Box) -> tuple[Box | None, ...]:
 def receptive_window(output: Tensor, input: Tensor, box: Box) -> Box | None:
     """The Box of `input` (a leaf requiring grad, or a tensor of the graph) that a cotangent zero
     outside `box` of `output` can reach: the union over all paths. None when every path is empty."""
-    root = output.grad_fn
+    root: GradNode = output.grad_fn
     if root is None:
         raise ValueError("output has no grad_fn; compute it from input with grad mode on, and make input "
                          "require grad")
     start = box.clip(output.shape)
     if output is input:
         return start
-    target = input.grad_fn
+    target: GradNode = input.grad_fn
     boxes: dict[GradNode, Box | None] = {root: start}
     heap = [(-root.seq, root)]
     reached, found = False, None

@@ -206,6 +206,23 @@ def test_hook_on_non_leaf_changes_what_flows_down():
     close(x.grad, [2 * 1 * 1, 2 * 2 * 2])  # 0.5 * g * 2x
 
 
+def test_a_leaf_nodes_prehook_runs_after_the_tensors_hooks_and_before_grad():
+    x = leaf([1.0, 2.0])
+    y = x * 3
+    acc = y.grad_fn.next_functions[0][0]
+    assert acc.name() == "AccumulateGrad"
+    order = []
+    x.register_hook(lambda g: order.append("tensor") or g + 1)
+    handle = acc.register_prehook(lambda g: order.append("node") or g * 10)
+    y.sum().backward(retain_graph=True)
+    assert order == ["tensor", "node"]
+    close(x.grad, [40, 40])  # (3 + 1) * 10, as PyTorch
+    handle.remove()
+    x.grad = None
+    y.sum().backward()
+    close(x.grad, [4, 4])
+
+
 def test_hooks_run_in_registration_order_and_chain():
     x = leaf([1.0])
     x.register_hook(lambda g: g + 1)
