@@ -9,6 +9,7 @@ Conventions used throughout: tensors are NCHW; float32 is the default dtype and 
 works everywhere; every VJP accepts extra leading seed dimensions (K seeds in one pass).
 """
 import os as _os
+from typing import NoReturn as _NoReturn
 
 import numpy as _np
 
@@ -35,7 +36,7 @@ if not _os.path.isdir(_os.path.join(_here, "cli")) and _os.path.isfile(_os.path.
     __path__.append(_root)
 
 
-def __getattr__(name):
+def __getattr__(name: str) -> _NoReturn:
     # reached only for names this module lacks: a torch.<name> that ported code asks for
     if name.startswith("_"):
         raise AttributeError(f"module 'saliency' has no attribute '{name}'")

@@ -6,6 +6,7 @@ from .autograd.creation import arange as arange, as_tensor as as_tensor, from_nu
 from .autograd.tensor import device as device
 from .kernels.threads import get_num_threads as get_num_threads, set_num_threads as set_num_threads
 from _typeshed import Incomplete
+from typing import NoReturn as _NoReturn
 float32: Incomplete
 float64: Incomplete
 int64: Incomplete

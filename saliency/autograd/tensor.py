@@ -155,7 +155,8 @@ class Tensor:
     def grad(self) -> Tensor | None:
         """The gradient backward() accumulated: on a leaf, or on a non-leaf that called retain_grad(); None
         before (reading it on another non-leaf warns). Assigning sets it, in this tensor's shape and dtype."""
-        if self.grad_fn is not None and self.grad_fn.retain_ref is None and self._grad is None:
+        node: GradNode = self.grad_fn  # (retain_ref is the engine's, not the user's Node's)
+        if node is not None and node.retain_ref is None and self._grad is None:
             warnings.warn("the .grad of a non-leaf tensor is being read; backward() does not fill it. "
                           "Call .retain_grad() on the tensor before backward() if you want it, "
                           "or read the .grad of a leaf instead", UserWarning, stacklevel=2)
@@ -183,14 +184,16 @@ class Tensor:
         """Keep this non-leaf tensor's gradient in .grad during backward (no-op on a leaf)."""
         if not self._requires_grad:
             raise RuntimeError("cannot retain_grad on a tensor that does not require grad")
-        if self.grad_fn is not None:
-            self.grad_fn.retain_ref = weakref.ref(self)
+        node: GradNode = self.grad_fn
+        if node is not None:
+            node.retain_ref = weakref.ref(self)
         return self
 
     @property
     def retains_grad(self) -> bool:
         """Whether retain_grad() was called on this non-leaf tensor (always False on a leaf)."""
-        return self.grad_fn is not None and self.grad_fn.retain_ref is not None
+        node: GradNode = self.grad_fn
+        return node is not None and node.retain_ref is not None
 
     def register_hook(self, fn: Hook) -> RemovableHandle:
         """Call fn(grad) when this tensor's gradient is computed; fn may return a replacement."""
