@@ -162,7 +162,7 @@ def load_run_model(source: zoo.ModelSource, out: str | os.PathLike[str],
     net, source, notes = load_model(source)
     identity = zoo.identity(net, source)
     if earlier is not None:
-        changes = zoo.identity_changes(earlier.get("identity") or {}, identity)  # none recorded: no changes
+        changes = zoo.identity_changes(earlier.get("identity"), identity)
         if changes:
             raise stores.StoreError(f"--resume: the model differs from the one that made the maps in {out}: "
                                     f"{'; '.join(changes)}; resume with the same model, or run without --resume "

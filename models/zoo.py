@@ -471,9 +471,9 @@ IDENTITY_WHAT = {"model_sha256": "the model file's content", "weights_sha256": "
                  "parameters_sha256": "the model's parameters", "random_seed": "the random seed of its initial weights"}
 
 
-def identity_changes(then: Mapping[str, Any], now: Mapping[str, Any]) -> list[str]:
-    """Sentences saying how two `identity` records differ; none when `then` is empty (a store made
-    before identities were recorded)."""
+def identity_changes(then: Mapping[str, Any] | None, now: Mapping[str, Any]) -> list[str]:
+    """Sentences saying how two `identity` records differ; none when `then` is empty or None (a store
+    made before identities were recorded)."""
     def shown(key: str, value: Any) -> str:
         return f"sha256 {value[:12]}" if key.endswith("sha256") and isinstance(value, str) else repr(value)
 

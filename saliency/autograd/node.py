@@ -22,13 +22,13 @@ import numpy as np
 
 from .grad_mode import enabled_var, frozen_var
 from .rules import record_var
-from .tensor import RemovableHandle, Tensor, next_seq
+from .tensor import PreHooks, Tensor, next_seq
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
 
     from .._typing import Shape
-    from .tensor import GradNode, Hook
+    from .tensor import GradNode
 
 _NO_EDGE = (None, 0)
 _grad_enabled = enabled_var.get  # the grad mode of the calling thread or task
@@ -41,18 +41,17 @@ _recording = record_var.get       # the Recording of a rule-based method's forwa
 DENSE = None
 
 
-class Function:
+class Function(PreHooks):
     """Base class of every op; an instance is the node the op leaves on the graph."""
 
-    __slots__ = ("next_functions", "needs_input_grad", "saved", "out_shape", "out_dtype", "seq",
-                 "pre_hooks", "retain_ref", "__weakref__")
+    __slots__ = ("next_functions", "needs_input_grad", "saved", "out_shape", "out_dtype", "seq", "retain_ref",
+                 "__weakref__")
     next_functions: tuple[tuple[GradNode | None, int], ...]
     needs_input_grad: list[bool]
     saved: Any  # the tuple save_for_backward kept; None once a backward has freed it
     out_shape: Shape
     out_dtype: np.dtype[Any]
     seq: int
-    pre_hooks: list[Hook] | None
     retain_ref: Any  # a weakref.ref to the non-leaf Tensor whose .grad is kept, or None
     # True for elementwise ops whose inputs broadcast: a shape error names both shapes.
     broadcasts = False
@@ -153,13 +152,6 @@ class Function:
     def seed_ndim(self, g: NDArray[Any]) -> int:
         """Number of leading seed dimensions that `g` carries beyond the output's shape."""
         return g.ndim - len(self.out_shape)
-
-    def register_prehook(self, fn: Hook) -> RemovableHandle:
-        """Run `fn(grad_array) -> array or None` on the gradient arriving at this node."""
-        if self.pre_hooks is None:
-            self.pre_hooks = []
-        self.pre_hooks.append(fn)
-        return RemovableHandle(self.pre_hooks, fn)
 
     def __getattr__(self, attr: str) -> NoReturn:
         # only reached when normal lookup fails: name the node as PyTorch does (an unset slot

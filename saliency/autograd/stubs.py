@@ -192,9 +192,9 @@ def _with_ignores(text: str, path: Path) -> str:
     ignores: dict[tuple[str | None, str], str] = {}
     for cls in ast.parse(source).body:
         if isinstance(cls, ast.ClassDef):
-            for fn in cls.body:
-                found = _IGNORE.search(lines[fn.lineno - 1]) if isinstance(fn, ast.FunctionDef) else None
-                if isinstance(fn, ast.FunctionDef) and found:
+            for fn in (f for f in cls.body if isinstance(f, ast.FunctionDef)):
+                found = _IGNORE.search(lines[fn.lineno - 1])
+                if found:
                     ignores[cls.name, fn.name] = found.group(1)
     out: list[str] = []
     current: str | None = None

@@ -535,17 +535,31 @@ def _names_dtype(text: str) -> bool:
     return True
 
 
-class AccumulateGrad:
+class PreHooks:
+    """The prehooks every graph node has (an op's `Function`, a leaf's `AccumulateGrad`)."""
+
+    __slots__ = ("pre_hooks",)
+    pre_hooks: list[Hook] | None
+
+    def register_prehook(self, fn: Hook) -> RemovableHandle:
+        """Run `fn(grad) -> replacement or None` on the gradient arriving at this node; at a leaf's
+        AccumulateGrad, after the tensor's own hooks and before it is added to `.grad` (PyTorch's order)."""
+        if self.pre_hooks is None:
+            self.pre_hooks = []
+        self.pre_hooks.append(fn)
+        return RemovableHandle(self.pre_hooks, fn)
+
+
+class AccumulateGrad(PreHooks):
     """The node of a leaf tensor: the gradient that reaches it is added to `.variable.grad`."""
 
-    __slots__ = ("variable", "seq", "pre_hooks", "retain_ref", "__weakref__")
+    __slots__ = ("variable", "seq", "retain_ref", "__weakref__")
     next_functions: tuple[tuple[GradNode | None, int], ...] = ()
     needs_input_grad: tuple[bool, ...] = ()
     saved: tuple[Any, ...] = ()
     backward_window: Callable[..., Any] | None = None
     variable: Tensor
     seq: int
-    pre_hooks: list[Hook] | None
     retain_ref: weakref.ref[Tensor] | None
 
     def __init__(self, variable: Tensor) -> None:
@@ -567,14 +581,6 @@ class AccumulateGrad:
     def name(self) -> str:
         """'AccumulateGrad', the node's name as PyTorch spells it."""
         return "AccumulateGrad"
-
-    def register_prehook(self, fn: Hook) -> RemovableHandle:
-        """Run `fn(grad) -> replacement or None` on the gradient arriving at this leaf, after the
-        tensor's own hooks and before it is added to `.grad` (PyTorch's order)."""
-        if self.pre_hooks is None:
-            self.pre_hooks = []
-        self.pre_hooks.append(fn)
-        return RemovableHandle(self.pre_hooks, fn)
 
     def __repr__(self) -> str:
         return f"<AccumulateGrad object at {id(self):#x}>"

@@ -216,7 +216,12 @@ def to_arguments(args: Sequence[Any], dtype: DTypeLike | None=None, where: str |
 
 def _names_dtype(text: str) -> bool: ...
 
-class AccumulateGrad:
+class PreHooks:
+    __slots__: Incomplete
+    pre_hooks: list[Hook] | None
+    def register_prehook(self, fn: Hook) -> RemovableHandle: ...
+
+class AccumulateGrad(PreHooks):
     __slots__: Incomplete
     next_functions: tuple[tuple[GradNode | None, int], ...]
     needs_input_grad: tuple[bool, ...]
@@ -224,15 +229,14 @@ class AccumulateGrad:
     backward_window: Callable[..., Any] | None
     variable: Tensor
     seq: int
-    pre_hooks: list[Hook] | None
     retain_ref: weakref.ref[Tensor] | None
+    pre_hooks: Incomplete
     def __init__(self, variable: Tensor) -> None: ...
     @property
     def out_shape(self) -> Shape: ...
     @property
     def out_dtype(self) -> np.dtype[Any]: ...
     def name(self) -> str: ...
-    def register_prehook(self, fn: Hook) -> RemovableHandle: ...
     def __repr__(self) -> str: ...
 
 class RemovableHandle:
